@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Link operations: the narrow seam between kube-rdma and rtnetlink. The real implementation
+// (NetlinkLinkOps) speaks libnl3; tests use fakes that can fail the N-th call.
+//
+//   NetlinkLinkOps ops;
+//   KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, ops.GetByName(host, "ens1f0np0"));
+//   // One RTM_NEWLINK: into the pod, renamed, with the new MTU, up. No temporary name, so udev
+//   // never sees a half-configured device.
+//   KUBERDMA_TRY(ops.MoveTo(host, l.ifindex, pod, {.name = "net1", .mtu = 9000, .up = true}));
+//
+// Every operation names the namespace it acts in, so links that live in another namespace (a
+// pod's) are handled without the caller ever entering it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/netns/netns.h"
+
+namespace kuberdma::link {
+
+using netns::NetNs;
+
+struct LinkInfo {
+  int ifindex = 0;
+  std::string name;
+  std::string mac;         // "aa:bb:cc:dd:ee:ff" (20 bytes for IPoIB)
+  uint32_t mtu = 0;
+  bool admin_up = false;   // IFF_UP
+  bool oper_up = false;    // IF_OPER_UP (or UNKNOWN on links without carrier reporting)
+  std::string oper_state;  // "up", "down", "lowerlayerdown", ...
+  std::string alias;       // IFLA_IFALIAS
+  std::string kind;        // "veth", "" for a physical device
+};
+
+// What to change on a link; unset fields are left as they are.
+struct LinkChange {
+  std::optional<std::string> name;
+  std::optional<uint32_t> mtu;
+  std::optional<bool> up;
+  std::optional<std::string> alias;
+};
+
+class LinkOps {
+ public:
+  virtual ~LinkOps() = default;
+
+  // Looks a link up by name or alternative name in `ns`. kNotFound if absent.
+  virtual Result<LinkInfo> GetByName(const NetNs& ns, const std::string& name) = 0;
+  // Looks a link up by ifindex in `ns`. kNotFound if absent.
+  virtual Result<LinkInfo> GetByIndex(const NetNs& ns, int ifindex) = 0;
+  // All links of `ns`.
+  virtual Result<std::vector<LinkInfo>> List(const NetNs& ns) = 0;
+  // Applies `change` to the link in place, in one RTM_NEWLINK.
+  virtual Result<void> Change(const NetNs& ns, int ifindex, const LinkChange& change) = 0;
+  // Moves the link from `from` into `to` and applies `change` there, in one RTM_NEWLINK sent from
+  // `from`. The kernel moves the link first, so on failure the link may already be in `to`
+  // (possibly under its old name): callers locate it before undoing.
+  virtual Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to,
+                              const LinkChange& change) = 0;
+};
+
+// Finds the link with hardware address `mac` (case-insensitive) in `ns`; kNotFound otherwise.
+Result<LinkInfo> FindByMac(LinkOps& ops, const NetNs& ns, std::string_view mac);
+
+// Lower-cases a MAC for comparisons.
+std::string NormalizeMac(std::string_view mac);
+
+}  // namespace kuberdma::link

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// NetlinkLinkOps: LinkOps over libnl3 rtnetlink, one socket per namespace, created inside it.
+// Also the pure message encoder it uses, so that the exact bytes of a move can be tested.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kuberdma/link/link_ops.h"
+
+struct nl_sock;
+
+namespace kuberdma::link {
+
+// Encodes the RTM_NEWLINK request that applies `change` to link `ifindex` and, when `netns_fd` is
+// set, moves it into that namespace (IFLA_NET_NS_FD). Sequence number and port id are zero: the
+// socket fills them when sending.
+std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
+                                      std::optional<int> netns_fd);
+
+class NetlinkLinkOps final : public LinkOps {
+ public:
+  NetlinkLinkOps();
+  ~NetlinkLinkOps() override;
+  NetlinkLinkOps(const NetlinkLinkOps&) = delete;
+  NetlinkLinkOps& operator=(const NetlinkLinkOps&) = delete;
+
+  Result<LinkInfo> GetByName(const NetNs& ns, const std::string& name) override;
+  Result<LinkInfo> GetByIndex(const NetNs& ns, int ifindex) override;
+  Result<std::vector<LinkInfo>> List(const NetNs& ns) override;
+  Result<void> Change(const NetNs& ns, int ifindex, const LinkChange& change) override;
+  Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to,
+                      const LinkChange& change) override;
+
+  // Test and demo setup (not part of the LinkOps seam): veth pairs, deletion, addresses.
+  // Creates veth `name` in `ns` with its peer `peer` in `peer_ns`.
+  Result<void> CreateVeth(const NetNs& ns, const std::string& name, const NetNs& peer_ns,
+                          const std::string& peer);
+  // Deletes link `name` in `ns`; succeeds if it is already gone.
+  Result<void> Delete(const NetNs& ns, const std::string& name);
+  // Adds IPv4 address `cidr` ("10.0.0.1/24") to link `ifindex` in `ns`.
+  Result<void> AddAddress(const NetNs& ns, int ifindex, const std::string& cidr);
+
+ private:
+  Result<nl_sock*> Socket(const NetNs& ns);
+  Result<LinkInfo> Get(const NetNs& ns, int ifindex, const std::string& name);
+  Result<void> Send(const NetNs& ns, const std::vector<uint8_t>& msg, const std::string& what);
+
+  struct SockDeleter {
+    void operator()(nl_sock* s) const;
+  };
+  std::map<ino_t, std::unique_ptr<nl_sock, SockDeleter>> socks_;
+};
+
+// Translates a libnl error (negative NLE_*) into an Error with `what` as context.
+Error NlError(int nlerr, std::string_view what);
+
+}  // namespace kuberdma::link

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// Network namespace handles: open one by path, compare two, run code inside one, and create or
+// delete a named one the way `ip netns add/del` does (tests, the demo and the GPU end-to-end set up
+// namespaces with this, on machines that have no `ip` command).
+//
+//   KUBERDMA_ASSIGN_OR_RETURN(NetNs pod, NetNs::Open("/var/run/netns/cni-1234"));
+//   KUBERDMA_TRY(pod.RunIn([&] { sock = OpenNetlinkSocket(); }));  // socket lives in `pod`
+//
+// This library is the only place in kube-rdma that calls setns(2).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <vector>
+#include <string>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/base/unique_fd.h"
+
+namespace kuberdma::netns {
+
+class NetNs {
+ public:
+  // Opens the namespace at `path` (a bind mount such as /var/run/netns/x, or /proc/<pid>/ns/net).
+  // kNotFound when it does not exist (the pod is gone); kInvalidArgument when `path` is not a
+  // network namespace.
+  static Result<NetNs> Open(const std::string& path);
+
+  // The calling thread's current network namespace.
+  static Result<NetNs> Current();
+
+  // A handle that names a namespace but holds no descriptor; only for fakes in unit tests.
+  static NetNs ForTesting(std::string path, ino_t inode);
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  ino_t inode() const { return ino_; }
+  bool SameAs(const NetNs& other) const { return dev_ == other.dev_ && ino_ == other.ino_; }
+
+  // Runs `fn` with the calling thread inside this namespace and moves the thread back before
+  // returning. Sockets created by `fn` stay bound to this namespace. Only the calling thread is
+  // affected. Fails (without running `fn`) when the namespace cannot be entered.
+  Result<void> RunIn(const std::function<void()>& fn) const;
+
+  NetNs(NetNs&&) = default;
+  NetNs& operator=(NetNs&&) = default;
+
+  // Returns an independent handle to the same namespace (dup of the descriptor).
+  Result<NetNs> Dup() const;
+
+ private:
+  NetNs(UniqueFd fd, std::string path, dev_t dev, ino_t ino)
+      : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
+  UniqueFd fd_;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+// The directory where named namespaces are bind-mounted (as iproute2 does).
+inline constexpr const char* kNamedNetnsDir = "/run/netns";
+
+// Creates a new, empty network namespace bind-mounted at /run/netns/<name> and returns a handle.
+// Its loopback is brought up by the caller if needed. kAlreadyExists if the name is taken.
+Result<NetNs> CreateNamed(const std::string& name);
+
+// Unmounts and removes /run/netns/<name>. The namespace dies once no process or handle holds it.
+// Succeeds if it does not exist (idempotent).
+Result<void> DeleteNamed(const std::string& name);
+
+// Forks a child that enters `ns` and execs `argv` with `envp`; stdin/stdout/stderr are wired to
+// the given descriptors (-1 keeps the parent's). Returns the child pid. Used by tests, the demo
+// and benchmarks to run a binary "on the node" that a namespace simulates.
+Result<pid_t> SpawnIn(const NetNs& ns, const std::vector<std::string>& argv,
+                      const std::vector<std::string>& envp, int stdin_fd, int stdout_fd,
+                      int stderr_fd);
+
+}  // namespace kuberdma::netns

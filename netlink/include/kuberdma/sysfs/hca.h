@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// The HCA model: what kube-rdma knows about an RDMA device, read from sysfs under a SysfsRoot.
+// Devices are identified by their bus address (PCI BDF or auxiliary name), never by a cached name
+// alone: names change when devices move between namespaces.
+//
+//   SysfsRoot root("/");
+//   KUBERDMA_ASSIGN_OR_RETURN(auto hcas, DiscoverHcas(root, HcaDetail::kPorts));
+//   for (const Hca& h : hcas) std::cout << h.name << " " << h.address << "\n";
+//
+// Reads are cheap by default: pkey and GID tables are only read when asked for (kTables), since a
+// RoCE port has 256 GID entries and the CNI's hot path needs none of them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/sysfs/sysfs.h"
+
+namespace kuberdma::sysfs {
+
+enum class LinkLayer { kUnknown, kInfiniBand, kEthernet };
+std::string_view LinkLayerName(LinkLayer ll);  // "InfiniBand", "Ethernet", "unknown"
+
+// IB port states as in ib_port_state / the "N: NAME" sysfs format.
+inline constexpr int kPortActive = 4;
+
+// The full-membership default partition key, valid on every port.
+inline constexpr uint16_t kDefaultPkey = 0xffff;
+
+struct Port {
+  uint32_t number = 0;
+  int state = 0;               // 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
+  std::string state_name;      // "ACTIVE"
+  std::string phys_state;      // "LinkUp"
+  std::string rate;            // "400 Gb/sec (4X NDR)"
+  double rate_gbps = 0;        // 400
+  LinkLayer link_layer = LinkLayer::kUnknown;
+  std::string netdev;          // RoCE: gid_attrs/ndevs/0, when the netdev is in this namespace
+  std::string umad;            // "umad3" when the port has a MAD device
+  std::string issm;            // "issm3"
+  std::vector<uint16_t> pkeys; // kTables only; non-zero entries in table order
+  std::vector<std::string> gids;  // kTables only; non-zero entries
+};
+
+enum class BusKind { kPci, kAuxiliary };
+
+struct Hca {
+  std::string name;            // "mlx5_3"
+  BusKind bus = BusKind::kPci;
+  std::string address;         // "0000:1a:00.0" or "mlx5_core.sf.2"
+  std::string pci_address;     // the PCI function (the parent PF for an auxiliary device)
+  std::string pf_address;      // for an SR-IOV VF, its PF; empty otherwise
+  std::string vendor;          // "0x15b3"
+  std::string device_id;       // "0x1021"
+  std::string driver;          // "mlx5_core"
+  int numa_node = -1;
+  std::string node_guid;
+  std::string device_path;     // resolved device directory relative to sys/
+  std::vector<std::string> netdevs;  // netdev names under the device (this namespace's view)
+  std::string uverbs;          // "uverbs3"
+  std::vector<Port> ports;     // kPorts and above
+
+  // The link layer of port 1 (all mlx5 ports of one HCA share it).
+  LinkLayer link_layer() const;
+  const Port* port(uint32_t number) const;
+};
+
+enum class HcaDetail { kIdentity, kPorts, kTables };
+
+// All RDMA devices under class/infiniband, in natural name order. An absent class directory is an
+// empty list (a node with no RDMA driver loaded), not an error.
+Result<std::vector<Hca>> DiscoverHcas(const SysfsRoot& root, HcaDetail detail);
+
+// One device by name. kNotFound if there is no such device.
+Result<Hca> ReadHca(const SysfsRoot& root, const std::string& name, HcaDetail detail);
+
+// The HCA that owns netdev `ifname` (via class/net/<ifname>/device), or kNotFound.
+Result<Hca> HcaForNetdev(const SysfsRoot& root, const std::string& ifname, HcaDetail detail);
+
+// The HCA whose bus address (PCI BDF or auxiliary name) is `address`, or kNotFound. A short BDF
+// ("1a:00.0") matches domain 0000.
+Result<Hca> HcaForAddress(const SysfsRoot& root, const std::string& address, HcaDetail detail);
+
+// The boot-time RDMA netns mode (ib_core's netns_mode parameter): true for shared. The runtime
+// mode, which `rdma system set` can change, is read over RDMA netlink; this is the fallback.
+std::optional<bool> BootNetnsModeShared(const SysfsRoot& root);
+
+// Parses "0xffff" / "65535" into a pkey; kInvalidArgument otherwise.
+Result<uint16_t> ParsePkey(std::string_view text);
+
+}  // namespace kuberdma::sysfs

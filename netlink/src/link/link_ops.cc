@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers shared by every LinkOps implementation.
+#include "kuberdma/link/link_ops.h"
+
+#include <cctype>
+
+namespace kuberdma::link {
+
+std::string NormalizeMac(std::string_view mac) {
+  std::string out(mac);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Result<LinkInfo> FindByMac(LinkOps& ops, const NetNs& ns, std::string_view mac) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto links, ops.List(ns));
+  std::string want = NormalizeMac(mac);
+  for (auto& l : links) {
+    if (!want.empty() && NormalizeMac(l.mac) == want) return std::move(l);
+  }
+  return Fail(ErrorCode::kNotFound, "no link with MAC " + std::string(mac) + " in netns " + ns.path());
+}
+
+}  // namespace kuberdma::link

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+// LinkOps over libnl3 rtnetlink. Each namespace gets its own NETLINK_ROUTE socket, created with
+// the thread briefly inside that namespace; the socket then keeps addressing it.
+#include "kuberdma/link/netlink_link_ops.h"
+
+#include <linux/if.h>
+#include <linux/rtnetlink.h>
+#include <netlink/errno.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace kuberdma::link {
+
+namespace {
+
+// A kernel that never answers must not hang a CNI call: bound every receive.
+constexpr int kRecvTimeoutSec = 5;
+
+std::string FormatMac(const nl_addr* addr) {
+  if (addr == nullptr) return "";
+  const auto* bytes = static_cast<const unsigned char*>(nl_addr_get_binary_addr(addr));
+  unsigned int len = nl_addr_get_len(addr);
+  std::string out;
+  char buf[4];
+  for (unsigned int i = 0; i < len; ++i) {
+    std::snprintf(buf, sizeof buf, i == 0 ? "%02x" : ":%02x", bytes[i]);
+    out += buf;
+  }
+  return out;
+}
+
+LinkInfo FromRtnl(rtnl_link* l) {
+  LinkInfo info;
+  info.ifindex = rtnl_link_get_ifindex(l);
+  if (const char* n = rtnl_link_get_name(l)) info.name = n;
+  info.mac = FormatMac(rtnl_link_get_addr(l));
+  info.mtu = rtnl_link_get_mtu(l);
+  info.admin_up = (rtnl_link_get_flags(l) & IFF_UP) != 0;
+  uint8_t op = rtnl_link_get_operstate(l);
+  info.oper_up = op == IF_OPER_UP || (op == IF_OPER_UNKNOWN && info.admin_up);
+  char buf[32];
+  info.oper_state = rtnl_link_operstate2str(op, buf, sizeof buf);
+  if (const char* a = rtnl_link_get_ifalias(l)) info.alias = a;
+  if (const char* t = rtnl_link_get_type(l)) info.kind = t;
+  return info;
+}
+
+struct MsgDeleter {
+  void operator()(nl_msg* m) const { nlmsg_free(m); }
+};
+using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
+
+}  // namespace
+
+Error NlError(int nlerr, std::string_view what) {
+  int e = nlerr < 0 ? -nlerr : nlerr;
+  ErrorCode code = ErrorCode::kIo;
+  switch (e) {
+    case NLE_OBJ_NOTFOUND: case NLE_NODEV: code = ErrorCode::kNotFound; break;
+    case NLE_EXIST: code = ErrorCode::kAlreadyExists; break;
+    case NLE_INVAL: case NLE_RANGE: case NLE_MSGSIZE: code = ErrorCode::kInvalidArgument; break;
+    case NLE_PERM: code = ErrorCode::kPermissionDenied; break;
+    case NLE_BUSY: case NLE_AGAIN: code = ErrorCode::kBusy; break;
+    case NLE_OPNOTSUPP: case NLE_PROTO_MISMATCH: case NLE_AF_NOSUPPORT:
+      code = ErrorCode::kUnsupported; break;
+    default: break;
+  }
+  std::string msg(what);
+  msg += ": ";
+  msg += nl_geterror(e);
+  return Error(code, std::move(msg));
+}
+
+std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
+                                      std::optional<int> netns_fd) {
+  MsgPtr m(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK));
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = ifindex;
+  if (change.up) {
+    ifi.ifi_change = IFF_UP;
+    ifi.ifi_flags = *change.up ? IFF_UP : 0;
+  }
+  nlmsg_append(m.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO);
+  if (netns_fd) nla_put_u32(m.get(), IFLA_NET_NS_FD, static_cast<uint32_t>(*netns_fd));
+  if (change.name) nla_put_string(m.get(), IFLA_IFNAME, change.name->c_str());
+  if (change.mtu) nla_put_u32(m.get(), IFLA_MTU, *change.mtu);
+  if (change.alias) nla_put_string(m.get(), IFLA_IFALIAS, change.alias->c_str());
+  const nlmsghdr* h = nlmsg_hdr(m.get());
+  const auto* p = reinterpret_cast<const uint8_t*>(h);
+  return {p, p + h->nlmsg_len};
+}
+
+void NetlinkLinkOps::SockDeleter::operator()(nl_sock* s) const { nl_socket_free(s); }
+
+NetlinkLinkOps::NetlinkLinkOps() = default;
+NetlinkLinkOps::~NetlinkLinkOps() = default;
+
+Result<nl_sock*> NetlinkLinkOps::Socket(const NetNs& ns) {
+  auto it = socks_.find(ns.inode());
+  if (it != socks_.end()) return it->second.get();
+  std::unique_ptr<nl_sock, SockDeleter> sock(nl_socket_alloc());
+  if (!sock) return Fail(ErrorCode::kIo, "allocate netlink socket");
+  int err = 0;
+  KUBERDMA_TRY(ns.RunIn([&] { err = nl_connect(sock.get(), NETLINK_ROUTE); }));
+  if (err < 0) return Fail(NlError(err, "connect rtnetlink in netns " + ns.path()));
+  timeval tv{kRecvTimeoutSec, 0};
+  setsockopt(nl_socket_get_fd(sock.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  nl_sock* raw = sock.get();
+  socks_.emplace(ns.inode(), std::move(sock));
+  return raw;
+}
+
+Result<LinkInfo> NetlinkLinkOps::Get(const NetNs& ns, int ifindex, const std::string& name) {
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  rtnl_link* l = nullptr;
+  int err = rtnl_link_get_kernel(sock, ifindex, name.empty() ? nullptr : name.c_str(), &l);
+  std::string what = name.empty() ? "ifindex " + std::to_string(ifindex) : "link " + name;
+  if (err < 0) return Fail(NlError(err, "look up " + what + " in netns " + ns.path()));
+  LinkInfo info = FromRtnl(l);
+  rtnl_link_put(l);
+  return info;
+}
+
+Result<LinkInfo> NetlinkLinkOps::GetByName(const NetNs& ns, const std::string& name) {
+  if (name.empty() || name.size() >= IFNAMSIZ) {
+    return Fail(ErrorCode::kInvalidArgument, "invalid link name '" + name + "'");
+  }
+  return Get(ns, 0, name);
+}
+
+Result<LinkInfo> NetlinkLinkOps::GetByIndex(const NetNs& ns, int ifindex) {
+  return Get(ns, ifindex, "");
+}
+
+Result<std::vector<LinkInfo>> NetlinkLinkOps::List(const NetNs& ns) {
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  nl_cache* cache = nullptr;
+  int err = rtnl_link_alloc_cache(sock, AF_UNSPEC, &cache);
+  if (err < 0) return Fail(NlError(err, "list links in netns " + ns.path()));
+  std::vector<LinkInfo> out;
+  for (nl_object* o = nl_cache_get_first(cache); o != nullptr; o = nl_cache_get_next(o)) {
+    out.push_back(FromRtnl(reinterpret_cast<rtnl_link*>(o)));
+  }
+  nl_cache_free(cache);
+  return out;
+}
+
+Result<void> NetlinkLinkOps::Send(const NetNs& ns, const std::vector<uint8_t>& msg,
+                                  const std::string& what) {
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  std::vector<uint8_t> copy = msg;
+  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
+  if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
+  int err = nl_send_auto(sock, m.get());
+  if (err >= 0) err = nl_wait_for_ack(sock);
+  if (err < 0) return Fail(NlError(err, what));
+  return {};
+}
+
+Result<void> NetlinkLinkOps::Change(const NetNs& ns, int ifindex, const LinkChange& change) {
+  return Send(ns, EncodeLinkChange(ifindex, change, std::nullopt),
+              "change ifindex " + std::to_string(ifindex) + " in netns " + ns.path());
+}
+
+Result<void> NetlinkLinkOps::MoveTo(const NetNs& from, int ifindex, const NetNs& to,
+                                    const LinkChange& change) {
+  return Send(from, EncodeLinkChange(ifindex, change, to.fd()),
+              "move ifindex " + std::to_string(ifindex) + " from netns " + from.path() +
+                  " to netns " + to.path());
+}
+
+Result<void> NetlinkLinkOps::CreateVeth(const NetNs& ns, const std::string& name,
+                                        const NetNs& peer_ns, const std::string& peer) {
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  rtnl_link* l = rtnl_link_veth_alloc();
+  if (l == nullptr) return Fail(ErrorCode::kIo, "allocate veth");
+  rtnl_link_set_name(l, name.c_str());
+  rtnl_link_set_name(rtnl_link_veth_get_peer(l), peer.c_str());
+  int err = rtnl_link_add(sock, l, NLM_F_CREATE | NLM_F_EXCL);
+  rtnl_link_veth_release(l);
+  if (err < 0) return Fail(NlError(err, "create veth " + name + "/" + peer));
+  if (peer_ns.SameAs(ns)) return {};
+  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo p, GetByName(ns, peer));
+  return MoveTo(ns, p.ifindex, peer_ns, {});
+}
+
+Result<void> NetlinkLinkOps::Delete(const NetNs& ns, const std::string& name) {
+  auto l = GetByName(ns, name);
+  if (!l) return l.error().code() == ErrorCode::kNotFound ? Result<void>{} : Fail(l.error());
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  rtnl_link* del = rtnl_link_alloc();
+  rtnl_link_set_ifindex(del, l->ifindex);
+  int err = rtnl_link_delete(sock, del);
+  rtnl_link_put(del);
+  if (err < 0 && -err != NLE_NODEV && -err != NLE_OBJ_NOTFOUND) {
+    return Fail(NlError(err, "delete link " + name));
+  }
+  return {};
+}
+
+Result<void> NetlinkLinkOps::AddAddress(const NetNs& ns, int ifindex, const std::string& cidr) {
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  nl_addr* local = nullptr;
+  int err = nl_addr_parse(cidr.c_str(), AF_INET, &local);
+  if (err < 0) return Fail(NlError(err, "parse address " + cidr));
+  rtnl_addr* a = rtnl_addr_alloc();
+  rtnl_addr_set_ifindex(a, ifindex);
+  rtnl_addr_set_local(a, local);
+  rtnl_addr_set_prefixlen(a, static_cast<int>(nl_addr_get_prefixlen(local)));
+  err = rtnl_addr_add(sock, a, 0);
+  rtnl_addr_put(a);
+  nl_addr_put(local);
+  if (err < 0) return Fail(NlError(err, "add address " + cidr));
+  return {};
+}
+
+}  // namespace kuberdma::link

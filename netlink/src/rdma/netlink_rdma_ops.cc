@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+// RdmaOps over libnl3 and NETLINK_RDMA, in the manner of rdma-core's util/rdma_nl.c.
+#include "kuberdma/rdma/netlink_rdma_ops.h"
+
+#include <netlink/errno.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <rdma/rdma_netlink.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "kuberdma/base/unique_fd.h"
+
+namespace kuberdma::rdma {
+
+namespace {
+
+constexpr int kRecvTimeoutSec = 5;
+
+Error NoRdma() {
+  return Error(ErrorCode::kUnsupported,
+               "this kernel has no RDMA subsystem (NETLINK_RDMA is not available: is ib_core "
+               "loaded and an RDMA driver such as mlx5_ib present?)",
+               EPROTONOSUPPORT);
+}
+
+Error NlErr(int nlerr, const std::string& what) {
+  int e = nlerr < 0 ? -nlerr : nlerr;
+  ErrorCode code = ErrorCode::kIo;
+  if (e == NLE_OBJ_NOTFOUND || e == NLE_NODEV) code = ErrorCode::kNotFound;
+  if (e == NLE_EXIST) code = ErrorCode::kAlreadyExists;
+  if (e == NLE_INVAL || e == NLE_RANGE) code = ErrorCode::kInvalidArgument;
+  if (e == NLE_PERM) code = ErrorCode::kPermissionDenied;
+  if (e == NLE_BUSY || e == NLE_AGAIN) code = ErrorCode::kBusy;
+  if (e == NLE_OPNOTSUPP) code = ErrorCode::kUnsupported;
+  return Error(code, what + ": " + nl_geterror(e));
+}
+
+int CollectReply(nl_msg* msg, void* arg) {
+  auto* out = static_cast<std::vector<std::vector<uint8_t>>*>(arg);
+  const nlmsghdr* h = nlmsg_hdr(msg);
+  const auto* p = reinterpret_cast<const uint8_t*>(h);
+  out->emplace_back(p, p + h->nlmsg_len);
+  return NL_OK;
+}
+
+struct MsgDeleter {
+  void operator()(nl_msg* m) const { nlmsg_free(m); }
+};
+
+}  // namespace
+
+bool KernelHasRdma() {
+  UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA));
+  return fd.valid();
+}
+
+void NetlinkRdmaOps::SockDeleter::operator()(nl_sock* s) const { nl_socket_free(s); }
+NetlinkRdmaOps::NetlinkRdmaOps() = default;
+NetlinkRdmaOps::~NetlinkRdmaOps() = default;
+
+Result<nl_sock*> NetlinkRdmaOps::Socket(const NetNs& ns) {
+  auto it = socks_.find(ns.inode());
+  if (it != socks_.end()) return it->second.get();
+  std::unique_ptr<nl_sock, SockDeleter> sock(nl_socket_alloc());
+  if (!sock) return Fail(ErrorCode::kIo, "allocate netlink socket");
+  // Requests carry their own NLM_F_ACK where an ACK is wanted (SET); GETs get their reply.
+  nl_socket_disable_auto_ack(sock.get());
+  int err = 0;
+  bool has_rdma = true;
+  KUBERDMA_TRY(ns.RunIn([&] {
+    has_rdma = KernelHasRdma();
+    if (has_rdma) err = nl_connect(sock.get(), NETLINK_RDMA);
+  }));
+  if (!has_rdma) return Fail(NoRdma());
+  if (err < 0) return Fail(NlErr(err, "connect NETLINK_RDMA in netns " + ns.path()));
+  timeval tv{kRecvTimeoutSec, 0};
+  setsockopt(nl_socket_get_fd(sock.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  nl_sock* raw = sock.get();
+  socks_.emplace(ns.inode(), std::move(sock));
+  return raw;
+}
+
+Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(
+    const NetNs& ns, const std::vector<uint8_t>& msg, const std::string& what) {
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  std::vector<uint8_t> copy = msg;
+  std::unique_ptr<nl_msg, MsgDeleter> m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
+  if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
+  const bool wants_ack = (nlmsg_hdr(m.get())->nlmsg_flags & NLM_F_ACK) != 0;
+  int err = nl_send_auto(sock, m.get());
+  if (err < 0) return Fail(NlErr(err, what));
+  std::vector<std::vector<uint8_t>> replies;
+  if (wants_ack) {
+    err = nl_wait_for_ack(sock);
+  } else {
+    nl_socket_modify_cb(sock, NL_CB_VALID, NL_CB_CUSTOM, CollectReply, &replies);
+    err = nl_recvmsgs_default(sock);
+  }
+  if (err < 0) return Fail(NlErr(err, what));
+  return replies;
+}
+
+Result<std::vector<RdmaDevice>> NetlinkRdmaOps::List(const NetNs& ns) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto replies,
+                            Request(ns, EncodeDeviceGet(0), "list RDMA devices in " + ns.path()));
+  std::vector<RdmaDevice> out;
+  for (const auto& r : replies) {
+    KUBERDMA_ASSIGN_OR_RETURN(RdmaDevice d, DecodeDevice(r));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<RdmaDevice> NetlinkRdmaOps::GetByName(const NetNs& ns, const std::string& name) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto devs, List(ns));
+  for (auto& d : devs) {
+    if (d.name == name) return std::move(d);
+  }
+  return Fail(ErrorCode::kNotFound, "no RDMA device " + name + " in netns " + ns.path());
+}
+
+Result<RdmaPort> NetlinkRdmaOps::GetPort(const NetNs& ns, uint32_t dev_index, uint32_t port) {
+  std::string what = "get RDMA port " + std::to_string(dev_index) + "/" + std::to_string(port);
+  KUBERDMA_ASSIGN_OR_RETURN(auto replies, Request(ns, EncodePortGet(dev_index, port), what));
+  if (replies.empty()) return Fail(ErrorCode::kNotFound, what + ": no reply");
+  return DecodePort(replies.front());
+}
+
+Result<NetnsMode> NetlinkRdmaOps::GetNetnsMode(const NetNs& ns) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto replies, Request(ns, EncodeSysGet(), "get RDMA netns mode"));
+  if (replies.empty()) return Fail(ErrorCode::kIo, "get RDMA netns mode: no reply");
+  return DecodeSys(replies.front());
+}
+
+Result<void> NetlinkRdmaOps::SetNetnsMode(const NetNs& ns, NetnsMode mode) {
+  auto r = Request(ns, EncodeSysSet(mode),
+                   "set RDMA netns mode " + std::string(NetnsModeName(mode)));
+  if (!r) return Fail(r.error());
+  return {};
+}
+
+Result<void> NetlinkRdmaOps::MoveTo(const NetNs& from, uint32_t dev_index, const NetNs& to) {
+  auto r = Request(from, EncodeMove(dev_index, to.fd()),
+                   "move RDMA device " + std::to_string(dev_index) + " from netns " +
+                       from.path() + " to netns " + to.path());
+  if (!r) return Fail(r.error());
+  return {};
+}
+
+Result<void> NetlinkRdmaOps::Rename(const NetNs& ns, uint32_t dev_index, const std::string& name) {
+  auto r = Request(ns, EncodeRename(dev_index, name),
+                   "rename RDMA device " + std::to_string(dev_index) + " to " + name);
+  if (!r) return Fail(r.error());
+  return {};
+}
+
+}  // namespace kuberdma::rdma

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+// Builds the Hca model from class/infiniband and the device directories behind it.
+#include "kuberdma/sysfs/hca.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <regex>
+
+namespace kuberdma::sysfs {
+
+namespace {
+
+bool IsPciAddress(std::string_view s) {
+  static const std::regex kBdf("^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
+  return std::regex_match(s.begin(), s.end(), kBdf);
+}
+
+std::string Basename(std::string_view path) {
+  auto slash = path.find_last_of('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::string Dirname(std::string_view path) {
+  auto slash = path.find_last_of('/');
+  return std::string(slash == std::string_view::npos ? "" : path.substr(0, slash));
+}
+
+// "4: ACTIVE" -> {4, "ACTIVE"}
+void ParseNumbered(const std::string& text, int* code, std::string* name) {
+  auto colon = text.find(':');
+  *code = std::atoi(text.c_str());
+  *name = colon == std::string::npos ? text : text.substr(text.find_first_not_of(' ', colon + 1));
+}
+
+LinkLayer ParseLinkLayer(std::string_view s) {
+  if (s == "InfiniBand") return LinkLayer::kInfiniBand;
+  if (s == "Ethernet") return LinkLayer::kEthernet;
+  return LinkLayer::kUnknown;
+}
+
+// Finds char devices of class `cls` (infiniband_mad) under the device whose ibdev is `name`.
+void ReadMadDevices(const SysfsRoot& root, const std::string& dev, Hca* hca) {
+  auto mads = root.ListDir(dev + "/infiniband_mad");
+  if (!mads) return;
+  for (const auto& m : *mads) {
+    std::string base = dev + "/infiniband_mad/" + m;
+    if (root.ReadAttrOr(base + "/ibdev", "") != hca->name) continue;
+    auto port_no = static_cast<uint32_t>(std::atoi(root.ReadAttrOr(base + "/port", "0").c_str()));
+    for (auto& p : hca->ports) {
+      if (p.number != port_no) continue;
+      if (m.rfind("umad", 0) == 0) p.umad = m;
+      if (m.rfind("issm", 0) == 0) p.issm = m;
+    }
+  }
+}
+
+void ReadTables(const SysfsRoot& root, const std::string& pdir, Port* p) {
+  if (auto keys = root.ListDir(pdir + "/pkeys")) {
+    // Table order is by index, which the natural sort of "0".."127" gives.
+    for (const auto& k : *keys) {
+      auto v = root.ReadAttr(pdir + "/pkeys/" + k);
+      if (!v) continue;
+      auto pk = ParsePkey(*v);
+      if (pk && *pk != 0) p->pkeys.push_back(*pk);
+    }
+  }
+  if (auto gids = root.ListDir(pdir + "/gids")) {
+    for (const auto& g : *gids) {
+      auto v = root.ReadAttr(pdir + "/gids/" + g);
+      if (v && *v != "0000:0000:0000:0000:0000:0000:0000:0000") p->gids.push_back(*v);
+    }
+  }
+}
+
+Result<void> ReadPorts(const SysfsRoot& root, const std::string& ib, HcaDetail detail, Hca* hca) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto ports, root.ListDir(ib + "/ports"));
+  for (const auto& num : ports) {
+    std::string pdir = ib + "/ports/" + num;
+    Port p;
+    p.number = static_cast<uint32_t>(std::atoi(num.c_str()));
+    ParseNumbered(root.ReadAttrOr(pdir + "/state", "0: UNKNOWN"), &p.state, &p.state_name);
+    int phys = 0;
+    ParseNumbered(root.ReadAttrOr(pdir + "/phys_state", "0: Unknown"), &phys, &p.phys_state);
+    p.rate = root.ReadAttrOr(pdir + "/rate", "");
+    p.rate_gbps = std::atof(p.rate.c_str());
+    p.link_layer = ParseLinkLayer(root.ReadAttrOr(pdir + "/link_layer", ""));
+    p.netdev = root.ReadAttrOr(pdir + "/gid_attrs/ndevs/0", "");
+    if (detail == HcaDetail::kTables) ReadTables(root, pdir, &p);
+    hca->ports.push_back(std::move(p));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view LinkLayerName(LinkLayer ll) {
+  switch (ll) {
+    case LinkLayer::kInfiniBand: return "InfiniBand";
+    case LinkLayer::kEthernet: return "Ethernet";
+    case LinkLayer::kUnknown: break;
+  }
+  return "unknown";
+}
+
+LinkLayer Hca::link_layer() const {
+  return ports.empty() ? LinkLayer::kUnknown : ports.front().link_layer;
+}
+
+const Port* Hca::port(uint32_t number) const {
+  for (const auto& p : ports) {
+    if (p.number == number) return &p;
+  }
+  return nullptr;
+}
+
+Result<Hca> ReadHca(const SysfsRoot& root, const std::string& name, HcaDetail detail) {
+  std::string ib = "class/infiniband/" + name;
+  if (!root.Exists(ib)) return Fail(ErrorCode::kNotFound, "no RDMA device " + name);
+  Hca hca;
+  hca.name = name;
+  auto dev = root.Resolve(ib + "/device");
+  if (!dev) return Fail(dev.error().Wrap("RDMA device " + name + " has no device link"));
+  hca.device_path = *dev;
+  hca.address = Basename(*dev);
+  std::string pci_dir = *dev;
+  if (IsPciAddress(hca.address)) {
+    hca.pci_address = hca.address;
+  } else {
+    // An auxiliary device (mlx5_core.sf.N) hangs below its parent PCI function.
+    hca.bus = BusKind::kAuxiliary;
+    pci_dir = Dirname(*dev);
+    hca.pci_address = Basename(pci_dir);
+  }
+  hca.vendor = root.ReadAttrOr(pci_dir + "/vendor", "");
+  hca.device_id = root.ReadAttrOr(pci_dir + "/device", "");
+  hca.numa_node = std::atoi(root.ReadAttrOr(pci_dir + "/numa_node", "-1").c_str());
+  if (auto drv = root.Resolve(*dev + "/driver")) hca.driver = Basename(*drv);
+  if (auto pf = root.Resolve(pci_dir + "/physfn")) hca.pf_address = Basename(*pf);
+  hca.node_guid = root.ReadAttrOr(ib + "/node_guid", "");
+  if (auto nets = root.ListDir(*dev + "/net")) hca.netdevs = std::move(*nets);
+  if (auto verbs = root.ListDir(*dev + "/infiniband_verbs")) {
+    for (const auto& v : *verbs) {
+      if (root.ReadAttrOr(*dev + "/infiniband_verbs/" + v + "/ibdev", "") == name) hca.uverbs = v;
+    }
+  }
+  if (detail != HcaDetail::kIdentity) {
+    KUBERDMA_TRY(ReadPorts(root, ib, detail, &hca));
+    ReadMadDevices(root, *dev, &hca);
+  }
+  return hca;
+}
+
+Result<std::vector<Hca>> DiscoverHcas(const SysfsRoot& root, HcaDetail detail) {
+  std::vector<Hca> out;
+  if (!root.Exists("class/infiniband")) return out;
+  KUBERDMA_ASSIGN_OR_RETURN(auto names, root.ListDir("class/infiniband"));
+  for (const auto& n : names) {
+    KUBERDMA_ASSIGN_OR_RETURN(Hca h, ReadHca(root, n, detail));
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Result<Hca> HcaForNetdev(const SysfsRoot& root, const std::string& ifname, HcaDetail detail) {
+  auto dev = root.Resolve("class/net/" + ifname + "/device");
+  if (!dev) return Fail(ErrorCode::kNotFound, "netdev " + ifname + " has no device in sysfs");
+  KUBERDMA_ASSIGN_OR_RETURN(auto hcas, DiscoverHcas(root, HcaDetail::kIdentity));
+  for (const auto& h : hcas) {
+    if (h.device_path == *dev) return ReadHca(root, h.name, detail);
+  }
+  return Fail(ErrorCode::kNotFound, "netdev " + ifname + " belongs to no RDMA device");
+}
+
+Result<Hca> HcaForAddress(const SysfsRoot& root, const std::string& address, HcaDetail detail) {
+  std::string want = address;
+  if (want.size() == 7 && want[2] == ':') want = "0000:" + want;  // "1a:00.0"
+  for (auto& c : want) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  KUBERDMA_ASSIGN_OR_RETURN(auto hcas, DiscoverHcas(root, HcaDetail::kIdentity));
+  for (const auto& h : hcas) {
+    if (h.address == want) return ReadHca(root, h.name, detail);
+  }
+  return Fail(ErrorCode::kNotFound, "no RDMA device at bus address " + address);
+}
+
+std::optional<bool> BootNetnsModeShared(const SysfsRoot& root) {
+  auto v = root.ReadAttr("module/ib_core/parameters/netns_mode");
+  if (!v || v->empty()) return std::nullopt;
+  return (*v)[0] == 'Y' || (*v)[0] == '1';
+}
+
+Result<uint16_t> ParsePkey(std::string_view text) {
+  std::string s(text);
+  if (s.empty()) return Fail(ErrorCode::kInvalidArgument, "empty pkey");
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = std::strtoul(s.c_str(), &end, 0);
+  if (errno != 0 || end == s.c_str() || *end != '\0' || v > 0xffff || s[0] == '-') {
+    return Fail(ErrorCode::kInvalidArgument,
+                "pkey '" + s + "' is not a 16-bit number (expected e.g. \"0xffff\")");
+  }
+  return static_cast<uint16_t>(v);
+}
+
+}  // namespace kuberdma::sysfs
