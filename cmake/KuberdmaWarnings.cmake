@@ -7,7 +7,9 @@ function(kuberdma_target_defaults target)
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor -Wold-style-cast
-    -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough -Wformat=2)
+    -Woverloaded-virtual -Wimplicit-fallthrough -Wformat=2
+    # Designated initialisers that leave defaulted members out are the idiom, not a mistake.
+    -Wno-missing-field-initializers)
   if(KUBERDMA_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

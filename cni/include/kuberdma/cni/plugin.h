@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `rdma` plugin's verbs over injected operations: the testable core behind cni/main.cc.
+//
+//   netlink-backed ops in production, fakes in unit tests:
+//   Plugin plugin({.links = links, .rdma = rdma, .namespaces = ns, .sysfs = SysfsRoot::FromEnv()});
+//   CniResult<nlohmann::json> result = plugin.Add(request, conf);
+//
+// Every verb takes the node lock (bounded wait, then error 11). ADD writes the state record before
+// the first change and undoes completed steps in reverse order on any failure; DEL, GC and a
+// retried ADD all restore through the same locate-then-restore path, so a device is found wherever
+// it ended up (pod, host, renamed devN by the kernel) and put back.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "kuberdma/cni/config.h"
+#include "kuberdma/cni/state.h"
+#include "kuberdma/cni/types.h"
+#include "kuberdma/link/link_ops.h"
+#include "kuberdma/netns/namespace_ops.h"
+#include "kuberdma/rdma/rdma_ops.h"
+#include "kuberdma/sysfs/hca.h"
+
+namespace kuberdma::cni {
+
+struct Deps {
+  link::LinkOps& links;
+  rdma::RdmaOps& rdma;
+  netns::NamespaceOps& namespaces;
+  sysfs::SysfsRoot sysfs;
+};
+
+class Plugin {
+ public:
+  explicit Plugin(Deps deps) : d_(std::move(deps)) {}
+
+  // Attaches an HCA to the pod; returns the CNI result in conf.cni_version. Retry-safe: a repeated
+  // ADD of a completed attachment returns the same result without changing anything.
+  CniResult<nlohmann::json> Add(const Request& req, const NetConf& conf);
+  // Gives the attachment back. Succeeds when the namespace is gone, state is missing, or repeated.
+  CniResult<void> Del(const Request& req, const NetConf& conf);
+  // Verifies that what ADD promised still holds.
+  CniResult<void> Check(const Request& req, const NetConf& conf);
+  // Whether this node can serve ADDs (50: not at all; 51: no free HCA left).
+  CniResult<void> Status(const NetConf& conf);
+  // Restores every attachment of this network not listed in cni.dev/valid-attachments.
+  CniResult<void> Gc(const NetConf& conf);
+
+ private:
+  struct Selected {
+    sysfs::Hca hca;
+  };
+  CniResult<sysfs::Hca> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
+                               const StateStore& store, const std::string& self_key);
+  CniResult<std::string> NetnsMode(const netns::NetNs& host, const NetConf& conf);
+  CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
+  CniResult<nlohmann::json> Attach(const Request& req, const NetConf& conf, const StateStore& store,
+                                   const netns::NetNs& host, const netns::NetNs& pod);
+  Result<void> Apply(AttachmentRecord& rec, const NetConf& conf, const StateStore& store,
+                     const netns::NetNs& host, const netns::NetNs& pod);
+  Result<link::LinkInfo> Verify(const AttachmentRecord& rec, const NetConf& conf,
+                                const netns::NetNs& pod);
+  // Puts the netdev and RDMA device of `rec` back on the host, wherever they are now.
+  Result<void> Restore(const AttachmentRecord& rec, const netns::NetNs& host);
+  Result<void> RestoreNetdev(const AttachmentRecord& rec, const netns::NetNs& host,
+                             const netns::NetNs* pod);
+  Result<void> RestoreRdma(const AttachmentRecord& rec, const netns::NetNs& host,
+                           const netns::NetNs* pod);
+  void WriteDeviceInfo(const NetConf& conf, const sysfs::Hca& hca, const AttachmentRecord& rec);
+
+  Deps d_;
+};
+
+}  // namespace kuberdma::cni

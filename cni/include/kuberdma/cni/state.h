@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CNI's state: one versioned JSON record per (network, container ID, ifname), written before the
+// first change and holding everything needed to undo it; and the node-wide lock that serialises
+// verbs.
+//
+//   StateStore store("/var/lib/cni/rdma");
+//   KUBERDMA_ASSIGN_OR_RETURN(NodeLock lock, NodeLock::Acquire(store.dir(), 10000));
+//   KUBERDMA_TRY(store.Save(record));          // before touching the device
+//
+// Layout: <dir>/<network>/<containerID>:<ifname>.json (network names are %-escaped).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/base/unique_fd.h"
+
+namespace kuberdma::cni {
+
+inline constexpr int kStateVersion = 1;
+
+struct AttachmentRecord {
+  int version = kStateVersion;
+  std::string network;
+  std::string container_id;
+  std::string ifname;
+  std::string netns;
+  bool done = false;  // false while ADD is in progress (or died half-way)
+
+  std::string hca;           // RDMA device name on the host ("mlx5_3")
+  std::string hca_address;   // its bus address, the stable identity
+  std::string link_layer;    // "Ethernet" / "InfiniBand"
+
+  bool netdev_moved = false;  // false when chained: another plugin owns the netdev
+  std::string host_name;      // the netdev's name on the host, restored on DEL
+  int host_ifindex = 0;
+  std::string mac;            // how the netdev is found again wherever it is
+  uint32_t host_mtu = 0;
+  bool host_admin_up = false;
+
+  std::string netns_mode;     // "exclusive", "shared", or "unavailable" (no RDMA subsystem)
+  bool rdma_moved = false;
+  uint16_t pkey = 0xffff;
+  int pkey_index = -1;        // index in the port's pkey table (InfiniBand), -1 if not applicable
+
+  nlohmann::json ToJson() const;
+  static Result<AttachmentRecord> FromJson(const nlohmann::json& j);
+};
+
+class StateStore {
+ public:
+  explicit StateStore(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+
+  // The record, or nullopt when none exists. kInvalidArgument for an unreadable or newer record.
+  Result<std::optional<AttachmentRecord>> Load(const std::string& network,
+                                               const std::string& container_id,
+                                               const std::string& ifname) const;
+  // Writes the record atomically (temp file + rename).
+  Result<void> Save(const AttachmentRecord& rec) const;
+  // Removes the record; succeeds if it is already gone.
+  Result<void> Remove(const std::string& network, const std::string& container_id,
+                      const std::string& ifname) const;
+  // All records, of one network or (empty) of every network.
+  Result<std::vector<AttachmentRecord>> List(const std::string& network = "") const;
+
+  // Whether the directory exists or can be created, and is writable.
+  Result<void> CheckWritable() const;
+
+ private:
+  std::string PathFor(const std::string& network, const std::string& container_id,
+                      const std::string& ifname) const;
+  std::string dir_;
+};
+
+// An exclusive flock on <dir>/.lock, held until destruction.
+class NodeLock {
+ public:
+  // Waits up to `timeout_ms` for the lock; kBusy when another verb holds it longer.
+  static Result<NodeLock> Acquire(const std::string& dir, uint32_t timeout_ms);
+
+ private:
+  explicit NodeLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+// %-escapes a network name into a safe single path component.
+std::string EscapeName(std::string_view name);
+
+}  // namespace kuberdma::cni

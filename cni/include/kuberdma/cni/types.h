@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// CNI protocol types: the request a runtime sends (environment + stdin) and the error codes of the
+// CNI specification plus our own (100 and up).
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include <tl/expected.hpp>
+
+#include "kuberdma/base/error.h"
+
+namespace kuberdma::cni {
+
+// Error codes. 1-11 and 50-51 are the specification's; 100+ are ours (docs/cni.md lists them).
+enum Code : int {
+  kIncompatibleVersion = 1,
+  kUnsupportedField = 2,
+  kContainerUnknown = 3,
+  kInvalidEnv = 4,
+  kIoFailure = 5,
+  kDecodeFailure = 6,
+  kInvalidConfig = 7,
+  kTryAgainLater = 11,
+  kPluginNotAvailable = 50,
+  kPluginLimited = 51,
+  kDeviceUnavailable = 100,   // The selected device is absent or attached elsewhere.
+  kKernelRefused = 101,       // A netlink operation failed; the message names it.
+  kSharedModeRejected = 102,  // RDMA netns mode is shared and the config says "error".
+  kStateFailure = 103,        // The state record could not be read or written.
+  kRollbackIncomplete = 104,  // A failure could not be fully undone; the message says what is left.
+  kCheckFailed = 105,         // CHECK found the attachment differs from what ADD set up.
+  kInternalError = 199,       // A bug: an unexpected exception reached the boundary.
+};
+
+struct CniError {
+  int code;
+  std::string msg;
+  std::string details;
+};
+
+template <typename T>
+using CniResult = tl::expected<T, CniError>;
+
+inline tl::unexpected<CniError> CniFail(int code, std::string msg, std::string details = "") {
+  return tl::unexpected<CniError>(CniError{code, std::move(msg), std::move(details)});
+}
+
+// Maps a library Error to a CNI error: kBusy/kTimeout -> 11, kInvalidArgument -> 7,
+// otherwise `fallback`.
+CniError FromError(const Error& e, int fallback);
+
+enum class Command { kAdd, kDel, kCheck, kVersion, kStatus, kGc };
+
+// What the runtime passed in CNI_* variables.
+struct Request {
+  Command command = Command::kVersion;
+  std::string container_id;
+  std::string netns;
+  std::string ifname;
+  std::string args;
+  std::string path;
+};
+
+// Reads and validates CNI_* variables through `getenv` for the command they name.
+// Missing or invalid required variables are error 4, naming the variable.
+CniResult<Request> ParseEnv(const char* (*getenv)(const char*));
+
+}  // namespace kuberdma::cni

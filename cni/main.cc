@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `rdma` CNI binary: reads CNI_* and stdin, runs one verb, prints exactly one result or error
+// document on stdout. Everything else (logs) goes to stderr and the optional log file.
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "kuberdma/cni/config.h"
+#include "kuberdma/cni/plugin.h"
+#include "kuberdma/cni/result.h"
+#include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/rdma/netlink_rdma_ops.h"
+
+namespace {
+
+using namespace kuberdma::cni;  // NOLINT(google-build-using-namespace): a main() file
+
+constexpr size_t kMaxConfigBytes = 16u << 20;
+
+const char* GetEnv(const char* name) { return std::getenv(name); }
+
+void Print(const nlohmann::json& j) {
+  std::string out = j.dump();
+  out += '\n';
+  (void)!::write(1, out.data(), out.size());
+}
+
+int PrintError(const std::string& version, const CniError& err) {
+  spdlog::error("{} (code {})", err.msg, err.code);
+  Print(ErrorResult(version, err));
+  return 1;
+}
+
+CniResult<std::string> ReadStdin() {
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(0, buf, sizeof buf);
+    if (n < 0) return CniFail(kIoFailure, "read network config from stdin failed");
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxConfigBytes) {
+      return CniFail(kDecodeFailure, "network config on stdin exceeds 16 MiB");
+    }
+  }
+  return text;
+}
+
+void SetUpLogging(const Request& req, const NetConf& conf) {
+  std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::stderr_sink_st>()};
+  std::string log_error;
+  if (!conf.log_file.empty()) {
+    try {
+      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_st>(conf.log_file));
+    } catch (const std::exception& e) {
+      log_error = e.what();
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("rdma", sinks.begin(), sinks.end());
+  std::string who = req.container_id.empty() ? "-" : req.container_id.substr(0, 12);
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l rdma[" + std::to_string(::getpid()) + "] " +
+                      who + (req.ifname.empty() ? "" : "/" + req.ifname) + " " + conf.name +
+                      ": %v");
+  logger->set_level(spdlog::level::from_str(conf.log_level));
+  spdlog::set_default_logger(logger);
+  if (!log_error.empty()) spdlog::warn("cannot open log file {}: {}", conf.log_file, log_error);
+}
+
+int Run() {
+  auto req = ParseEnv(&GetEnv);
+  if (!req) return PrintError("", req.error());
+  if (req->command == Command::kVersion) {
+    Print(VersionResult());  // no runtime to start: answer at once
+    return 0;
+  }
+  auto text = ReadStdin();
+  if (!text) return PrintError("", text.error());
+  auto conf = ParseConfig(*text, req->command);
+  if (!conf) return PrintError("", conf.error());
+  SetUpLogging(*req, *conf);
+
+  kuberdma::link::NetlinkLinkOps links;
+  kuberdma::rdma::NetlinkRdmaOps rdma;
+  kuberdma::netns::RealNamespaceOps namespaces;
+  Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv()});
+  switch (req->command) {
+    case Command::kAdd: {
+      auto r = plugin.Add(*req, *conf);
+      if (!r) return PrintError(conf->cni_version, r.error());
+      Print(*r);
+      return 0;
+    }
+    case Command::kDel: {
+      auto r = plugin.Del(*req, *conf);
+      return r ? 0 : PrintError(conf->cni_version, r.error());
+    }
+    case Command::kCheck: {
+      auto r = plugin.Check(*req, *conf);
+      return r ? 0 : PrintError(conf->cni_version, r.error());
+    }
+    case Command::kStatus: {
+      auto r = plugin.Status(*conf);
+      return r ? 0 : PrintError(conf->cni_version, r.error());
+    }
+    case Command::kGc: {
+      auto r = plugin.Gc(*conf);
+      return r ? 0 : PrintError(conf->cni_version, r.error());
+    }
+    case Command::kVersion: break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  // The one boundary where a stray exception becomes a well-formed CNI error.
+  try {
+    return Run();
+  } catch (const std::exception& e) {
+    return PrintError("", CniError{kInternalError, std::string("internal error: ") + e.what(), ""});
+  } catch (...) {
+    return PrintError("", CniError{kInternalError, "internal error: unknown exception", ""});
+  }
+}

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// State records on disk and the node-wide flock.
+#include "kuberdma/cni/state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "kuberdma/base/files.h"
+
+namespace kuberdma::cni {
+
+using nlohmann::json;
+
+std::string EscapeName(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0 || c == '-' || c == '_' || (c == '.' && !out.empty())) {
+      out += c;
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", u);
+      out += buf;
+    }
+  }
+  return out.empty() ? "%00" : out;
+}
+
+json AttachmentRecord::ToJson() const {
+  return {{"version", version},
+          {"network", network},
+          {"containerID", container_id},
+          {"ifname", ifname},
+          {"netns", netns},
+          {"done", done},
+          {"hca", {{"name", hca}, {"address", hca_address}, {"linkLayer", link_layer}}},
+          {"netdev",
+           {{"moved", netdev_moved},
+            {"hostName", host_name},
+            {"hostIfindex", host_ifindex},
+            {"mac", mac},
+            {"hostMtu", host_mtu},
+            {"hostAdminUp", host_admin_up}}},
+          {"rdma", {{"netnsMode", netns_mode}, {"moved", rdma_moved}}},
+          {"pkey", {{"value", pkey}, {"index", pkey_index}}}};
+}
+
+Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
+  // Records are ours, but a truncated or hand-edited file must not crash DEL: read defensively.
+  auto str = [](const json& o, const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  auto num = [](const json& o, const char* k, int64_t dflt) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
+  };
+  auto flag = [](const json& o, const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_boolean() && it->get<bool>();
+  };
+  auto sub = [](const json& o, const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_object() ? *it : json::object();
+  };
+  if (!j.is_object()) return Fail(ErrorCode::kInvalidArgument, "state record is not an object");
+  AttachmentRecord r;
+  r.version = static_cast<int>(num(j, "version", 0));
+  if (r.version < 1 || r.version > kStateVersion) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "state record version " + std::to_string(r.version) + " is not understood (this "
+                "plugin reads version " + std::to_string(kStateVersion) + ")");
+  }
+  r.network = str(j, "network");
+  r.container_id = str(j, "containerID");
+  r.ifname = str(j, "ifname");
+  r.netns = str(j, "netns");
+  r.done = flag(j, "done");
+  json hca = sub(j, "hca");
+  r.hca = str(hca, "name");
+  r.hca_address = str(hca, "address");
+  r.link_layer = str(hca, "linkLayer");
+  json nd = sub(j, "netdev");
+  r.netdev_moved = flag(nd, "moved");
+  r.host_name = str(nd, "hostName");
+  r.host_ifindex = static_cast<int>(num(nd, "hostIfindex", 0));
+  r.mac = str(nd, "mac");
+  r.host_mtu = static_cast<uint32_t>(num(nd, "hostMtu", 0));
+  r.host_admin_up = flag(nd, "hostAdminUp");
+  json rd = sub(j, "rdma");
+  r.netns_mode = str(rd, "netnsMode");
+  r.rdma_moved = flag(rd, "moved");
+  json pk = sub(j, "pkey");
+  r.pkey = static_cast<uint16_t>(num(pk, "value", 0xffff));
+  r.pkey_index = static_cast<int>(num(pk, "index", -1));
+  return r;
+}
+
+std::string StateStore::PathFor(const std::string& network, const std::string& container_id,
+                                const std::string& ifname) const {
+  return dir_ + "/" + EscapeName(network) + "/" + container_id + ":" + ifname + ".json";
+}
+
+Result<std::optional<AttachmentRecord>> StateStore::Load(const std::string& network,
+                                                         const std::string& container_id,
+                                                         const std::string& ifname) const {
+  std::string path = PathFor(network, container_id, ifname);
+  auto text = ReadFile(path);
+  if (!text) {
+    if (text.error().code() == ErrorCode::kNotFound) return std::optional<AttachmentRecord>{};
+    return Fail(text.error());
+  }
+  json j = json::parse(*text, nullptr, false);
+  if (j.is_discarded()) {
+    return Fail(ErrorCode::kInvalidArgument, "state record " + path + " is not valid JSON");
+  }
+  auto rec = AttachmentRecord::FromJson(j);
+  if (!rec) return Fail(rec.error().Wrap("state record " + path));
+  return std::optional<AttachmentRecord>(std::move(*rec));
+}
+
+Result<void> StateStore::Save(const AttachmentRecord& rec) const {
+  auto r = WriteFileAtomic(PathFor(rec.network, rec.container_id, rec.ifname),
+                           rec.ToJson().dump(2) + "\n");
+  if (!r) return Fail(r.error().Wrap("save state"));
+  return {};
+}
+
+Result<void> StateStore::Remove(const std::string& network, const std::string& container_id,
+                                const std::string& ifname) const {
+  std::string path = PathFor(network, container_id, ifname);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return FailErrno(errno, "remove " + path);
+  return {};
+}
+
+Result<std::vector<AttachmentRecord>> StateStore::List(const std::string& network) const {
+  std::vector<AttachmentRecord> out;
+  std::vector<std::string> nets;
+  if (!network.empty()) {
+    nets.push_back(EscapeName(network));
+  } else if (DIR* d = ::opendir(dir_.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.' && e->d_type == DT_DIR) nets.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  for (const auto& n : nets) {
+    std::string sub = dir_ + "/" + n;
+    DIR* d = ::opendir(sub.c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> files;
+    while (const dirent* e = ::readdir(d)) {
+      std::string f = e->d_name;
+      if (f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0) files.push_back(f);
+    }
+    ::closedir(d);
+    for (const auto& f : files) {
+      auto text = ReadFile(sub + "/" + f);
+      if (!text) continue;  // removed by a concurrent DEL of another network: not ours to mind
+      json j = json::parse(*text, nullptr, false);
+      auto rec = AttachmentRecord::FromJson(j);
+      if (!rec) return Fail(rec.error().Wrap("state record " + sub + "/" + f));
+      out.push_back(std::move(*rec));
+    }
+  }
+  return out;
+}
+
+Result<void> StateStore::CheckWritable() const {
+  KUBERDMA_TRY(MakeDirs(dir_));
+  if (::access(dir_.c_str(), W_OK) != 0) return FailErrno(errno, "state directory " + dir_);
+  return {};
+}
+
+Result<NodeLock> NodeLock::Acquire(const std::string& dir, uint32_t timeout_ms) {
+  KUBERDMA_TRY(MakeDirs(dir));
+  std::string path = dir + "/.lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd.valid()) return FailErrno(errno, "open lock " + path);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto backoff = std::chrono::microseconds(200);
+  for (;;) {
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return NodeLock(std::move(fd));
+    if (errno != EWOULDBLOCK && errno != EINTR) return FailErrno(errno, "lock " + path);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Fail(ErrorCode::kBusy, "node lock " + path + " is still held after " +
+                                        std::to_string(timeout_ms) +
+                                        " ms by another rdma CNI call; try again later");
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(5000));
+  }
+}
+
+}  // namespace kuberdma::cni
