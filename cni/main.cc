@@ -72,7 +72,17 @@ void SetUpLogging(const Request& req, const NetConf& conf) {
   if (!log_error.empty()) spdlog::warn("cannot open log file {}: {}", conf.log_file, log_error);
 }
 
+// Until the config names a log file and level, log to stderr only: spdlog's own default logger
+// writes to stdout, which belongs to the result document alone.
+void SetUpEarlyLogging() {
+  auto logger = std::make_shared<spdlog::logger>(
+      "rdma", std::make_shared<spdlog::sinks::stderr_sink_st>());
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l rdma[" + std::to_string(::getpid()) + "]: %v");
+  spdlog::set_default_logger(logger);
+}
+
 int Run() {
+  SetUpEarlyLogging();
   auto req = ParseEnv(&GetEnv);
   if (!req) return PrintError("", req.error());
   if (req->command == Command::kVersion) {

@@ -159,7 +159,10 @@ Result<std::vector<AttachmentRecord>> StateStore::List(const std::string& networ
     std::vector<std::string> files;
     while (const dirent* e = ::readdir(d)) {
       std::string f = e->d_name;
-      if (f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0) files.push_back(f);
+      // Only "<containerID>:<ifname>.json" names are records; anything else is not ours.
+      bool record = f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0 &&
+                    f.find(':') != std::string::npos;
+      if (record) files.push_back(f);
     }
     ::closedir(d);
     for (const auto& f : files) {

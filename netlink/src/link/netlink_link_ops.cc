@@ -193,6 +193,25 @@ Result<void> NetlinkLinkOps::CreateVeth(const NetNs& ns, const std::string& name
   return MoveTo(ns, p.ifindex, peer_ns, {});
 }
 
+Result<void> NetlinkLinkOps::Create(const NetNs& ns, const std::string& name,
+                                    const std::string& kind, const std::string& lower) {
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  int lower_index = 0;
+  if (!lower.empty()) {
+    KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, GetByName(ns, lower));
+    lower_index = l.ifindex;
+  }
+  rtnl_link* l = rtnl_link_alloc();
+  if (l == nullptr) return Fail(ErrorCode::kIo, "allocate link");
+  rtnl_link_set_name(l, name.c_str());
+  int err = rtnl_link_set_type(l, kind.c_str());
+  if (err >= 0 && lower_index != 0) rtnl_link_set_link(l, lower_index);
+  if (err >= 0) err = rtnl_link_add(sock, l, NLM_F_CREATE | NLM_F_EXCL);
+  rtnl_link_put(l);
+  if (err < 0) return Fail(NlError(err, "create " + kind + " link " + name));
+  return {};
+}
+
 Result<void> NetlinkLinkOps::Delete(const NetNs& ns, const std::string& name) {
   auto l = GetByName(ns, name);
   if (!l) return l.error().code() == ErrorCode::kNotFound ? Result<void>{} : Fail(l.error());

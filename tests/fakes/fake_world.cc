@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+// FakeWorld's operations.
+#include "fake_world.h"
+
+#include <algorithm>
+#include <set>
+
+namespace kuberdma::fakes {
+
+Result<void> FakeWorld::Tick(const std::string& what) {
+  ++calls;
+  trace.push_back(what);
+  if (fail_at == calls) return Fail(ErrorCode::kIo, "injected failure of call " + std::to_string(calls) + " (" + what + ")");
+  return {};
+}
+
+std::string FakeWorld::PathOf(ino_t ino) const {
+  for (const auto& [p, i] : ns_by_path_) {
+    if (i == ino) return p;
+  }
+  return "?";
+}
+
+LinkInfo* FakeWorld::Find(ino_t ino, int ifindex) {
+  for (auto& l : links_[ino]) {
+    if (l.ifindex == ifindex) return &l;
+  }
+  return nullptr;
+}
+
+Result<void> FakeWorld::Rename(ino_t ino, LinkInfo& l, const std::string& name) {
+  for (const auto& o : links_[ino]) {
+    if (o.name == name && o.ifindex != l.ifindex) {
+      return Fail(ErrorCode::kAlreadyExists, "rename to " + name + ": File exists", EEXIST);
+    }
+  }
+  l.name = name;
+  return {};
+}
+
+class FakeNamespaces final : public netns::NamespaceOps {
+ public:
+  explicit FakeNamespaces(FakeWorld& w) : w_(w) {}
+  Result<NetNs> Open(const std::string& path) override {
+    KUBERDMA_TRY(w_.Tick("open " + path));
+    auto it = w_.ns_by_path_.find(path);
+    if (it == w_.ns_by_path_.end()) {
+      return Fail(ErrorCode::kNotFound, "open netns " + path + ": No such file or directory", ENOENT);
+    }
+    return NetNs::ForTesting(path, it->second);
+  }
+  Result<NetNs> Host() override { return Open(kHostPath); }
+
+ private:
+  FakeWorld& w_;
+};
+
+class FakeLinks final : public link::LinkOps {
+ public:
+  explicit FakeLinks(FakeWorld& w) : w_(w) {}
+  Result<LinkInfo> GetByName(const NetNs& ns, const std::string& name) override {
+    KUBERDMA_TRY(w_.Tick("link get " + name));
+    for (const auto& l : w_.LinksOf(ns.inode())) {
+      if (l.name == name) return l;
+    }
+    return Fail(ErrorCode::kNotFound, "link " + name + " not found", ENODEV);
+  }
+  Result<LinkInfo> GetByIndex(const NetNs& ns, int ifindex) override {
+    KUBERDMA_TRY(w_.Tick("link get #" + std::to_string(ifindex)));
+    if (auto* l = w_.Find(ns.inode(), ifindex)) return *l;
+    return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
+  }
+  Result<std::vector<LinkInfo>> List(const NetNs& ns) override {
+    KUBERDMA_TRY(w_.Tick("link list " + ns.path()));
+    return w_.LinksOf(ns.inode());
+  }
+  Result<void> Change(const NetNs& ns, int ifindex, const LinkChange& c) override {
+    KUBERDMA_TRY(w_.Tick("link change #" + std::to_string(ifindex)));
+    LinkInfo* l = w_.Find(ns.inode(), ifindex);
+    if (l == nullptr) return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
+    return Apply(ns.inode(), *l, c);
+  }
+  Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to, const LinkChange& c) override {
+    KUBERDMA_TRY(w_.Tick("link move #" + std::to_string(ifindex) + " to " + to.path()));
+    auto& src = w_.LinksOf(from.inode());
+    auto it = std::find_if(src.begin(), src.end(), [&](const LinkInfo& l) { return l.ifindex == ifindex; });
+    if (it == src.end()) return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
+    auto& dst = w_.LinksOf(to.inode());
+    auto taken = [&](const std::string& n) {
+      return std::any_of(dst.begin(), dst.end(), [&](const LinkInfo& l) { return l.name == n; });
+    };
+    LinkInfo moved = *it;
+    // __dev_change_net_namespace: keep the name if free, else use the requested one, else EEXIST.
+    if (taken(moved.name)) {
+      if (!c.name || taken(*c.name)) return Fail(ErrorCode::kAlreadyExists, "move: File exists", EEXIST);
+      moved.name = *c.name;
+    }
+    moved.admin_up = false;  // dev_close() on the way
+    src.erase(it);
+    dst.push_back(moved);
+    return Apply(to.inode(), dst.back(), c);
+  }
+
+ private:
+  // do_setlink's order: name, MTU, flags; a failure leaves earlier steps applied.
+  Result<void> Apply(ino_t ino, LinkInfo& l, const LinkChange& c) {
+    if (c.name && *c.name != l.name) KUBERDMA_TRY(w_.Rename(ino, l, *c.name));
+    if (c.mtu) {
+      if (*c.mtu < 68 || *c.mtu > w_.max_mtu_[l.ifindex]) {
+        return Fail(ErrorCode::kInvalidArgument, "set mtu: Invalid argument", EINVAL);
+      }
+      l.mtu = *c.mtu;
+    }
+    if (c.up) l.admin_up = *c.up;
+    if (c.alias) l.alias = *c.alias;
+    return {};
+  }
+  FakeWorld& w_;
+};
+
+class FakeRdma final : public rdma::RdmaOps {
+ public:
+  explicit FakeRdma(FakeWorld& w) : w_(w) {}
+  Result<std::vector<rdma::RdmaDevice>> List(const NetNs& ns) override {
+    KUBERDMA_TRY(w_.Tick("rdma list"));
+    KUBERDMA_TRY(Present());
+    if (*w_.mode_ == rdma::NetnsMode::kShared) {
+      std::vector<rdma::RdmaDevice> all;
+      for (const auto& [ino, devs] : w_.rdma_) all.insert(all.end(), devs.begin(), devs.end());
+      return all;
+    }
+    return w_.rdma_[ns.inode()];
+  }
+  Result<rdma::RdmaDevice> GetByName(const NetNs& ns, const std::string& name) override {
+    KUBERDMA_ASSIGN_OR_RETURN(auto devs, List(ns));
+    for (auto& d : devs) {
+      if (d.name == name) return d;
+    }
+    return Fail(ErrorCode::kNotFound, "no RDMA device " + name, ENODEV);
+  }
+  Result<rdma::RdmaPort> GetPort(const NetNs&, uint32_t dev_index, uint32_t port) override {
+    KUBERDMA_TRY(w_.Tick("rdma port"));
+    return rdma::RdmaPort{.dev_index = dev_index, .port = port, .state = 4};
+  }
+  Result<rdma::NetnsMode> GetNetnsMode(const NetNs&) override {
+    KUBERDMA_TRY(w_.Tick("rdma mode"));
+    KUBERDMA_TRY(Present());
+    return *w_.mode_;
+  }
+  Result<void> SetNetnsMode(const NetNs&, rdma::NetnsMode mode) override {
+    KUBERDMA_TRY(w_.Tick("rdma set mode"));
+    KUBERDMA_TRY(Present());
+    w_.mode_ = mode;
+    return {};
+  }
+  Result<void> MoveTo(const NetNs& from, uint32_t idx, const NetNs& to) override {
+    KUBERDMA_TRY(w_.Tick("rdma move " + std::to_string(idx) + " to " + to.path()));
+    KUBERDMA_TRY(Present());
+    if (*w_.mode_ != rdma::NetnsMode::kExclusive) {
+      return Fail(ErrorCode::kUnsupported, "move RDMA device in shared mode", EOPNOTSUPP);
+    }
+    auto& src = w_.rdma_[from.inode()];
+    auto it = std::find_if(src.begin(), src.end(), [&](const auto& d) { return d.index == idx; });
+    if (it == src.end()) return Fail(ErrorCode::kNotFound, "no RDMA device " + std::to_string(idx), ENODEV);
+    w_.rdma_[to.inode()].push_back(*it);
+    src.erase(it);
+    return {};
+  }
+  Result<void> Rename(const NetNs& ns, uint32_t idx, const std::string& name) override {
+    KUBERDMA_TRY(w_.Tick("rdma rename"));
+    for (auto& d : w_.rdma_[ns.inode()]) {
+      if (d.index == idx) d.name = name;
+    }
+    return {};
+  }
+
+ private:
+  Result<void> Present() {
+    if (!w_.mode_) return Fail(ErrorCode::kUnsupported, "this kernel has no RDMA subsystem", EPROTONOSUPPORT);
+    return {};
+  }
+  FakeWorld& w_;
+};
+
+FakeWorld::FakeWorld()
+    : links_ops_(std::make_unique<FakeLinks>(*this)),
+      rdma_ops_(std::make_unique<FakeRdma>(*this)),
+      ns_ops_(std::make_unique<FakeNamespaces>(*this)) {
+  AddNamespace(kHostPath);
+}
+FakeWorld::~FakeWorld() = default;
+
+link::LinkOps& FakeWorld::links() { return *links_ops_; }
+rdma::RdmaOps& FakeWorld::rdma() { return *rdma_ops_; }
+netns::NamespaceOps& FakeWorld::namespaces() { return *ns_ops_; }
+
+void FakeWorld::AddNamespace(const std::string& path) { ns_by_path_[path] = next_ino_++; }
+
+void FakeWorld::KillNamespace(const std::string& path) {
+  auto it = ns_by_path_.find(path);
+  if (it == ns_by_path_.end()) return;
+  ino_t ino = it->second;
+  ino_t host = ns_by_path_[kHostPath];
+  for (auto l : links_[ino]) {
+    auto& h = links_[host];
+    if (std::any_of(h.begin(), h.end(), [&](const LinkInfo& o) { return o.name == l.name; })) {
+      l.name = "dev" + std::to_string(l.ifindex);
+    }
+    l.admin_up = false;
+    h.push_back(l);
+  }
+  for (const auto& d : rdma_[ino]) rdma_[host].push_back(d);
+  links_.erase(ino);
+  rdma_.erase(ino);
+  ns_by_path_.erase(it);
+}
+
+void FakeWorld::AddLink(const std::string& ns_path, const std::string& name, const std::string& mac,
+                        uint32_t mtu, bool up, uint32_t max_mtu) {
+  LinkInfo l{.ifindex = next_ifindex_++, .name = name, .mac = mac, .mtu = mtu, .admin_up = up};
+  max_mtu_[l.ifindex] = max_mtu;
+  links_[ns_by_path_.at(ns_path)].push_back(l);
+}
+
+void FakeWorld::AddRdma(const std::string& ns_path, const std::string& name, uint32_t index) {
+  rdma_[ns_by_path_.at(ns_path)].push_back(rdma::RdmaDevice{.index = index, .name = name});
+}
+
+const LinkInfo* FakeWorld::FindLink(const std::string& ns_path, const std::string& name) const {
+  auto it = ns_by_path_.find(ns_path);
+  if (it == ns_by_path_.end() || !links_.contains(it->second)) return nullptr;
+  for (const auto& l : links_.at(it->second)) {
+    if (l.name == name) return &l;
+  }
+  return nullptr;
+}
+
+bool FakeWorld::HasRdma(const std::string& ns_path, const std::string& name) const {
+  auto it = ns_by_path_.find(ns_path);
+  if (it == ns_by_path_.end() || !rdma_.contains(it->second)) return false;
+  const auto& devs = rdma_.at(it->second);
+  return std::any_of(devs.begin(), devs.end(), [&](const auto& d) { return d.name == name; });
+}
+
+std::string FakeWorld::Snapshot() const {
+  std::set<std::string> lines;
+  for (const auto& [ino, links] : links_) {
+    for (const auto& l : links) {
+      lines.insert(PathOf(ino) + " " + l.name + " " + l.mac + " " + std::to_string(l.mtu) +
+                   (l.admin_up ? " up" : " down"));
+    }
+  }
+  for (const auto& [ino, devs] : rdma_) {
+    for (const auto& d : devs) lines.insert(PathOf(ino) + " rdma " + d.name);
+  }
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+}  // namespace kuberdma::fakes

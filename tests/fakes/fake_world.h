@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// FakeWorld: an in-memory node (namespaces, links, RDMA devices) behind LinkOps, RdmaOps and
+// NamespaceOps, with the kernel semantics that matter to rollback: a move can fail after the device
+// already moved (rename or MTU rejected in the target), and devices go back to the host when a
+// namespace dies. Any call can be made to fail: set fail_at = N and the N-th call returns an error.
+//
+//   FakeWorld w;
+//   w.AddLink(kHostPath, "ens1f0np0", "b8:3f:d2:00:00:01", 1500, true);
+//   Plugin p({w.links(), w.rdma(), w.namespaces(), root});
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kuberdma/link/link_ops.h"
+#include "kuberdma/netns/namespace_ops.h"
+#include "kuberdma/rdma/rdma_ops.h"
+
+namespace kuberdma::fakes {
+
+using link::LinkChange;
+using link::LinkInfo;
+using netns::NetNs;
+
+inline constexpr const char* kHostPath = "/proc/1/ns/net";
+
+class FakeWorld {
+ public:
+  FakeWorld();
+  ~FakeWorld();
+
+  // ---- Setting the scene ----
+  void AddNamespace(const std::string& path);
+  // The namespace dies: links and RDMA devices go back to the host; a link keeps its name unless
+  // it is taken there, then becomes dev<ifindex> (the kernel's default_device_exit_net).
+  void KillNamespace(const std::string& path);
+  void AddLink(const std::string& ns_path, const std::string& name, const std::string& mac,
+               uint32_t mtu, bool up, uint32_t max_mtu = 9978);
+  void AddRdma(const std::string& ns_path, const std::string& name, uint32_t index);
+  void SetMode(std::optional<rdma::NetnsMode> mode) { mode_ = mode; }  // nullopt: no subsystem
+
+  // ---- Inspecting ----
+  const LinkInfo* FindLink(const std::string& ns_path, const std::string& name) const;
+  bool HasRdma(const std::string& ns_path, const std::string& name) const;
+  // "ns name mac mtu up" lines for every link and RDMA device, sorted: equal before and after
+  // proves a full restoration.
+  std::string Snapshot() const;
+
+  // ---- Failure injection ----
+  int fail_at = 0;  // 1-based number of the call that fails; 0 for none
+  int calls = 0;
+  std::vector<std::string> trace;
+
+  link::LinkOps& links();
+  rdma::RdmaOps& rdma();
+  netns::NamespaceOps& namespaces();
+
+ private:
+  friend class FakeLinks;
+  friend class FakeRdma;
+  friend class FakeNamespaces;
+
+  Result<void> Tick(const std::string& what);
+  std::vector<LinkInfo>& LinksOf(ino_t ino) { return links_[ino]; }
+  std::string PathOf(ino_t ino) const;
+  LinkInfo* Find(ino_t ino, int ifindex);
+  Result<void> Rename(ino_t ino, LinkInfo& l, const std::string& name);
+
+  std::map<std::string, ino_t> ns_by_path_;
+  std::map<ino_t, std::vector<LinkInfo>> links_;
+  std::map<int, uint32_t> max_mtu_;
+  std::map<ino_t, std::vector<rdma::RdmaDevice>> rdma_;
+  std::optional<rdma::NetnsMode> mode_ = rdma::NetnsMode::kExclusive;
+  ino_t next_ino_ = 100;
+  int next_ifindex_ = 100;
+  std::unique_ptr<link::LinkOps> links_ops_;
+  std::unique_ptr<rdma::RdmaOps> rdma_ops_;
+  std::unique_ptr<netns::NamespaceOps> ns_ops_;
+};
+
+}  // namespace kuberdma::fakes

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+// The real `rdma` binary on real namespaces: veths stand in for HCA netdevs (the roce8 fixture maps
+// them to mlx5_0..7), a private namespace stands in for the node. Every namespace and link is
+// removed by TestNode's destructor, also when an assertion fails.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "kuberdma/base/files.h"
+#include "netns_env.h"
+
+namespace kuberdma::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kBin = KUBERDMA_RDMA_BIN;
+const std::string kRoce8 = std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8";
+
+std::vector<std::string> Roce8Netdevs() {
+  std::vector<std::string> out;
+  for (int i = 1; i <= 8; ++i) out.push_back("ens" + std::to_string(i) + "f0np0");
+  return out;
+}
+
+std::string SeedConf(const TestNode& node, const std::string& version = "0.3.1",
+                     const std::string& extra = "") {
+  return R"({"cniVersion":")" + version + R"(","name":"rdma-net","type":"rdma","pkey":"0xffff",
+    "linkState":"up","mtu":9000,"stateDir":")" + node.state_dir() + "\"" + extra + "}";
+}
+
+link::LinkInfo MustGet(TestNode& node, const netns::NetNs& ns, const std::string& name) {
+  auto l = node.links().GetByName(ns, name);
+  if (!l) FAIL("link " << name << ": " << l.error().message());
+  return *l;
+}
+
+TEST_CASE("ADD of the seed NAD moves a veth into the pod as net1 with MTU 9000, up; DEL restores it") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  auto host_before = MustGet(node, node.node(), "ens1f0np0");
+  std::string pod = node.AddPod("pod");
+  auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", SeedConf(node)});
+  INFO(add.err);
+  REQUIRE(add.exit_code == 0);
+  json result = json::parse(add.out);  // stdout holds exactly the result document
+  CHECK(result["cniVersion"] == "0.3.1");
+  CHECK(result["interfaces"][0]["name"] == "net1");
+  CHECK(result["interfaces"][0]["mac"] == host_before.mac);
+  CHECK(result["interfaces"][0]["sandbox"] == pod);
+  auto in_pod = MustGet(node, node.Pod(pod), "net1");
+  CHECK(in_pod.mtu == 9000);
+  CHECK(in_pod.admin_up);
+  CHECK(in_pod.mac == host_before.mac);
+  CHECK_FALSE(node.links().GetByName(node.node(), "ens1f0np0"));
+
+  auto del = node.Run(kBin, {"DEL", "c0ffee", pod, "net1", SeedConf(node)});
+  INFO(del.err);
+  REQUIRE(del.exit_code == 0);
+  CHECK(del.out.empty());
+  auto back = MustGet(node, node.node(), "ens1f0np0");
+  CHECK(back.mtu == host_before.mtu);
+  CHECK(back.admin_up == host_before.admin_up);
+  CHECK(back.mac == host_before.mac);
+  CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net1"));
+}
+
+TEST_CASE("Eight attachments of rdma-net, as the seed StatefulSet asks, take all eight netdevs") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("trainer-0");
+  for (int i = 1; i <= 8; ++i) {
+    auto add = node.Run(kBin, {"ADD", "trainer0", pod, "net" + std::to_string(i), SeedConf(node)});
+    INFO(add.err);
+    REQUIRE(add.exit_code == 0);
+  }
+  auto pod_ns = node.Pod(pod);
+  for (int i = 1; i <= 8; ++i) CHECK(MustGet(node, pod_ns, "net" + std::to_string(i)).mtu == 9000);
+  auto extra = node.Run(kBin, {"ADD", "trainer0", pod, "net9", SeedConf(node)});
+  CHECK(extra.exit_code != 0);
+  CHECK(json::parse(extra.out)["code"] == 7);
+  for (int i = 8; i >= 1; --i) {
+    REQUIRE(node.Run(kBin, {"DEL", "trainer0", pod, "net" + std::to_string(i), SeedConf(node)}).exit_code == 0);
+  }
+  for (const auto& n : Roce8Netdevs()) CHECK(node.links().GetByName(node.node(), n));
+}
+
+TEST_CASE("An MTU the device refuses after the kernel moved it is rolled back for real") {
+  // A macvlan (here on a veth, 1500) cannot exceed its lower device's MTU: the kernel moves and renames it, then rejects
+  // IFLA_MTU, exactly the partial failure the plugin must undo.
+  TestNode node(kRoce8, {"ens1f0np0"});
+  REQUIRE(node.links().CreateVeth(node.node(), "lower0", node.node(), "lower0p"));
+  REQUIRE(node.links().Delete(node.node(), "ens1f0np0"));
+  REQUIRE(node.links().Create(node.node(), "ens1f0np0", "macvlan", "lower0"));
+  auto before = MustGet(node, node.node(), "ens1f0np0");
+  std::string pod = node.AddPod("pod");
+  auto add = node.Run(kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"ens1f0np0")")});
+  REQUIRE(add.exit_code != 0);
+  json err = json::parse(add.out);
+  CHECK(err["code"] == 7);
+  CHECK_THAT(err["msg"].get<std::string>(), Catch::Contains("mlx5_0") && Catch::Contains("net1"));
+  auto after = MustGet(node, node.node(), "ens1f0np0");
+  CHECK(after.ifindex == before.ifindex);
+  CHECK(after.mtu == before.mtu);
+  CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net1"));
+  CHECK(std::filesystem::is_empty(node.state_dir() + "/rdma-net"));
+}
+
+TEST_CASE("DEL after the pod namespace died restores the device the kernel handed back") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  auto before = MustGet(node, node.node(), "ens3f0np0");
+  std::string pod = node.AddPod("pod");
+  REQUIRE(node.Run(kBin, {"ADD", "c2", pod, "net1", SeedConf(node, "1.0.0", R"(,"hca":"mlx5_2")")}).exit_code == 0);
+  // A physical netdev is returned to init_net when its namespace dies, keeping the pod's name or
+  // becoming devN. veths are destroyed instead, so play the kernel's part: move it back as devN.
+  auto pod_ns = node.Pod(pod);
+  auto in_pod = MustGet(node, pod_ns, "net1");
+  REQUIRE(node.links().MoveTo(pod_ns, in_pod.ifindex, node.node(), {.name = "dev" + std::to_string(in_pod.ifindex)}));
+  node.DeletePod(pod);
+  auto del = node.Run(kBin, {"DEL", "c2", pod, "net1", SeedConf(node, "1.0.0")});
+  INFO(del.err);
+  REQUIRE(del.exit_code == 0);
+  auto back = MustGet(node, node.node(), "ens3f0np0");
+  CHECK(back.mac == before.mac);
+  CHECK(back.mtu == before.mtu);
+  CHECK(back.admin_up == before.admin_up);
+}
+
+TEST_CASE("DEL without state, without CNI_NETNS, or repeated succeeds with empty output") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  REQUIRE(node.Run(kBin, {"ADD", "c3", pod, "net1", SeedConf(node)}).exit_code == 0);
+  auto first = node.Run(kBin, {"DEL", "c3", "", "net1", SeedConf(node)});
+  INFO(first.err);
+  CHECK(first.exit_code == 0);
+  CHECK(first.out.empty());
+  CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+  CHECK(node.Run(kBin, {"DEL", "c3", pod, "net1", SeedConf(node)}).exit_code == 0);
+  CHECK(node.Run(kBin, {"DEL", "never", pod, "net1", SeedConf(node)}).exit_code == 0);
+}
+
+TEST_CASE("A repeated ADD is answered from state without moving anything") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  auto first = node.Run(kBin, {"ADD", "c4", pod, "net1", SeedConf(node, "1.1.0")});
+  REQUIRE(first.exit_code == 0);
+  auto second = node.Run(kBin, {"ADD", "c4", pod, "net1", SeedConf(node, "1.1.0")});
+  REQUIRE(second.exit_code == 0);
+  CHECK(json::parse(first.out) == json::parse(second.out));
+  CHECK(node.links().GetByName(node.node(), "ens2f0np0"));  // the retry took no second device
+}
+
+TEST_CASE("CHECK passes after ADD and fails with code 105 once the MTU drifts") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  std::string conf = SeedConf(node, "1.0.0");
+  auto add = node.Run(kBin, {"ADD", "c5", pod, "net1", conf});
+  REQUIRE(add.exit_code == 0);
+  std::string with_prev = conf.substr(0, conf.size() - 1) + R"(,"prevResult":)" + add.out + "}";
+  CHECK(node.Run(kBin, {"CHECK", "c5", pod, "net1", with_prev}).exit_code == 0);
+  auto pod_ns = node.Pod(pod);
+  REQUIRE(node.links().Change(pod_ns, MustGet(node, pod_ns, "net1").ifindex, {.mtu = 1400}));
+  auto check = node.Run(kBin, {"CHECK", "c5", pod, "net1", with_prev});
+  CHECK(check.exit_code != 0);
+  CHECK(json::parse(check.out)["code"] == 105);
+}
+
+TEST_CASE("Errors are CNI error documents on stdout with the specification's codes") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  auto code = [&](const CniCall& c) {
+    auto r = node.Run(kBin, c);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code != 0);
+    return json::parse(r.out).at("code").get<int>();
+  };
+  CHECK(code({"ADD", "c6", pod, "net1", "{not json"}) == 6);
+  CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "0.2.0")}) == 1);
+  CHECK(code({"ADD", "c6", pod, "", SeedConf(node)}) == 4);
+  CHECK(code({"ADD", "c6", "/run/netns/krt-does-not-exist", "net1", SeedConf(node)}) == 4);
+  CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "1.0.0", R"(,"deviceID":"0000:99:00.0")")}) == 7);
+  CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "1.0.0", R"(,"mtu":"9000")")}) == 7);
+  CHECK(code({"FROB", "c6", pod, "net1", SeedConf(node)}) == 4);
+  auto version = node.Run(kBin, {"VERSION", "", "", "", R"({"cniVersion":"1.1.0"})"});
+  CHECK(version.exit_code == 0);
+  CHECK(json::parse(version.out)["supportedVersions"].size() == 5);
+  CHECK(node.Run(kBin, {"STATUS", "", "", "", SeedConf(node, "1.1.0")}).exit_code == 0);
+}
+
+TEST_CASE("GC gives back attachments that are no longer valid") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  REQUIRE(node.Run(kBin, {"ADD", "live", pod, "net1", SeedConf(node, "1.1.0")}).exit_code == 0);
+  REQUIRE(node.Run(kBin, {"ADD", "gone", pod, "net2", SeedConf(node, "1.1.0")}).exit_code == 0);
+  auto gc = node.Run(kBin, {"GC", "", "", "", SeedConf(node, "1.1.0",
+      R"(,"cni.dev/valid-attachments":[{"containerID":"live","ifname":"net1"}])")});
+  INFO(gc.err);
+  REQUIRE(gc.exit_code == 0);
+  CHECK(node.links().GetByName(node.node(), "ens2f0np0"));
+  CHECK(node.links().GetByName(node.Pod(pod), "net1"));
+}
+
+TEST_CASE("Logs go to stderr and the log file, tagged with the container ID") {
+  TestNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  std::string log = node.state_dir() + "/rdma.log";
+  auto add = node.Run(kBin, {"ADD", "feedface1234", pod, "net1",
+                             SeedConf(node, "1.0.0", R"(,"logFile":")" + log + R"(","logLevel":"debug")")});
+  REQUIRE(add.exit_code == 0);
+  CHECK_THAT(add.err, Catch::Contains("feedface1234/net1") && Catch::Contains("attached mlx5_0"));
+  auto text = ReadFile(log);
+  REQUIRE(text);
+  CHECK_THAT(*text, Catch::Contains("attached mlx5_0"));
+}
+
+TEST_CASE("Sixteen pods attaching and detaching at once each get their own device, and all come back") {
+  std::string dir = TestNode(kRoce8, {}).state_dir() + "-mini";  // a unique path; the node is gone
+  std::vector<std::string> netdevs;
+  for (int i = 0; i < 16; ++i) netdevs.push_back("hca" + std::to_string(i));
+  WriteMiniNode(dir, 16, "hca");
+  struct RemoveDir {
+    std::string d;
+    ~RemoveDir() { std::filesystem::remove_all(d); }
+  } cleanup{dir};
+  TestNode node(dir, netdevs);
+  std::vector<CniCall> adds;
+  std::vector<std::string> pods;
+  for (int i = 0; i < 16; ++i) {
+    pods.push_back(node.AddPod("p" + std::to_string(i)));
+    adds.push_back({"ADD", "pod" + std::to_string(i), pods.back(), "net1", SeedConf(node, "1.0.0")});
+  }
+  auto runs = node.RunAll(kBin, adds);
+  std::set<std::string> macs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    INFO("pod " << i << ": " << runs[i].out << runs[i].err);
+    REQUIRE(runs[i].exit_code == 0);
+    macs.insert(MustGet(node, node.Pod(pods[i]), "net1").mac);
+  }
+  CHECK(macs.size() == 16);
+  for (auto& c : adds) c.command = "DEL";
+  for (const auto& r : node.RunAll(kBin, adds)) CHECK(r.exit_code == 0);
+  for (const auto& n : netdevs) CHECK(node.links().GetByName(node.node(), n));
+}
+
+}  // namespace
+}  // namespace kuberdma::testing

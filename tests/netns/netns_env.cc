@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// TestNode: namespaces, veths and CNI invocations for the namespace tests.
+#include "netns_env.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "kuberdma/base/files.h"
+
+namespace kuberdma::testing {
+
+namespace {
+
+netns::NetNs MustCreate(const std::string& name) {
+  auto ns = netns::CreateNamed(name);
+  if (!ns) throw std::runtime_error("create netns " + name + ": " + ns.error().message());
+  return std::move(*ns);
+}
+
+std::string MustTempDir() {
+  char tmpl[] = "/tmp/krt-state-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+void Drain(int fd, std::string* out) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out->append(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+TestNode::TestNode(std::string sysfs_root, const std::vector<std::string>& netdevs)
+    : prefix_("krt-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand() % 100000)),
+      sysfs_root_(std::move(sysfs_root)),
+      state_dir_(MustTempDir()),
+      node_(MustCreate(prefix_ + "-node")),
+      fabric_(MustCreate(prefix_ + "-fab")) {
+  names_ = {prefix_ + "-node", prefix_ + "-fab"};
+  int i = 0;
+  for (const auto& n : netdevs) {
+    auto r = links_.CreateVeth(node_, n, fabric_, "sw" + std::to_string(i++));
+    if (!r) throw std::runtime_error(r.error().message());
+  }
+}
+
+TestNode::~TestNode() {
+  // Pods first, so the veths inside them die with them rather than bounce to the node.
+  for (auto it = names_.rbegin(); it != names_.rend(); ++it) (void)netns::DeleteNamed(*it);
+  std::filesystem::remove_all(state_dir_);
+}
+
+std::string TestNode::AddPod(const std::string& name) {
+  std::string n = prefix_ + "-" + name;
+  MustCreate(n);
+  names_.push_back(n);
+  return std::string(netns::kNamedNetnsDir) + "/" + n;
+}
+
+void TestNode::DeletePod(const std::string& path) {
+  std::string n = path.substr(path.find_last_of('/') + 1);
+  (void)netns::DeleteNamed(n);
+}
+
+netns::NetNs TestNode::Pod(const std::string& path) const {
+  auto ns = netns::NetNs::Open(path);
+  if (!ns) throw std::runtime_error(ns.error().message());
+  return std::move(*ns);
+}
+
+pid_t TestNode::Start(const std::string& binary, const CniCall& call, int out[2], int err[2]) const {
+  int in[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  std::vector<std::string> env = {"CNI_COMMAND=" + call.command,
+                                  "CNI_CONTAINERID=" + call.container_id,
+                                  "CNI_NETNS=" + call.netns,
+                                  "CNI_IFNAME=" + call.ifname,
+                                  "CNI_PATH=/opt/cni/bin",
+                                  "KUBERDMA_SYSFS_ROOT=" + sysfs_root_,
+                                  "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  auto pid = netns::SpawnIn(node_, {binary}, env, in[0], out[1], err[1]);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (!pid) throw std::runtime_error(pid.error().message());
+  (void)!::write(in[1], call.config.data(), call.config.size());
+  ::close(in[1]);
+  return *pid;
+}
+
+CniRun TestNode::Run(const std::string& binary, const CniCall& call) const {
+  return RunAll(binary, {call}).front();
+}
+
+std::vector<CniRun> TestNode::RunAll(const std::string& binary,
+                                     const std::vector<CniCall>& calls) const {
+  std::vector<pid_t> pids;
+  std::vector<std::pair<int, int>> fds;
+  for (const auto& c : calls) {
+    int out[2];
+    int err[2];
+    pids.push_back(Start(binary, c, out, err));
+    fds.emplace_back(out[0], err[0]);
+  }
+  std::vector<CniRun> runs(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Drain(fds[i].first, &runs[i].out);
+    Drain(fds[i].second, &runs[i].err);
+    ::close(fds[i].first);
+    ::close(fds[i].second);
+    int status = 0;
+    ::waitpid(pids[i], &status, 0);
+    runs[i].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return runs;
+}
+
+std::string WriteMiniNode(const std::string& dir, int n, const std::string& netdev_prefix) {
+  namespace fs = std::filesystem;
+  auto write = [&](const std::string& rel, const std::string& text) {
+    if (!WriteFileAtomic(dir + "/" + rel, text + "\n")) throw std::runtime_error("write " + rel);
+  };
+  auto link = [&](const std::string& rel, const std::string& target) {
+    fs::path at = fs::path(dir) / rel;
+    fs::create_directories(at.parent_path());
+    fs::create_symlink(fs::path(dir).append(target).lexically_relative(at.parent_path()), at);
+  };
+  for (int i = 0; i < n; ++i) {
+    char bdf[32];
+    std::snprintf(bdf, sizeof bdf, "0000:%02x:00.0", 0x20 + i);
+    std::string dev = "sys/devices/pci0000:00/" + std::string(bdf);
+    std::string name = "mlx5_" + std::to_string(i);
+    std::string nd = netdev_prefix + std::to_string(i);
+    write(dev + "/vendor", "0x15b3");
+    write(dev + "/device", "0x1021");
+    write(dev + "/numa_node", std::to_string(i % 2));
+    write(dev + "/net/" + nd + "/ifindex", std::to_string(i + 10));
+    write(dev + "/infiniband/" + name + "/node_guid", "b83f:d203:0000:000" + std::to_string(i % 10));
+    std::string port = dev + "/infiniband/" + name + "/ports/1";
+    write(port + "/state", "4: ACTIVE");
+    write(port + "/phys_state", "5: LinkUp");
+    write(port + "/rate", "400 Gb/sec (4X NDR)");
+    write(port + "/link_layer", "Ethernet");
+    write(dev + "/infiniband_verbs/uverbs" + std::to_string(i) + "/ibdev", name);
+    link(dev + "/infiniband/" + name + "/device", dev);
+    link("sys/class/infiniband/" + name, dev + "/infiniband/" + name);
+    link("sys/class/net/" + nd, dev + "/net/" + nd);
+    link(dev + "/net/" + nd + "/device", dev);
+  }
+  return dir;
+}
+
+void RemoveStaleNamespaces() {
+  DIR* d = ::opendir(netns::kNamedNetnsDir);
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.rfind("krt-", 0) != 0) continue;
+    pid_t owner = static_cast<pid_t>(std::atoi(n.c_str() + 4));
+    if (owner > 0 && ::kill(owner, 0) != 0) stale.push_back(n);
+  }
+  ::closedir(d);
+  for (const auto& n : stale) (void)netns::DeleteNamed(n);
+}
+
+}  // namespace kuberdma::testing

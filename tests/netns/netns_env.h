@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// A simulated node for namespace tests: a private "node" namespace holding veths named like a
+// fixture's HCA netdevs (their peers in a "fabric" namespace), pod namespaces, a state directory,
+// and a runner that executes a CNI binary inside the node namespace the way a runtime would.
+// Everything it creates is removed by its destructor, also when a test fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/netns/netns.h"
+
+namespace kuberdma::testing {
+
+struct CniRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+struct CniCall {
+  std::string command;
+  std::string container_id;
+  std::string netns;
+  std::string ifname;
+  std::string config;
+};
+
+class TestNode {
+ public:
+  // `netdevs` are created as veths in the node namespace; `sysfs_root` maps them to HCAs.
+  TestNode(std::string sysfs_root, const std::vector<std::string>& netdevs);
+  ~TestNode();
+  TestNode(const TestNode&) = delete;
+  TestNode& operator=(const TestNode&) = delete;
+
+  // Creates a pod namespace; returns its path (/run/netns/<unique>).
+  std::string AddPod(const std::string& name);
+  // Deletes a pod namespace now (as the runtime does when a sandbox dies).
+  void DeletePod(const std::string& path);
+
+  const netns::NetNs& node() const { return node_; }
+  netns::NetNs Pod(const std::string& path) const;
+  link::NetlinkLinkOps& links() { return links_; }
+  const std::string& state_dir() const { return state_dir_; }
+  const std::string& sysfs_root() const { return sysfs_root_; }
+
+  // Runs `binary` with CNI_* from `call` and `call.config` on stdin, inside the node namespace.
+  CniRun Run(const std::string& binary, const CniCall& call) const;
+  // Starts several calls at once and waits for all (concurrency tests).
+  std::vector<CniRun> RunAll(const std::string& binary, const std::vector<CniCall>& calls) const;
+
+ private:
+  pid_t Start(const std::string& binary, const CniCall& call, int out[2], int err[2]) const;
+  std::string prefix_;
+  std::string sysfs_root_;
+  std::string state_dir_;
+  netns::NetNs node_;
+  netns::NetNs fabric_;
+  std::vector<std::string> names_;  // named namespaces to delete
+  link::NetlinkLinkOps links_;
+};
+
+// Writes a minimal RoCE sysfs tree with `n` HCAs mlx5_0..n-1 whose netdevs are `netdev(i)`.
+std::string WriteMiniNode(const std::string& dir, int n, const std::string& netdev_prefix);
+
+// Removes namespaces left by earlier runs that were killed (prefix "krt-", creator pid gone).
+void RemoveStaleNamespaces();
+
+}  // namespace kuberdma::testing

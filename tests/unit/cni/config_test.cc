@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// Network config parsing: the seed NAD, every field's type, hostile input, versions.
+#include <catch2/catch.hpp>
+
+#include "kuberdma/cni/config.h"
+
+namespace kuberdma::cni {
+namespace {
+
+constexpr const char* kSeed =
+    R"({"cniVersion":"0.3.1","name":"rdma-net","type":"rdma","pkey":"0xffff","linkState":"up","mtu":9000})";
+
+int CodeOf(std::string_view text, Command cmd = Command::kAdd) {
+  auto r = ParseConfig(text, cmd);
+  return r ? 0 : r.error().code;
+}
+
+TEST_CASE("The seed article's NAD config parses as written") {
+  auto c = ParseConfig(kSeed, Command::kAdd);
+  REQUIRE(c);
+  CHECK(c->cni_version == "0.3.1");
+  CHECK(c->name == "rdma-net");
+  CHECK(c->type == "rdma");
+  CHECK(c->pkey == 0xffff);
+  CHECK(c->link_state == LinkState::kUp);
+  CHECK(c->mtu == 9000u);
+  CHECK(c->selector.kind == SelectorKind::kAuto);
+  CHECK(c->shared_policy == SharedPolicy::kContinue);
+  CHECK(c->state_dir == "/var/lib/cni/rdma");
+}
+
+TEST_CASE("Unknown fields are ignored") {
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","ipam":{},"whatever":[1,2],"capabilities":{"x":true}})") == 0);
+}
+
+TEST_CASE("Known fields of the wrong type are error 7 naming the field") {
+  struct Case {
+    const char* json;
+    const char* field;
+  };
+  for (auto [json, field] : {Case{R"({"cniVersion":"1.0.0","name":"n","mtu":"9000"})", "'mtu'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","mtu":9000.5})", "'mtu'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","pkey":true})", "'pkey'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","linkState":1})", "'linkState'"},
+                             Case{R"({"cniVersion":"1.0.0","name":7})", "'name'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","deviceID":3})", "'deviceID'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":[]})", "'runtimeConfig'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":{"deviceID":{}}})",
+                                  "'runtimeConfig.deviceID'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","prevResult":"x"})", "'prevResult'"},
+                             Case{R"({"cniVersion":"1.0.0","name":"n","lockTimeoutMs":-5})", "'lockTimeoutMs'"}}) {
+    INFO(json);
+    auto r = ParseConfig(json, Command::kAdd);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == kInvalidConfig);
+    CHECK_THAT(r.error().msg, Catch::Contains(field));
+  }
+}
+
+TEST_CASE("Out-of-range and unknown values are error 7 with the accepted values") {
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":67})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":65536})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","pkey":"0x1ffff"})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","linkState":"sideways"})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","sharedNetnsPolicy":"maybe"})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","logLevel":"loud"})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","stateDir":"relative/dir"})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0"})") == kInvalidConfig);  // name is required
+}
+
+TEST_CASE("Malformed JSON is error 6") {
+  for (const char* bad : {"", "{", "[1,2]", "\"str\"", "{\"a\":}", "nul", "{\"name\":\"\xff\"}"}) {
+    INFO(bad);
+    CHECK(CodeOf(bad) == kDecodeFailure);
+  }
+}
+
+TEST_CASE("Hostile input ends in an error, never a crash") {
+  std::string deep(100000, '[');
+  CHECK(CodeOf(deep) == kDecodeFailure);
+  std::string nested = R"({"cniVersion":"1.0.0","name":"n","x":)" + std::string(5000, '[') +
+                       std::string(5000, ']') + "}";
+  CHECK(CodeOf(nested) == 0);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":1e309})") != 0);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":99999999999999999999999})") == kInvalidConfig);
+  // A raw NUL (like any control character) inside a JSON string is malformed JSON.
+  CHECK(CodeOf(std::string("{\"cniVersion\":\"1.0.0\",\"name\":\"n\0x\"}", 32)) == kDecodeFailure);
+}
+
+TEST_CASE("Versions outside 0.3.0..1.1.0 are error 1; CHECK needs 0.4.0, STATUS and GC 1.1.0") {
+  CHECK(CodeOf(R"({"cniVersion":"0.2.0","name":"n"})") == kIncompatibleVersion);
+  CHECK(CodeOf(R"({"name":"n"})") == kIncompatibleVersion);
+  CHECK(CodeOf(R"({"cniVersion":"2.0.0","name":"n"})") == kIncompatibleVersion);
+  for (const auto& v : SupportedVersions()) {
+    CHECK(CodeOf(R"({"cniVersion":")" + v + R"(","name":"n"})") == 0);
+  }
+  CHECK(CodeOf(kSeed, Command::kCheck) == kIncompatibleVersion);
+  CHECK(CodeOf(R"({"cniVersion":"0.4.0","name":"n"})", Command::kCheck) == 0);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n"})", Command::kGc) == kIncompatibleVersion);
+  CHECK(CodeOf(R"({"cniVersion":"1.1.0","name":"n"})", Command::kStatus) == 0);
+}
+
+TEST_CASE("Device selection follows the documented precedence") {
+  auto c = ParseConfig(R"({"cniVersion":"1.0.0","name":"n","mac":"aa:bb:cc:dd:ee:ff","device":"ens1f0np0",
+      "hca":"mlx5_2","pciBusID":"0000:1a:00.0","deviceID":"0000:3d:00.0",
+      "runtimeConfig":{"deviceID":"mlx5_3-017"}})",
+                       Command::kAdd);
+  REQUIRE(c);
+  CHECK(c->selector.kind == SelectorKind::kRuntimeDeviceId);
+  CHECK(c->selector.value == "mlx5_3-017");
+  REQUIRE(c->other_selectors.size() == 5);
+  CHECK(c->other_selectors[0].kind == SelectorKind::kDeviceId);
+  CHECK(c->other_selectors[4].kind == SelectorKind::kMac);
+  auto hca = ParseConfig(R"({"cniVersion":"1.0.0","name":"n","hca":"mlx5_2","device":"x"})", Command::kAdd);
+  CHECK(hca->selector.kind == SelectorKind::kHca);
+}
+
+TEST_CASE("runtimeConfig carries the device-info file; GC reads valid attachments") {
+  auto c = ParseConfig(R"({"cniVersion":"1.1.0","name":"n",
+      "runtimeConfig":{"CNIDeviceInfoFile":"/var/run/k8s.cni.cncf.io/devinfo/cni/x"},
+      "cni.dev/valid-attachments":[{"containerID":"c1","ifname":"net1"}]})",
+                       Command::kGc);
+  REQUIRE(c);
+  CHECK(c->device_info_file == "/var/run/k8s.cni.cncf.io/devinfo/cni/x");
+  REQUIRE(c->valid_attachments);
+  CHECK(c->valid_attachments->at(0).container_id == "c1");
+  CHECK(CodeOf(R"({"cniVersion":"1.1.0","name":"n","cni.dev/valid-attachments":{}})", Command::kGc) ==
+        kInvalidConfig);
+}
+
+TEST_CASE("Version comparison is numeric per component") {
+  CHECK(CompareVersions("0.4.0", "1.0.0") < 0);
+  CHECK(CompareVersions("1.10.0", "1.9.0") > 0);
+  CHECK(CompareVersions("1.1.0", "1.1.0") == 0);
+}
+
+}  // namespace
+}  // namespace kuberdma::cni

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// State records and the node lock.
+#include <catch2/catch.hpp>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/base/scope_guard.h"
+#include "kuberdma/cni/state.h"
+
+namespace kuberdma::cni {
+namespace {
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/kuberdma-state-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+AttachmentRecord Sample() {
+  return {.network = "rdma-net", .container_id = "c1", .ifname = "net1", .netns = "/var/run/netns/p",
+          .done = true, .hca = "mlx5_0", .hca_address = "0000:1a:00.0", .link_layer = "Ethernet",
+          .netdev_moved = true, .host_name = "ens1f0np0", .host_ifindex = 12, .mac = "b8:3f:d2:00:00:01",
+          .host_mtu = 1500, .host_admin_up = true, .netns_mode = "exclusive", .rdma_moved = true,
+          .pkey = 0xffff, .pkey_index = -1};
+}
+
+TEST_CASE("A record round-trips through the store and is listed per network") {
+  TempDir dir;
+  StateStore store(dir.path);
+  REQUIRE(store.Save(Sample()));
+  auto loaded = store.Load("rdma-net", "c1", "net1");
+  REQUIRE(loaded);
+  REQUIRE(*loaded);
+  CHECK((*loaded)->ToJson() == Sample().ToJson());
+  auto other = Sample();
+  other.network = "other/net";
+  other.container_id = "c2";
+  REQUIRE(store.Save(other));
+  CHECK(store.List("rdma-net")->size() == 1);
+  CHECK(store.List()->size() == 2);
+  REQUIRE(store.Remove("rdma-net", "c1", "net1"));
+  REQUIRE(store.Remove("rdma-net", "c1", "net1"));  // idempotent
+  CHECK_FALSE(*store.Load("rdma-net", "c1", "net1"));
+}
+
+TEST_CASE("A record from a newer version or a corrupt file is an error, not a guess") {
+  TempDir dir;
+  StateStore store(dir.path);
+  REQUIRE(WriteFileAtomic(dir.path + "/rdma-net/c1:net1.json", R"({"version": 99})"));
+  auto r = store.Load("rdma-net", "c1", "net1");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("version 99"));
+  REQUIRE(WriteFileAtomic(dir.path + "/rdma-net/c1:net1.json", "{trunc"));
+  CHECK_FALSE(store.Load("rdma-net", "c1", "net1"));
+}
+
+TEST_CASE("Network names are escaped into one safe path component") {
+  CHECK(EscapeName("rdma-net") == "rdma-net");
+  CHECK(EscapeName("../etc") == "%2E.%2Fetc");
+  CHECK(EscapeName("") == "%00");
+}
+
+TEST_CASE("The node lock is exclusive and a second taker gets kBusy after its bounded wait") {
+  TempDir dir;
+  auto first = NodeLock::Acquire(dir.path, 1000);
+  REQUIRE(first);
+  auto second = NodeLock::Acquire(dir.path, 50);
+  REQUIRE_FALSE(second);
+  CHECK(second.error().code() == ErrorCode::kBusy);
+  { auto released = std::move(*first); }
+  CHECK(NodeLock::Acquire(dir.path, 50));
+}
+
+}  // namespace
+}  // namespace kuberdma::cni

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for the base types: Error, ScopeGuard, file helpers.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/base/files.h"
+#include "kuberdma/base/scope_guard.h"
+
+namespace kuberdma {
+namespace {
+
+Result<int> Twice(Result<int> in) {
+  KUBERDMA_ASSIGN_OR_RETURN(int v, std::move(in));
+  return v * 2;
+}
+
+TEST_CASE("Error from errno chooses the code and keeps errno and the cause") {
+  Error e = Error::FromErrno(ENOENT, "open /x");
+  CHECK(e.code() == ErrorCode::kNotFound);
+  CHECK(e.sys_errno() == ENOENT);
+  CHECK(e.message() == "open /x: No such file or directory");
+  CHECK(Error::FromErrno(EBUSY, "x").code() == ErrorCode::kBusy);
+  CHECK(Error::FromErrno(EPROTONOSUPPORT, "x").code() == ErrorCode::kUnsupported);
+}
+
+TEST_CASE("Wrap prepends context and keeps code and errno") {
+  Error e = Error::FromErrno(EEXIST, "rename").Wrap("attach mlx5_0");
+  CHECK(e.message() == "attach mlx5_0: rename: File exists");
+  CHECK(e.code() == ErrorCode::kAlreadyExists);
+  CHECK(e.sys_errno() == EEXIST);
+}
+
+TEST_CASE("ASSIGN_OR_RETURN propagates the error and unwraps the value") {
+  CHECK(*Twice(21) == 42);
+  auto r = Twice(Fail(ErrorCode::kTimeout, "late"));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == ErrorCode::kTimeout);
+}
+
+TEST_CASE("ScopeGuard runs on scope exit unless cancelled") {
+  int ran = 0;
+  { ScopeGuard g([&] { ++ran; }); }
+  CHECK(ran == 1);
+  {
+    ScopeGuard g([&] { ++ran; });
+    g.Cancel();
+  }
+  CHECK(ran == 1);
+}
+
+TEST_CASE("WriteFileAtomic creates parents and ReadFile reads it back") {
+  char tmpl[] = "/tmp/kuberdma-files-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  ScopeGuard cleanup([&] { std::filesystem::remove_all(tmpl); });
+  std::string path = std::string(tmpl) + "/a/b/c.json";
+  REQUIRE(WriteFileAtomic(path, "{\"x\":1}\n"));
+  auto text = ReadFile(path);
+  REQUIRE(text);
+  CHECK(*text == "{\"x\":1}\n");
+  REQUIRE(WriteFileAtomic(path, "second"));
+  CHECK(*ReadFile(path) == "second");
+  auto missing = ReadFile(std::string(tmpl) + "/nope");
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code() == ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kuberdma

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// The HCA model over the fixture trees of real node shapes.
+#include <catch2/catch.hpp>
+
+#include "kuberdma/sysfs/hca.h"
+
+namespace kuberdma::sysfs {
+namespace {
+
+SysfsRoot Fixture(const std::string& name) { return SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + name); }
+
+TEST_CASE("The 8-GPU RoCE node has eight ConnectX-7 HCAs in natural order across two NUMA nodes") {
+  auto hcas = DiscoverHcas(Fixture("roce8"), HcaDetail::kPorts);
+  REQUIRE(hcas);
+  REQUIRE(hcas->size() == 8);
+  for (size_t i = 0; i < 8; ++i) {
+    const Hca& h = (*hcas)[i];
+    CHECK(h.name == "mlx5_" + std::to_string(i));
+    CHECK(h.bus == BusKind::kPci);
+    CHECK(h.vendor == "0x15b3");
+    CHECK(h.device_id == "0x1021");
+    CHECK(h.driver == "mlx5_core");
+    CHECK(h.numa_node == (i < 4 ? 0 : 1));
+    CHECK(h.netdevs == std::vector<std::string>{"ens" + std::to_string(i + 1) + "f0np0"});
+    CHECK(h.uverbs == "uverbs" + std::to_string(i));
+    REQUIRE(h.ports.size() == 1);
+    CHECK(h.link_layer() == LinkLayer::kEthernet);
+    CHECK(h.ports[0].state == kPortActive);
+    CHECK(h.ports[0].state_name == "ACTIVE");
+    CHECK(h.ports[0].rate_gbps == 400.0);
+    CHECK(h.ports[0].netdev == h.netdevs[0]);
+    CHECK(h.ports[0].umad == "umad" + std::to_string(i));
+    CHECK(h.ports[0].issm.empty());  // RoCE-only nodes have no issm requirement
+    CHECK(h.ports[0].pkeys.empty());  // tables are only read with kTables
+  }
+  CHECK((*hcas)[3].address == "0000:3d:00.0");
+}
+
+TEST_CASE("The InfiniBand node has IPoIB netdevs, issm devices and pkey tables") {
+  auto h = ReadHca(Fixture("ib8"), "mlx5_1", HcaDetail::kTables);
+  REQUIRE(h);
+  CHECK(h->link_layer() == LinkLayer::kInfiniBand);
+  CHECK(h->netdevs.front().rfind("ibp", 0) == 0);
+  CHECK(h->ports[0].issm == "issm1");
+  CHECK(h->ports[0].pkeys == std::vector<uint16_t>{0xffff, 0x8001, 0x0002});
+  CHECK(h->ports[0].gids.size() == 2);
+}
+
+TEST_CASE("SR-IOV VFs know their PF and auxiliary SFs their parent PCI function") {
+  auto vf = ReadHca(Fixture("sriov"), "mlx5_1", HcaDetail::kIdentity);
+  REQUIRE(vf);
+  CHECK(vf->device_id == "0x101e");
+  CHECK(vf->pf_address == "0000:1b:00.0");
+  auto pf = ReadHca(Fixture("sriov"), "mlx5_0", HcaDetail::kIdentity);
+  REQUIRE(pf);
+  CHECK(pf->pf_address.empty());
+
+  auto sf = ReadHca(Fixture("sf"), "mlx5_2", HcaDetail::kPorts);
+  REQUIRE(sf);
+  CHECK(sf->bus == BusKind::kAuxiliary);
+  CHECK(sf->address == "mlx5_core.sf.2");
+  CHECK(sf->pci_address == "0000:1b:00.0");
+  CHECK(sf->numa_node == 0);
+  CHECK(sf->netdevs == std::vector<std::string>{"enp27s0f0s88"});
+}
+
+TEST_CASE("HCAs are found by netdev and by bus address, short BDFs included") {
+  SysfsRoot root = Fixture("roce8");
+  auto by_netdev = HcaForNetdev(root, "ens6f0np0", HcaDetail::kIdentity);
+  REQUIRE(by_netdev);
+  CHECK(by_netdev->name == "mlx5_5");
+  auto by_addr = HcaForAddress(root, "3d:00.0", HcaDetail::kIdentity);
+  REQUIRE(by_addr);
+  CHECK(by_addr->name == "mlx5_3");
+  auto aux = HcaForAddress(Fixture("sf"), "mlx5_core.sf.2", HcaDetail::kIdentity);
+  REQUIRE(aux);
+  CHECK(aux->name == "mlx5_2");
+  CHECK(HcaForAddress(root, "0000:ff:00.0", HcaDetail::kIdentity).error().code() == ErrorCode::kNotFound);
+  CHECK(HcaForNetdev(root, "eth9", HcaDetail::kIdentity).error().code() == ErrorCode::kNotFound);
+}
+
+TEST_CASE("A root without class/infiniband is a node with no HCAs, not an error") {
+  auto hcas = DiscoverHcas(SysfsRoot("/nonexistent-kuberdma-root"), HcaDetail::kPorts);
+  REQUIRE(hcas);
+  CHECK(hcas->empty());
+  CHECK(ReadHca(SysfsRoot("/nonexistent"), "mlx5_0", HcaDetail::kIdentity).error().code() ==
+        ErrorCode::kNotFound);
+}
+
+TEST_CASE("Natural order puts mlx5_2 before mlx5_10") {
+  CHECK(NaturalLess("mlx5_2", "mlx5_10"));
+  CHECK_FALSE(NaturalLess("mlx5_10", "mlx5_2"));
+  CHECK(NaturalLess("mlx5_1", "mlx5_1a"));
+  CHECK_FALSE(NaturalLess("a", "a"));
+  CHECK(NaturalLess("uverbs02", "uverbs3"));
+}
+
+TEST_CASE("Pkeys parse from hex and decimal and reject everything else") {
+  CHECK(*ParsePkey("0xffff") == 0xffff);
+  CHECK(*ParsePkey("0x8001") == 0x8001);
+  CHECK(*ParsePkey("65535") == 0xffff);
+  for (const char* bad : {"", "0x10000", "-1", "ffff", "0xffff ", "abc"}) {
+    INFO(bad);
+    CHECK_FALSE(ParsePkey(bad));
+  }
+}
+
+TEST_CASE("The boot-time netns mode is read from ib_core's parameter") {
+  CHECK(BootNetnsModeShared(Fixture("roce8")) == true);
+  CHECK(BootNetnsModeShared(Fixture("sriov")) == false);
+  CHECK_FALSE(BootNetnsModeShared(SysfsRoot("/nonexistent")).has_value());
+}
+
+}  // namespace
+}  // namespace kuberdma::sysfs
