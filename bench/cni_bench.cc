@@ -23,12 +23,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "netns_env.h"
+#include "kuberdma/sim/sim_node.h"
 
 namespace {
 
-using kuberdma::testing::CniCall;
-using kuberdma::testing::TestNode;
+using kuberdma::sim::CniCall;
+using kuberdma::sim::SimNode;
 using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -104,7 +104,7 @@ void AddTiming(const std::string& err, double* verb, double* kernel) {
   }
 }
 
-bool Ok(const kuberdma::testing::CniRun& r, const char* what) {
+bool Ok(const kuberdma::sim::CniRun& r, const char* what) {
   if (r.exit_code == 0) return true;
   std::fprintf(stderr, "%s failed (exit %d): %s %s\n", what, r.exit_code, r.out.c_str(), r.err.c_str());
   return false;
@@ -131,14 +131,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s not found: apt-get install containernetworking-plugins\n", hd_bin.c_str());
     return 2;
   }
-  kuberdma::testing::RemoveStaleNamespaces();
+  kuberdma::sim::RemoveStaleNamespaces();
   std::string fixture = std::filesystem::temp_directory_path() / ("krt-bench-" + std::to_string(getpid()));
-  kuberdma::testing::WriteMiniNode(fixture, 1, "hca");
+  kuberdma::sim::WriteMiniNode(fixture, 1, "hca");
   struct Cleanup {
     std::string d;
     ~Cleanup() { std::filesystem::remove_all(d); }
   } cleanup{fixture};
-  TestNode node(fixture, {"hca0", "hd0", "fl0"});
+  SimNode node(fixture, {"hca0", "hd0", "fl0"});
   std::string pod = node.AddPod("bench-pod");
   auto pod_ns = node.Pod(pod);
   auto& links = node.links();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The real `rdma` binary on real namespaces: veths stand in for HCA netdevs (the roce8 fixture maps
 // them to mlx5_0..7), a private namespace stands in for the node. Every namespace and link is
-// removed by TestNode's destructor, also when an assertion fails.
+// removed by SimNode's destructor, also when an assertion fails.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/base/files.h"
-#include "netns_env.h"
+#include "kuberdma/sim/sim_node.h"
 
-namespace kuberdma::testing {
+namespace kuberdma::sim {
 namespace {
 
 using nlohmann::json;
@@ -26,20 +26,20 @@ std::vector<std::string> Roce8Netdevs() {
   return out;
 }
 
-std::string SeedConf(const TestNode& node, const std::string& version = "0.3.1",
+std::string SeedConf(const SimNode& node, const std::string& version = "0.3.1",
                      const std::string& extra = "") {
   return R"({"cniVersion":")" + version + R"(","name":"rdma-net","type":"rdma","pkey":"0xffff",
     "linkState":"up","mtu":9000,"stateDir":")" + node.state_dir() + "\"" + extra + "}";
 }
 
-link::LinkInfo MustGet(TestNode& node, const netns::NetNs& ns, const std::string& name) {
+link::LinkInfo MustGet(SimNode& node, const netns::NetNs& ns, const std::string& name) {
   auto l = node.links().GetByName(ns, name);
   if (!l) FAIL("link " << name << ": " << l.error().message());
   return *l;
 }
 
 TEST_CASE("ADD of the seed NAD moves a veth into the pod as net1 with MTU 9000, up; DEL restores it") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   auto host_before = MustGet(node, node.node(), "ens1f0np0");
   std::string pod = node.AddPod("pod");
   auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", SeedConf(node)});
@@ -68,7 +68,7 @@ TEST_CASE("ADD of the seed NAD moves a veth into the pod as net1 with MTU 9000, 
 }
 
 TEST_CASE("Eight attachments of rdma-net, as the seed StatefulSet asks, take all eight netdevs") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("trainer-0");
   for (int i = 1; i <= 8; ++i) {
     auto add = node.Run(kBin, {"ADD", "trainer0", pod, "net" + std::to_string(i), SeedConf(node)});
@@ -89,7 +89,7 @@ TEST_CASE("Eight attachments of rdma-net, as the seed StatefulSet asks, take all
 TEST_CASE("An MTU the device refuses after the kernel moved it is rolled back for real") {
   // A macvlan (here on a veth, 1500) cannot exceed its lower device's MTU: the kernel moves and renames it, then rejects
   // IFLA_MTU, exactly the partial failure the plugin must undo.
-  TestNode node(kRoce8, {"ens1f0np0"});
+  SimNode node(kRoce8, {"ens1f0np0"});
   REQUIRE(node.links().CreateVeth(node.node(), "lower0", node.node(), "lower0p"));
   REQUIRE(node.links().Delete(node.node(), "ens1f0np0"));
   REQUIRE(node.links().Create(node.node(), "ens1f0np0", "macvlan", "lower0"));
@@ -108,7 +108,7 @@ TEST_CASE("An MTU the device refuses after the kernel moved it is rolled back fo
 }
 
 TEST_CASE("DEL after the pod namespace died restores the device the kernel handed back") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   auto before = MustGet(node, node.node(), "ens3f0np0");
   std::string pod = node.AddPod("pod");
   REQUIRE(node.Run(kBin, {"ADD", "c2", pod, "net1", SeedConf(node, "1.0.0", R"(,"hca":"mlx5_2")")}).exit_code == 0);
@@ -128,7 +128,7 @@ TEST_CASE("DEL after the pod namespace died restores the device the kernel hande
 }
 
 TEST_CASE("DEL without state, without CNI_NETNS, or repeated succeeds with empty output") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   REQUIRE(node.Run(kBin, {"ADD", "c3", pod, "net1", SeedConf(node)}).exit_code == 0);
   auto first = node.Run(kBin, {"DEL", "c3", "", "net1", SeedConf(node)});
@@ -141,7 +141,7 @@ TEST_CASE("DEL without state, without CNI_NETNS, or repeated succeeds with empty
 }
 
 TEST_CASE("A repeated ADD is answered from state without moving anything") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   auto first = node.Run(kBin, {"ADD", "c4", pod, "net1", SeedConf(node, "1.1.0")});
   REQUIRE(first.exit_code == 0);
@@ -152,7 +152,7 @@ TEST_CASE("A repeated ADD is answered from state without moving anything") {
 }
 
 TEST_CASE("CHECK passes after ADD and fails with code 105 once the MTU drifts") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string conf = SeedConf(node, "1.0.0");
   auto add = node.Run(kBin, {"ADD", "c5", pod, "net1", conf});
@@ -167,7 +167,7 @@ TEST_CASE("CHECK passes after ADD and fails with code 105 once the MTU drifts") 
 }
 
 TEST_CASE("Errors are CNI error documents on stdout with the specification's codes") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   auto code = [&](const CniCall& c) {
     auto r = node.Run(kBin, c);
@@ -189,7 +189,7 @@ TEST_CASE("Errors are CNI error documents on stdout with the specification's cod
 }
 
 TEST_CASE("GC gives back attachments that are no longer valid") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   REQUIRE(node.Run(kBin, {"ADD", "live", pod, "net1", SeedConf(node, "1.1.0")}).exit_code == 0);
   REQUIRE(node.Run(kBin, {"ADD", "gone", pod, "net2", SeedConf(node, "1.1.0")}).exit_code == 0);
@@ -202,7 +202,7 @@ TEST_CASE("GC gives back attachments that are no longer valid") {
 }
 
 TEST_CASE("Logs go to stderr and the log file, tagged with the container ID") {
-  TestNode node(kRoce8, Roce8Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string log = node.state_dir() + "/rdma.log";
   auto add = node.Run(kBin, {"ADD", "feedface1234", pod, "net1",
@@ -215,7 +215,7 @@ TEST_CASE("Logs go to stderr and the log file, tagged with the container ID") {
 }
 
 TEST_CASE("Sixteen pods attaching and detaching at once each get their own device, and all come back") {
-  std::string dir = TestNode(kRoce8, {}).state_dir() + "-mini";  // a unique path; the node is gone
+  std::string dir = SimNode(kRoce8, {}).state_dir() + "-mini";  // a unique path; the node is gone
   std::vector<std::string> netdevs;
   for (int i = 0; i < 16; ++i) netdevs.push_back("hca" + std::to_string(i));
   WriteMiniNode(dir, 16, "hca");
@@ -223,7 +223,7 @@ TEST_CASE("Sixteen pods attaching and detaching at once each get their own devic
     std::string d;
     ~RemoveDir() { std::filesystem::remove_all(d); }
   } cleanup{dir};
-  TestNode node(dir, netdevs);
+  SimNode node(dir, netdevs);
   std::vector<CniCall> adds;
   std::vector<std::string> pods;
   for (int i = 0; i < 16; ++i) {
@@ -244,4 +244,4 @@ TEST_CASE("Sixteen pods attaching and detaching at once each get their own devic
 }
 
 }  // namespace
-}  // namespace kuberdma::testing
+}  // namespace kuberdma::sim

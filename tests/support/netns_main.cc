@@ -8,14 +8,14 @@
 #include <cstdio>
 
 #include "kuberdma/netns/netns.h"
-#include "netns_env.h"
+#include "kuberdma/sim/sim_node.h"
 
 int main(int argc, char** argv) {
   if (::geteuid() != 0) {
     std::fprintf(stderr, "SKIP: namespace tests need root (they create network namespaces and veths)\n");
     return 77;
   }
-  kuberdma::testing::RemoveStaleNamespaces();
+  kuberdma::sim::RemoveStaleNamespaces();
   std::string probe = "krt-" + std::to_string(::getpid()) + "-probe";
   auto ns = kuberdma::netns::CreateNamed(probe);
   if (!ns) {

@@ -26,7 +26,7 @@ TEST_CASE("The seed article's NAD config parses as written") {
   CHECK(c->mtu == 9000u);
   CHECK(c->selector.kind == SelectorKind::kAuto);
   CHECK(c->shared_policy == SharedPolicy::kContinue);
-  CHECK(c->state_dir == "/var/lib/cni/rdma");
+  CHECK(c->state_dir == "/run/kube-rdma/cni");
 }
 
 TEST_CASE("Unknown fields are ignored") {

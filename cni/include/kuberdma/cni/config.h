@@ -47,7 +47,9 @@ struct NetConf {
   std::vector<Selector> other_selectors;  // also given, lower precedence (logged)
   std::string device_info_file;     // runtimeConfig.CNIDeviceInfoFile
   SharedPolicy shared_policy = SharedPolicy::kContinue;
-  std::string state_dir = "/var/lib/cni/rdma";
+  // Attachments do not survive a reboot (every device is back on the host then), so neither does
+  // their state: /run is a tmpfs, cleared at boot, and fast.
+  std::string state_dir = "/run/kube-rdma/cni";
   std::string log_file;
   std::string log_level = "info";
   uint32_t lock_timeout_ms = 10000;

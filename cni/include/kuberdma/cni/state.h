@@ -3,7 +3,7 @@
 // first change and holding everything needed to undo it; and the node-wide lock that serialises
 // verbs.
 //
-//   StateStore store("/var/lib/cni/rdma");
+//   StateStore store("/run/kube-rdma/cni");
 //   KUBERDMA_ASSIGN_OR_RETURN(NodeLock lock, NodeLock::Acquire(store.dir(), 10000));
 //   KUBERDMA_TRY(store.Save(record));          // before touching the device
 //

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// TestNode: namespaces, veths and CNI invocations for the namespace tests.
-#include "netns_env.h"
+// SimNode: namespaces, veths and CNI invocations on a simulated node.
+#include "kuberdma/sim/sim_node.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 
 #include "kuberdma/base/files.h"
 
-namespace kuberdma::testing {
+namespace kuberdma::sim {
 
 namespace {
 
@@ -40,7 +40,7 @@ void Drain(int fd, std::string* out) {
 
 }  // namespace
 
-TestNode::TestNode(std::string sysfs_root, const std::vector<std::string>& netdevs)
+SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs)
     : prefix_("krt-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand() % 100000)),
       sysfs_root_(std::move(sysfs_root)),
       state_dir_(MustTempDir()),
@@ -54,31 +54,31 @@ TestNode::TestNode(std::string sysfs_root, const std::vector<std::string>& netde
   }
 }
 
-TestNode::~TestNode() {
+SimNode::~SimNode() {
   // Pods first, so the veths inside them die with them rather than bounce to the node.
   for (auto it = names_.rbegin(); it != names_.rend(); ++it) (void)netns::DeleteNamed(*it);
   std::filesystem::remove_all(state_dir_);
 }
 
-std::string TestNode::AddPod(const std::string& name) {
+std::string SimNode::AddPod(const std::string& name) {
   std::string n = prefix_ + "-" + name;
   MustCreate(n);
   names_.push_back(n);
   return std::string(netns::kNamedNetnsDir) + "/" + n;
 }
 
-void TestNode::DeletePod(const std::string& path) {
+void SimNode::DeletePod(const std::string& path) {
   std::string n = path.substr(path.find_last_of('/') + 1);
   (void)netns::DeleteNamed(n);
 }
 
-netns::NetNs TestNode::Pod(const std::string& path) const {
+netns::NetNs SimNode::Pod(const std::string& path) const {
   auto ns = netns::NetNs::Open(path);
   if (!ns) throw std::runtime_error(ns.error().message());
   return std::move(*ns);
 }
 
-pid_t TestNode::Start(const std::string& binary, const CniCall& call, int out[2], int err[2]) const {
+pid_t SimNode::Start(const std::string& binary, const CniCall& call, int out[2], int err[2]) const {
   int in[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe failed");
@@ -100,11 +100,11 @@ pid_t TestNode::Start(const std::string& binary, const CniCall& call, int out[2]
   return *pid;
 }
 
-CniRun TestNode::Run(const std::string& binary, const CniCall& call) const {
+CniRun SimNode::Run(const std::string& binary, const CniCall& call) const {
   return RunAll(binary, {call}).front();
 }
 
-std::vector<CniRun> TestNode::RunAll(const std::string& binary,
+std::vector<CniRun> SimNode::RunAll(const std::string& binary,
                                      const std::vector<CniCall>& calls) const {
   std::vector<pid_t> pids;
   std::vector<std::pair<int, int>> fds;
@@ -176,4 +176,4 @@ void RemoveStaleNamespaces() {
   for (const auto& n : stale) (void)netns::DeleteNamed(n);
 }
 
-}  // namespace kuberdma::testing
+}  // namespace kuberdma::sim

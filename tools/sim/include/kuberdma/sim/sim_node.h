@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A simulated node for namespace tests: a private "node" namespace holding veths named like a
+// A simulated node for tests, benchmarks and the demo: a private "node" namespace holding veths named like a
 // fixture's HCA netdevs (their peers in a "fabric" namespace), pod namespaces, a state directory,
 // and a runner that executes a CNI binary inside the node namespace the way a runtime would.
 // Everything it creates is removed by its destructor, also when a test fails.
@@ -14,7 +14,7 @@
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/netns/netns.h"
 
-namespace kuberdma::testing {
+namespace kuberdma::sim {
 
 struct CniRun {
   int exit_code = -1;
@@ -30,13 +30,13 @@ struct CniCall {
   std::string config;
 };
 
-class TestNode {
+class SimNode {
  public:
   // `netdevs` are created as veths in the node namespace; `sysfs_root` maps them to HCAs.
-  TestNode(std::string sysfs_root, const std::vector<std::string>& netdevs);
-  ~TestNode();
-  TestNode(const TestNode&) = delete;
-  TestNode& operator=(const TestNode&) = delete;
+  SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs);
+  ~SimNode();
+  SimNode(const SimNode&) = delete;
+  SimNode& operator=(const SimNode&) = delete;
 
   // Creates a pod namespace; returns its path (/run/netns/<unique>).
   std::string AddPod(const std::string& name);
@@ -71,4 +71,4 @@ std::string WriteMiniNode(const std::string& dir, int n, const std::string& netd
 // Removes namespaces left by earlier runs that were killed (prefix "krt-", creator pid gone).
 void RemoveStaleNamespaces();
 
-}  // namespace kuberdma::testing
+}  // namespace kuberdma::sim

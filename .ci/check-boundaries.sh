@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The library boundaries of docs/development.md, enforced rather than hoped for:
+#   - libnl headers, setns(2) and /sys paths only in netlink/ (the node library);
+#   - gRPC only in deviceplugin/ and proto/;
+#   - nothing but the result document on the CNI's stdout: no stdout printing in cni/ apart from
+#     main.cc's one Print(), and no spdlog stdout sinks there.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+src() { git ls-files -- '*.cc' '*.h' | grep -v '^tests/fixtures/'; }
+
+violations() {  # $1: description, rest: grep output
+  local what="$1"; shift
+  if [ -n "$*" ]; then
+    echo "boundary: $what:"; echo "$*" | sed 's/^/  /'; status=1
+  fi
+}
+
+violations "libnl is included outside netlink/" \
+  "$(src | grep -v '^netlink/' | xargs grep -n '#include <netlink/' 2>/dev/null)"
+violations "setns() is called outside netlink/src/netns/" \
+  "$(src | grep -v '^netlink/src/netns/' | xargs grep -nE '(^|[^_a-zA-Z])setns\(' 2>/dev/null | grep -v ':\s*//')"
+violations "a /sys path is spelled outside netlink/ (go through sysfs::SysfsRoot)" \
+  "$(src | grep -v '^netlink/' | xargs grep -nE '"/sys(/|")' 2>/dev/null)"
+violations "gRPC is used outside deviceplugin/ and proto/" \
+  "$(src | grep -vE '^(deviceplugin|proto)/' | xargs grep -nE '#include <grpc(pp)?/' 2>/dev/null)"
+violations "cni/ writes to stdout outside main.cc's Print()" \
+  "$(git ls-files -- 'cni/*.cc' 'cni/*.h' | xargs grep -nE 'std::cout|(^|[^a-z_])printf\(|[^a-z_]puts\(|stdout_sink_(mt|st)|stdout_color|f(write|printf|puts)\(.*stdout' 2>/dev/null)"
+violations "cni/main.cc writes to fd 1 other than in Print()" \
+  "$(grep -n 'write(1' cni/main.cc | grep -v 'out.data(), out.size()')"
+
+[ $status -eq 0 ] && echo "boundaries: ok (libnl, setns, /sys in netlink/; gRPC in deviceplugin/; CNI stdout clean)"
+exit $status

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs the Debian 12 packages kube-rdma builds and tests with; installs nothing that is already
+# there, so it is cheap to run before every make target. Needs root (or sudo) when something is missing.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config make python3
+  libnl-3-dev libnl-route-3-dev        # rtnetlink and NETLINK_RDMA (netlink/)
+  libexpected-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
+  catch2                               # tests
+  iproute2                             # namespace tests and their cleanup
+  containernetworking-plugins          # host-device, the benchmark's peer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
