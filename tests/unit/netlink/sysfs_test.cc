@@ -2,6 +2,8 @@
 // The HCA model over the fixture trees of real node shapes.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::sysfs {
@@ -109,6 +111,26 @@ TEST_CASE("The boot-time netns mode is read from ib_core's parameter") {
   CHECK(BootNetnsModeShared(Fixture("roce8")) == true);
   CHECK(BootNetnsModeShared(Fixture("sriov")) == false);
   CHECK_FALSE(BootNetnsModeShared(SysfsRoot("/nonexistent")).has_value());
+}
+
+}  // namespace
+}  // namespace kuberdma::sysfs
+
+namespace kuberdma::sysfs {
+namespace {
+
+TEST_CASE("Fixture trees have no dangling links (git drops empty directories)") {
+  namespace fs = std::filesystem;
+  int links = 0;
+  for (const char* node : {"roce8", "ib8", "sriov", "sf"}) {
+    for (const auto& e : fs::recursive_directory_iterator(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + node)) {
+      if (!e.is_symlink()) continue;
+      ++links;
+      INFO(e.path().string() << " -> " << fs::read_symlink(e.path()).string());
+      CHECK(fs::exists(e.path()));
+    }
+  }
+  CHECK(links > 100);
 }
 
 }  // namespace
