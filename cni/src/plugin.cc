@@ -75,7 +75,12 @@ CniResult<Hca> Plugin::Select(const NetConf& conf, const NetNs& host, bool chain
     case SelectorKind::kDeviceId:
     case SelectorKind::kPciBusId: found = HcaForDeviceId(d_.sysfs, sel.value); break;
     case SelectorKind::kHca: found = sysfs::ReadHca(d_.sysfs, sel.value, sysfs::HcaDetail::kPorts); break;
-    case SelectorKind::kNetdev: found = sysfs::HcaForNetdev(d_.sysfs, sel.value, sysfs::HcaDetail::kPorts); break;
+    case SelectorKind::kNetdev: {
+      // Through rtnetlink first, so an alternative name (which sysfs does not list) resolves too.
+      auto l = d_.links.GetByName(host, sel.value);
+      found = sysfs::HcaForNetdev(d_.sysfs, l ? l->name : sel.value, sysfs::HcaDetail::kPorts);
+      break;
+    }
     case SelectorKind::kMac: {
       auto l = link::FindByMac(d_.links, host, sel.value);
       found = l ? sysfs::HcaForNetdev(d_.sysfs, l->name, sysfs::HcaDetail::kPorts) : Fail(l.error());

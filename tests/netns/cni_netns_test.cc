@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/sysfs/sysfs.h"
 #include "kuberdma/sim/sim_node.h"
 
 namespace kuberdma::sim {
@@ -212,6 +213,28 @@ TEST_CASE("Logs go to stderr and the log file, tagged with the container ID") {
   auto text = ReadFile(log);
   REQUIRE(text);
   CHECK_THAT(*text, Catch::Contains("attached mlx5_0"));
+}
+
+TEST_CASE("Links are found by alternative name and by bus address, also inside another namespace") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  // Give ens4f0np0 an alternative name the way `ip link property add` does.
+  std::string ns_name = node.node().path().substr(node.node().path().find_last_of('/') + 1);
+  REQUIRE(std::system(("ip -n " + ns_name + " link property add dev ens4f0np0 altname rdma-slot-4").c_str()) == 0);
+  auto by_alt = node.links().GetByName(node.node(), "rdma-slot-4");
+  REQUIRE(by_alt);
+  CHECK(by_alt->name == "ens4f0np0");
+  auto by_bus = link::FindByBusAddress(node.links(), node.node(), sysfs::SysfsRoot(kRoce8), "0000:3d:00.0");
+  REQUIRE(by_bus);
+  CHECK(by_bus->name == "ens4f0np0");
+  CHECK(by_bus->ifindex == by_alt->ifindex);
+  std::string pod = node.AddPod("pod");
+  auto add = node.Run(kBin, {"ADD", "c7", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"rdma-slot-4")")});
+  INFO(add.err);
+  REQUIRE(add.exit_code == 0);
+  auto in_pod = MustGet(node, node.Pod(pod), "net1");
+  CHECK(in_pod.mac == by_alt->mac);
+  CHECK(in_pod.oper_state.size() > 0);
+  REQUIRE(node.Run(kBin, {"DEL", "c7", pod, "net1", SeedConf(node, "1.0.0")}).exit_code == 0);
 }
 
 TEST_CASE("Sixteen pods attaching and detaching at once each get their own device, and all come back") {

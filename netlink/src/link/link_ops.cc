@@ -4,6 +4,8 @@
 
 #include <cctype>
 
+#include "kuberdma/sysfs/hca.h"
+
 namespace kuberdma::link {
 
 std::string NormalizeMac(std::string_view mac) {
@@ -19,6 +21,15 @@ Result<LinkInfo> FindByMac(LinkOps& ops, const NetNs& ns, std::string_view mac) 
     if (!want.empty() && NormalizeMac(l.mac) == want) return std::move(l);
   }
   return Fail(ErrorCode::kNotFound, "no link with MAC " + std::string(mac) + " in netns " + ns.path());
+}
+
+Result<LinkInfo> FindByBusAddress(LinkOps& ops, const NetNs& ns, const sysfs::SysfsRoot& root,
+                                  const std::string& address) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto names, sysfs::NetdevsAtAddress(root, address));
+  for (const auto& n : names) {
+    if (auto l = ops.GetByName(ns, n)) return l;
+  }
+  return Fail(ErrorCode::kNotFound, "no netdev of " + address + " in netns " + ns.path());
 }
 
 }  // namespace kuberdma::link

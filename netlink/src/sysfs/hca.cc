@@ -191,6 +191,16 @@ Result<Hca> HcaForAddress(const SysfsRoot& root, const std::string& address, Hca
   return Fail(ErrorCode::kNotFound, "no RDMA device at bus address " + address);
 }
 
+Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root, const std::string& address) {
+  for (const char* bus : {"bus/pci/devices/", "bus/auxiliary/devices/"}) {
+    std::string dev = bus + address;
+    if (!root.Exists(dev)) continue;
+    auto nets = root.ListDir(dev + "/net");
+    return nets ? std::move(*nets) : std::vector<std::string>{};
+  }
+  return Fail(ErrorCode::kNotFound, "no PCI or auxiliary device " + address);
+}
+
 std::optional<bool> BootNetnsModeShared(const SysfsRoot& root) {
   auto v = root.ReadAttr("module/ib_core/parameters/netns_mode");
   if (!v || v->empty()) return std::nullopt;

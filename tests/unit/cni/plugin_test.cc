@@ -359,6 +359,19 @@ TEST_CASE("CNI_IFNAME already present in the pod is refused without touching the
   CHECK(n.world.Snapshot() == before);
 }
 
+TEST_CASE("A node lock held past lockTimeoutMs is error 11, and nothing is touched") {
+  Node n;
+  std::string before = n.world.Snapshot();
+  auto held = NodeLock::Acquire(n.state_dir, 1000);
+  REQUIRE(held);
+  Plugin p = n.MakePlugin();
+  auto r = p.Add(Req(kPod, "net1"), n.Conf(R"(,"lockTimeoutMs":30)"));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == kTryAgainLater);
+  CHECK(p.Del(Req(kPod, "net1"), n.Conf(R"(,"lockTimeoutMs":30)")).error().code == kTryAgainLater);
+  CHECK(n.world.Snapshot() == before);
+}
+
 TEST_CASE("A pod namespace that does not exist is error 4 on ADD") {
   Node n;
   Plugin p = n.MakePlugin();

@@ -135,3 +135,15 @@ TEST_CASE("Fixture trees have no dangling links (git drops empty directories)") 
 
 }  // namespace
 }  // namespace kuberdma::sysfs
+
+namespace kuberdma::sysfs {
+namespace {
+
+TEST_CASE("Netdevs are listed by PCI address and by auxiliary device name") {
+  CHECK(*NetdevsAtAddress(Fixture("roce8"), "0000:3d:00.0") == std::vector<std::string>{"ens4f0np0"});
+  CHECK(*NetdevsAtAddress(Fixture("sf"), "mlx5_core.sf.2") == std::vector<std::string>{"enp27s0f0s88"});
+  CHECK(NetdevsAtAddress(Fixture("roce8"), "0000:ee:00.0").error().code() == ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kuberdma::sysfs

@@ -84,6 +84,10 @@ Result<Hca> HcaForNetdev(const SysfsRoot& root, const std::string& ifname, HcaDe
 // ("1a:00.0") matches domain 0000.
 Result<Hca> HcaForAddress(const SysfsRoot& root, const std::string& address, HcaDetail detail);
 
+// Netdev names of the device at bus address `address` (PCI BDF or auxiliary name), as listed under
+// bus/{pci,auxiliary}/devices/<address>/net in this namespace's sysfs view. kNotFound if no such device.
+Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root, const std::string& address);
+
 // The boot-time RDMA netns mode (ib_core's netns_mode parameter): true for shared. The runtime
 // mode, which `rdma system set` can change, is read over RDMA netlink; this is the fallback.
 std::optional<bool> BootNetnsModeShared(const SysfsRoot& root);
