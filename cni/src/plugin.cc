@@ -59,7 +59,7 @@ Result<Hca> HcaForDeviceId(const sysfs::SysfsRoot& root, const std::string& id) 
 
 }  // namespace
 
-CniResult<Hca> Plugin::Select(const NetConf& conf, const NetNs& host, bool chained,
+CniResult<Plugin::Selected> Plugin::Select(const NetConf& conf, const NetNs& host, bool chained,
                               const StateStore& store, const std::string& self_key) {
   auto records = store.List();
   if (!records) return tl::unexpected(FromError(records.error(), kStateFailure));
@@ -102,11 +102,11 @@ CniResult<Hca> Plugin::Select(const NetConf& conf, const NetNs& host, bool chain
           why = "attached to " + c->second;
         } else if (h.netdevs.empty()) {
           why = "has no netdev";
-        } else if (!d_.links.GetByName(host, h.netdevs.front())) {
+        } else if (auto l = d_.links.GetByName(host, h.netdevs.front()); !l) {
           why = "netdev " + h.netdevs.front() + " is not in the host namespace";
         } else {
           auto full = sysfs::ReadHca(d_.sysfs, h.name, sysfs::HcaDetail::kPorts);
-          if (full) return std::move(*full);
+          if (full) return Selected{std::move(*full), std::move(*l)};
           why = full.error().message();
         }
         tried += (tried.empty() ? "" : "; ") + h.name + ": " + why;
@@ -125,7 +125,7 @@ CniResult<Hca> Plugin::Select(const NetConf& conf, const NetNs& host, bool chain
     return CniFail(kDeviceUnavailable, found->name + " (" + found->address +
                                            ") is already attached to " + c->second);
   }
-  return std::move(*found);
+  return Selected{std::move(*found), std::nullopt};
 }
 
 CniResult<std::string> Plugin::NetnsMode(const NetNs& host, const NetConf& conf) {
@@ -294,8 +294,9 @@ void Plugin::WriteDeviceInfo(const NetConf& conf, const Hca& hca, const Attachme
 CniResult<json> Plugin::Attach(const Request& req, const NetConf& conf, const StateStore& store,
                                const NetNs& host, const NetNs& pod) {
   const bool chained = conf.prev_result && PrevResultHasInterface(*conf.prev_result, req.ifname, req.netns);
-  auto hca = Select(conf, host, chained, store, Key(req.container_id, req.ifname));
-  if (!hca) return tl::unexpected(hca.error());
+  auto selected = Select(conf, host, chained, store, Key(req.container_id, req.ifname));
+  if (!selected) return tl::unexpected(selected.error());
+  const Hca* hca = &selected->hca;
   auto mode = NetnsMode(host, conf);
   if (!mode) return tl::unexpected(mode.error());
   AttachmentRecord rec{.network = conf.name, .container_id = req.container_id,
@@ -306,9 +307,14 @@ CniResult<json> Plugin::Attach(const Request& req, const NetConf& conf, const St
   auto pkey_index = CheckPkey(*hca, rec.pkey);
   if (!pkey_index) return tl::unexpected(pkey_index.error());
   rec.pkey_index = *pkey_index;
-  auto netdev = chained ? d_.links.GetByName(pod, req.ifname)
-                        : (hca->netdevs.empty() ? Fail(ErrorCode::kNotFound, hca->name + " has no netdev")
-                                                : d_.links.GetByName(host, hca->netdevs.front()));
+  Result<LinkInfo> netdev = Fail(ErrorCode::kNotFound, hca->name + " has no netdev");
+  if (chained) {
+    netdev = d_.links.GetByName(pod, req.ifname);
+  } else if (selected->host_link) {
+    netdev = *selected->host_link;
+  } else if (!hca->netdevs.empty()) {
+    netdev = d_.links.GetByName(host, hca->netdevs.front());
+  }
   if (!netdev) return tl::unexpected(FromError(netdev.error().Wrap("attach " + hca->name), kDeviceUnavailable));
   if (!chained) {
     if (d_.links.GetByName(pod, req.ifname)) {

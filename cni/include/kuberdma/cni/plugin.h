@@ -47,10 +47,12 @@ class Plugin {
   CniResult<void> Gc(const NetConf& conf);
 
  private:
+  // The chosen HCA, and its netdev on the host when selection already looked it up.
   struct Selected {
     sysfs::Hca hca;
+    std::optional<link::LinkInfo> host_link;
   };
-  CniResult<sysfs::Hca> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
+  CniResult<Selected> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
                                const StateStore& store, const std::string& self_key);
   CniResult<std::string> NetnsMode(const netns::NetNs& host, const NetConf& conf);
   CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
