@@ -8,6 +8,7 @@ packages=(
   g++ cmake ninja-build pkg-config make python3
   libnl-3-dev libnl-route-3-dev        # rtnetlink and NETLINK_RDMA (netlink/)
   libexpected-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # deviceplugin/, proto/
   catch2                               # tests
   iproute2                             # namespace tests and their cleanup
   containernetworking-plugins          # host-device, the benchmark's peer

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// Manager: the device plugin's event loop. Serves one ResourceServer per configured resource,
+// registers each with the kubelet and keeps it registered (kubelet.sock re-created, our socket
+// removed, a ListAndWatch stream closed), re-reads HCAs on kernel events and on a short port-state
+// timer, reloads the config on SIGHUP or when its file changes (a bad config is rejected and the
+// last good one keeps serving), and on SIGTERM stops serving and removes its sockets.
+//
+//   auto m = Manager::Create(options, *ParseConfig(text));
+//   (*m)->Run(/*handle_signals=*/true);   // returns after SIGTERM/SIGINT or Stop()
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/deviceplugin/config.h"
+#include "kuberdma/deviceplugin/metrics.h"
+#include "kuberdma/deviceplugin/server.h"
+#include "kuberdma/sysfs/sysfs.h"
+
+namespace kuberdma::deviceplugin {
+
+inline constexpr const char* kDefaultPluginDir = "/var/lib/kubelet/device-plugins";
+inline constexpr const char* kKubeletSocket = "kubelet.sock";
+
+struct Options {
+  std::string config_path;  // watched for changes; empty: no reloads from a file
+  std::string plugin_dir = kDefaultPluginDir;
+  sysfs::SysfsRoot sysfs;
+  int metrics_port = 9109;  // negative: no HTTP endpoint; 0: any free port
+  bool kernel_events = true;
+};
+
+class Manager {
+ public:
+  static Result<std::unique_ptr<Manager>> Create(Options opts, Config cfg);
+  ~Manager();
+
+  // Runs until Stop(), or SIGTERM/SIGINT when `handle_signals` (the caller must have blocked
+  // SIGTERM, SIGINT and SIGHUP in every thread before creating any). Removes its sockets on return.
+  Result<void> Run(bool handle_signals);
+
+  // Thread-safe requests to the loop.
+  void Stop();
+  void RequestRescan();
+  void RequestReload();
+
+  Metrics& metrics() { return metrics_; }
+  uint16_t metrics_port() const;
+  // Socket path of a resource ("rdma/shared"), for tests and the doctor.
+  std::string SocketPath(const std::string& full_name) const;
+
+ private:
+  Manager(Options opts, Config cfg);
+  Result<void> StartResources();
+  void StopResources();
+  void Rescan();
+  void Reload();
+  void RegisterAll(const char* why);
+  void RegisterOne(const std::string& full_name, ResourceServer& srv);
+  void HandleInotify();
+  void Wake(uint64_t bits);
+
+  Options opts_;
+  Config cfg_;
+  std::string cfg_fingerprint_;
+  Metrics metrics_;
+  std::map<std::string, std::unique_ptr<ResourceServer>> servers_;  // by full resource name
+  std::map<std::string, bool> registered_;
+  std::unique_ptr<HttpEndpoint> http_;
+  UniqueFd wake_;      // eventfd
+  UniqueFd inotify_;
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<bool> running_{false};
+  int64_t recheck_at_ms_ = -1;  // re-register streamless resources at this time
+  int64_t retry_at_ms_ = -1;    // retry failed registrations at this time
+};
+
+}  // namespace kuberdma::deviceplugin

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// One advertised resource (a pool of slots over selected HCAs): the device list with health and
+// NUMA topology, Allocate's device nodes and environment, and GetPreferredAllocation's choice.
+// Pure logic over the sysfs HCA model; the gRPC server in server.h wraps it.
+//
+//   Resource r(cfg.resources[0], SysfsRoot("/"));
+//   r.Refresh(*DiscoverHcas(root, HcaDetail::kPorts));   // true when the list changed
+//   auto alloc = r.Allocate({"mlx5_3-017"});             // device nodes + NCCL_IB_HCA + KUBERDMA_HCAS
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/deviceplugin/config.h"
+#include "kuberdma/sysfs/hca.h"
+
+namespace kuberdma::deviceplugin {
+
+// The environment variable that carries the JSON description of the container's HCAs
+// (docs/deviceplugin.md documents its schema; the validator and doctor read it).
+inline constexpr const char* kHcasEnv = "KUBERDMA_HCAS";
+
+struct DeviceView {
+  std::string id;
+  bool healthy = false;
+  std::vector<int64_t> numa_nodes;
+};
+
+struct DeviceNode {
+  std::string container_path;
+  std::string host_path;
+  std::string permissions = "rw";
+};
+
+struct ContainerAllocation {
+  std::vector<DeviceNode> devices;
+  std::map<std::string, std::string> envs;
+  std::vector<std::string> cdi_devices;
+  std::vector<std::string> hcas;  // names, for logs and metrics
+};
+
+struct HcaHealth {
+  sysfs::Hca hca;
+  bool present = false;
+  bool healthy = false;
+  std::string reason;  // why not healthy: "gone", "port 1 DOWN"
+};
+
+class Resource {
+ public:
+  Resource(ResourceConfig cfg, sysfs::SysfsRoot root);
+
+  const ResourceConfig& config() const { return cfg_; }
+  // Whether `hca` is selected by this resource's selectors.
+  bool Selects(const sysfs::Hca& hca) const;
+  // Takes a fresh view of the node's HCAs (kPorts detail). HCAs seen before but now absent stay,
+  // Unhealthy ("gone"), until they return. Returns true when the advertised list changed.
+  bool Refresh(const std::vector<sysfs::Hca>& all);
+  std::vector<DeviceView> Devices() const;
+  const std::map<std::string, HcaHealth>& hcas() const { return hcas_; }
+  size_t healthy_hcas() const;
+
+  // Device nodes, env and CDI names for one container. kInvalidArgument naming an unknown ID.
+  Result<ContainerAllocation> Allocate(const std::vector<std::string>& ids) const;
+  // The preferred `size` IDs out of `available`, `must_include` first (per-hca: distinct HCAs,
+  // NUMA-local to each other; pool: the first available).
+  std::vector<std::string> Preferred(const std::vector<std::string>& available,
+                                     const std::vector<std::string>& must_include, size_t size) const;
+  // The CDI spec describing this resource's HCAs (written when cdi is on).
+  std::string CdiSpec() const;
+  std::string CdiKind() const;
+
+ private:
+  // The HCA name a per-hca slot ID names ("mlx5_3-017" -> "mlx5_3"), or "" for pool IDs.
+  std::string HcaOfSlot(const std::string& id) const;
+  void AddDeviceNodes(const sysfs::Hca& hca, ContainerAllocation* out) const;
+  ResourceConfig cfg_;
+  sysfs::SysfsRoot root_;
+  std::map<std::string, HcaHealth> hcas_;  // by HCA name, natural order via key compare below
+};
+
+}  // namespace kuberdma::deviceplugin

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device plugin config parsing: every field type-checked, every error naming entry and field.
+#include "kuberdma/deviceplugin/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace kuberdma::deviceplugin {
+
+using nlohmann::json;
+
+namespace {
+
+tl::unexpected<Error> Bad(const std::string& where, const std::string& what) {
+  return Fail(ErrorCode::kInvalidArgument, "device plugin config: " + where + ": " + what);
+}
+
+Result<std::vector<std::string>> Strings(const json& obj, const char* key, const std::string& where) {
+  std::vector<std::string> out;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return out;
+  if (!it->is_array()) return Bad(where + "." + key, "must be an array of strings");
+  for (const auto& v : *it) {
+    if (!v.is_string()) return Bad(where + "." + key, "must be an array of strings (found " + std::string(v.type_name()) + ")");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+std::string NormalizeHexId(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s.rfind("0x", 0) == 0) s = s.substr(2);
+  return s;
+}
+
+bool ValidName(const std::string& n) {
+  if (n.empty() || n.size() > 63) return false;
+  for (char c : n) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '_' && c != '.') return false;
+  }
+  return std::isalnum(static_cast<unsigned char>(n.front())) != 0 &&
+         std::isalnum(static_cast<unsigned char>(n.back())) != 0;
+}
+
+Result<void> ParseSelectors(const json& entry, const std::string& where, Selectors* sel) {
+  json s = json::object();
+  if (auto it = entry.find("selectors"); it != entry.end() && !it->is_null()) {
+    if (!it->is_object()) return Bad(where + ".selectors", "must be an object");
+    s = *it;
+  }
+  std::string sw = where + ".selectors";
+  struct Field {
+    const char* key;
+    std::vector<std::string>* dst;
+  };
+  for (auto [key, dst] : {Field{"vendors", &sel->vendors}, Field{"deviceIDs", &sel->device_ids},
+                          Field{"drivers", &sel->drivers}, Field{"ifNames", &sel->if_names},
+                          Field{"linkTypes", &sel->link_types}, Field{"pciAddresses", &sel->pci_addresses},
+                          Field{"hcaNames", &sel->hca_names}}) {
+    KUBERDMA_ASSIGN_OR_RETURN(*dst, Strings(s, key, sw));
+  }
+  // The shared plugin's deprecated top-level "devices" lists netdev names.
+  KUBERDMA_ASSIGN_OR_RETURN(auto devices, Strings(entry, "devices", where));
+  sel->if_names.insert(sel->if_names.end(), devices.begin(), devices.end());
+  for (auto& v : sel->vendors) v = NormalizeHexId(v);
+  for (auto& v : sel->device_ids) v = NormalizeHexId(v);
+  for (auto& t : sel->link_types) {
+    std::string l = t;
+    for (auto& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == "ether" || l == "ethernet" || l == "eth") {
+      t = "ether";
+    } else if (l == "infiniband" || l == "ib") {
+      t = "infiniband";
+    } else {
+      return Bad(sw + ".linkTypes", "'" + t + "' is not \"ether\" or \"infiniband\"");
+    }
+  }
+  return {};
+}
+
+Result<void> ParseOurs(const json& e, const std::string& where, ResourceConfig* rc) {
+  if (auto it = e.find("policy"); it != e.end() && !it->is_null()) {
+    if (!it->is_string()) return Bad(where + ".policy", "must be \"pool\" or \"per-hca\"");
+    std::string p = it->get<std::string>();
+    if (p == "pool") {
+      rc->policy = Policy::kPool;
+    } else if (p == "per-hca") {
+      rc->policy = Policy::kPerHca;
+    } else {
+      return Bad(where + ".policy", "'" + p + "' is not \"pool\" or \"per-hca\"");
+    }
+  }
+  for (auto [key, dst] : {std::pair{"injectMad", &rc->inject_mad}, std::pair{"ncclEnv", &rc->nccl_env},
+                          std::pair{"cdi", &rc->cdi}}) {
+    if (auto it = e.find(key); it != e.end() && !it->is_null()) {
+      if (!it->is_boolean()) return Bad(where + "." + key, "must be true or false");
+      *dst = it->get<bool>();
+    }
+  }
+  if (auto it = e.find("extraEnv"); it != e.end() && !it->is_null()) {
+    if (!it->is_object()) return Bad(where + ".extraEnv", "must be an object of strings");
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) return Bad(where + ".extraEnv." + k, "must be a string");
+      rc->extra_env[k] = v.get<std::string>();
+    }
+  }
+  return {};
+}
+
+Result<ResourceConfig> ParseEntry(const json& e, const std::string& where) {
+  if (!e.is_object()) return Bad(where, "must be an object");
+  ResourceConfig rc;
+  auto name = e.find("resourceName");
+  if (name == e.end() || !name->is_string()) return Bad(where + ".resourceName", "is required (a string)");
+  rc.resource_name = name->get<std::string>();
+  if (!ValidName(rc.resource_name)) {
+    return Bad(where + ".resourceName", "'" + rc.resource_name + "' must be 1-63 of [A-Za-z0-9_.-], starting and ending alphanumeric");
+  }
+  if (auto it = e.find("resourcePrefix"); it != e.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>().empty()) return Bad(where + ".resourcePrefix", "must be a non-empty string");
+    rc.resource_prefix = it->get<std::string>();
+  }
+  auto max = e.find("rdmaHcaMax");
+  if (max == e.end() || !max->is_number_unsigned() || max->get<uint64_t>() == 0 || max->get<uint64_t>() > 100000) {
+    return Bad(where + ".rdmaHcaMax", "is required: the number of slots, 1..100000");
+  }
+  rc.rdma_hca_max = static_cast<uint32_t>(max->get<uint64_t>());
+  KUBERDMA_TRY(ParseSelectors(e, where, &rc.selectors));
+  KUBERDMA_TRY(ParseOurs(e, where, &rc));
+  return rc;
+}
+
+}  // namespace
+
+Result<Config> ParseConfig(std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded()) return Bad("(top level)", "not valid JSON");
+  if (!j.is_object()) return Bad("(top level)", "must be an object");
+  Config cfg;
+  if (auto it = j.find("periodicUpdateInterval"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_unsigned()) return Bad("periodicUpdateInterval", "must be a non-negative integer (seconds)");
+    cfg.periodic_update_interval_s = static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 86400));
+  }
+  if (auto it = j.find("healthPollMs"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_unsigned() || it->get<uint64_t>() < 50) return Bad("healthPollMs", "must be an integer >= 50");
+    cfg.health_poll_ms = static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 60000));
+  }
+  if (auto it = j.find("cdiSpecDir"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return Bad("cdiSpecDir", "must be a string");
+    cfg.cdi_dir = it->get<std::string>();
+  }
+  auto list = j.find("configList");
+  if (list == j.end() || !list->is_array() || list->empty()) {
+    return Bad("configList", "is required: a non-empty array of resources");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < list->size(); ++i) {
+    std::string where = "configList[" + std::to_string(i) + "]";
+    KUBERDMA_ASSIGN_OR_RETURN(ResourceConfig rc, ParseEntry((*list)[i], where));
+    if (!names.insert(rc.FullName()).second) return Bad(where + ".resourceName", rc.FullName() + " is configured twice");
+    cfg.resources.push_back(std::move(rc));
+  }
+  return cfg;
+}
+
+}  // namespace kuberdma::deviceplugin

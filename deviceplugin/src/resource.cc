@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: Apache-2.0
+// Resource: selection, health, allocation and preference over the HCA model.
+#include "kuberdma/deviceplugin/resource.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace kuberdma::deviceplugin {
+
+using nlohmann::json;
+using sysfs::Hca;
+
+namespace {
+
+bool Any(const std::vector<std::string>& list, const std::string& v) {
+  return std::find(list.begin(), list.end(), v) != list.end();
+}
+
+std::string Strip0x(std::string s) { return s.rfind("0x", 0) == 0 ? s.substr(2) : s; }
+
+std::string SlotId(const std::string& base, uint32_t n, uint32_t max) {
+  int width = max > 1000 ? 5 : (max > 100 ? 3 : (max > 10 ? 2 : 1));
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%0*u", width, n);
+  return base + "-" + buf;
+}
+
+std::string Health(const Hca& h, bool* healthy) {
+  if (h.ports.empty()) {
+    *healthy = false;
+    return "no ports";
+  }
+  for (const auto& p : h.ports) {
+    if (p.state != sysfs::kPortActive) {
+      *healthy = false;
+      return "port " + std::to_string(p.number) + " " + (p.state_name.empty() ? "DOWN" : p.state_name);
+    }
+  }
+  *healthy = true;
+  return "";
+}
+
+}  // namespace
+
+Resource::Resource(ResourceConfig cfg, sysfs::SysfsRoot root) : cfg_(std::move(cfg)), root_(std::move(root)) {}
+
+bool Resource::Selects(const Hca& h) const {
+  const Selectors& s = cfg_.selectors;
+  if (!s.vendors.empty() && !Any(s.vendors, Strip0x(h.vendor))) return false;
+  if (!s.device_ids.empty() && !Any(s.device_ids, Strip0x(h.device_id))) return false;
+  if (!s.drivers.empty() && !Any(s.drivers, h.driver)) return false;
+  if (!s.if_names.empty() &&
+      std::none_of(h.netdevs.begin(), h.netdevs.end(), [&](const auto& n) { return Any(s.if_names, n); })) {
+    return false;
+  }
+  if (!s.link_types.empty()) {
+    std::string lt = h.link_layer() == sysfs::LinkLayer::kInfiniBand ? "infiniband" : "ether";
+    if (!Any(s.link_types, lt)) return false;
+  }
+  if (!s.pci_addresses.empty()) {
+    bool hit = false;
+    for (const auto& a : s.pci_addresses) {
+      std::string want = (a.size() == 7 && a[2] == ':') ? "0000:" + a : a;
+      hit = hit || want == h.address || want == h.pci_address;
+    }
+    if (!hit) return false;
+  }
+  if (!s.hca_names.empty() && !Any(s.hca_names, h.name)) return false;
+  return true;
+}
+
+bool Resource::Refresh(const std::vector<Hca>& all) {
+  auto before = Devices();
+  for (auto& [name, st] : hcas_) st.present = false;
+  for (const auto& h : all) {
+    if (!Selects(h)) continue;
+    HcaHealth& st = hcas_[h.name];
+    st.hca = h;
+    st.present = true;
+    st.reason = Health(h, &st.healthy);
+  }
+  for (auto& [name, st] : hcas_) {
+    if (!st.present) {
+      st.healthy = false;
+      st.reason = "gone";
+    }
+  }
+  auto after = Devices();
+  if (before.size() != after.size()) return true;
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (before[i].id != after[i].id || before[i].healthy != after[i].healthy ||
+        before[i].numa_nodes != after[i].numa_nodes) {
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t Resource::healthy_hcas() const {
+  return static_cast<size_t>(std::count_if(hcas_.begin(), hcas_.end(), [](const auto& kv) { return kv.second.healthy; }));
+}
+
+std::vector<DeviceView> Resource::Devices() const {
+  std::vector<DeviceView> out;
+  if (hcas_.empty()) return out;
+  std::vector<const HcaHealth*> ordered;
+  for (const auto& [n, st] : hcas_) ordered.push_back(&st);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const HcaHealth* a, const HcaHealth* b) { return sysfs::NaturalLess(a->hca.name, b->hca.name); });
+  if (cfg_.policy == Policy::kPerHca) {
+    for (const auto* st : ordered) {
+      std::vector<int64_t> numa;
+      if (st->hca.numa_node >= 0) numa.push_back(st->hca.numa_node);
+      for (uint32_t i = 0; i < cfg_.rdma_hca_max; ++i) {
+        out.push_back({SlotId(st->hca.name, i, cfg_.rdma_hca_max), st->healthy, numa});
+      }
+    }
+    return out;
+  }
+  // Pool: every slot stands for the whole pool; usable while any HCA of it is.
+  std::set<int64_t> numa;
+  for (const auto* st : ordered) {
+    if (st->hca.numa_node >= 0) numa.insert(st->hca.numa_node);
+  }
+  bool healthy = healthy_hcas() > 0;
+  std::vector<int64_t> nodes(numa.begin(), numa.end());
+  for (uint32_t i = 0; i < cfg_.rdma_hca_max; ++i) {
+    out.push_back({SlotId(cfg_.resource_name, i, cfg_.rdma_hca_max), healthy, nodes});
+  }
+  return out;
+}
+
+std::string Resource::HcaOfSlot(const std::string& id) const {
+  if (cfg_.policy != Policy::kPerHca) return "";
+  auto dash = id.find_last_of('-');
+  if (dash == std::string::npos) return "";
+  std::string name = id.substr(0, dash);
+  auto it = hcas_.find(name);
+  if (it == hcas_.end()) return "";
+  auto n = static_cast<uint32_t>(std::strtoul(id.c_str() + dash + 1, nullptr, 10));
+  return id == SlotId(name, n, cfg_.rdma_hca_max) && n < cfg_.rdma_hca_max ? name : "";
+}
+
+void Resource::AddDeviceNodes(const Hca& h, ContainerAllocation* out) const {
+  auto add = [&](const std::string& dev) {
+    if (dev.empty()) return;
+    out->devices.push_back({"/dev/infiniband/" + dev, root_.Dev("infiniband/" + dev), "rw"});
+  };
+  add(h.uverbs);
+  if (!cfg_.inject_mad) return;
+  for (const auto& p : h.ports) {
+    add(p.umad);
+    add(p.issm);
+  }
+}
+
+Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& ids) const {
+  std::vector<const HcaHealth*> chosen;
+  auto pick = [&](const std::string& name) {
+    const HcaHealth* st = &hcas_.at(name);
+    if (std::find(chosen.begin(), chosen.end(), st) == chosen.end()) chosen.push_back(st);
+  };
+  auto known = Devices();
+  for (const auto& id : ids) {
+    bool exists = std::any_of(known.begin(), known.end(), [&](const DeviceView& d) { return d.id == id; });
+    if (!exists) {
+      return Fail(ErrorCode::kInvalidArgument, "unknown device ID '" + id + "' for resource " + cfg_.FullName());
+    }
+    if (cfg_.policy == Policy::kPerHca) pick(HcaOfSlot(id));
+  }
+  if (cfg_.policy == Policy::kPool) {
+    for (const auto& [name, st] : hcas_) {
+      if (st.present) pick(name);
+    }
+  }
+  std::sort(chosen.begin(), chosen.end(),
+            [](const HcaHealth* a, const HcaHealth* b) { return sysfs::NaturalLess(a->hca.name, b->hca.name); });
+  ContainerAllocation out;
+  std::string nccl;
+  std::string all_ports;
+  json desc = json::array();
+  for (const auto* st : chosen) {
+    const Hca& h = st->hca;
+    out.hcas.push_back(h.name);
+    if (cfg_.cdi) {
+      out.cdi_devices.push_back(CdiKind() + "=" + h.name);
+    } else {
+      AddDeviceNodes(h, &out);
+    }
+    json ports = json::array();
+    for (const auto& p : h.ports) {
+      std::string hp = h.name + ":" + std::to_string(p.number);
+      all_ports += (all_ports.empty() ? "" : ",") + hp;
+      if (p.state == sysfs::kPortActive) nccl += (nccl.empty() ? "" : ",") + hp;
+      json pj = {{"port", p.number}, {"state", p.state_name}, {"rateGbps", p.rate_gbps},
+                 {"linkLayer", std::string(sysfs::LinkLayerName(p.link_layer))}};
+      if (!p.netdev.empty()) pj["netdev"] = p.netdev;
+      if (!p.umad.empty()) pj["umad"] = "/dev/infiniband/" + p.umad;
+      if (!p.issm.empty()) pj["issm"] = "/dev/infiniband/" + p.issm;
+      ports.push_back(pj);
+    }
+    desc.push_back({{"name", h.name}, {"pciAddress", h.pci_address}, {"busAddress", h.address},
+                    {"numaNode", h.numa_node}, {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
+                    {"nodeGuid", h.node_guid}, {"netdevs", h.netdevs},
+                    {"uverbs", h.uverbs.empty() ? "" : "/dev/infiniband/" + h.uverbs},
+                    {"healthy", st->healthy}, {"ports", ports}});
+  }
+  if (!cfg_.cdi && !chosen.empty()) {
+    out.devices.push_back({"/dev/infiniband/rdma_cm", root_.Dev("infiniband/rdma_cm"), "rw"});
+  }
+  if (cfg_.nccl_env && !chosen.empty()) {
+    // Exact-match form ("=") so mlx5_1 never also selects mlx5_10; active ports only, unless none is.
+    out.envs["NCCL_IB_HCA"] = "=" + (nccl.empty() ? all_ports : nccl);
+    out.envs[kHcasEnv] = desc.dump();
+  }
+  for (const auto& [k, v] : cfg_.extra_env) out.envs[k] = v;
+  return out;
+}
+
+std::vector<std::string> Resource::Preferred(const std::vector<std::string>& available,
+                                             const std::vector<std::string>& must_include,
+                                             size_t size) const {
+  std::vector<std::string> out;
+  auto taken = [&](const std::string& id) { return std::find(out.begin(), out.end(), id) != out.end(); };
+  for (const auto& id : must_include) {
+    if (out.size() < size && !taken(id)) out.push_back(id);
+  }
+  if (cfg_.policy == Policy::kPool) {
+    for (const auto& id : available) {
+      if (out.size() < size && !taken(id)) out.push_back(id);
+    }
+    return out;
+  }
+  // per-hca: spread over distinct healthy HCAs, NUMA-local to what is already chosen.
+  std::map<std::string, int> used;  // HCA -> slots chosen
+  std::map<int, int> numa_weight;
+  for (const auto& id : out) {
+    std::string h = HcaOfSlot(id);
+    ++used[h];
+    if (auto it = hcas_.find(h); it != hcas_.end()) ++numa_weight[it->second.hca.numa_node];
+  }
+  while (out.size() < size) {
+    const std::string* best = nullptr;
+    std::tuple<int, int, int, std::string> best_key;
+    for (const auto& id : available) {
+      if (taken(id)) continue;
+      std::string h = HcaOfSlot(id);
+      auto it = hcas_.find(h);
+      if (it == hcas_.end()) continue;
+      // Lower is better: fewer slots already on this HCA, healthy first, NUMA-local, then name.
+      std::tuple<int, int, int, std::string> key{used[h], it->second.healthy ? 0 : 1,
+                                                 -numa_weight[it->second.hca.numa_node], id};
+      bool better = best == nullptr;
+      if (!better) {
+        if (std::get<0>(key) != std::get<0>(best_key)) {
+          better = std::get<0>(key) < std::get<0>(best_key);
+        } else if (std::get<1>(key) != std::get<1>(best_key)) {
+          better = std::get<1>(key) < std::get<1>(best_key);
+        } else if (std::get<2>(key) != std::get<2>(best_key)) {
+          better = std::get<2>(key) < std::get<2>(best_key);
+        } else {
+          better = sysfs::NaturalLess(id, std::get<3>(best_key));
+        }
+      }
+      if (better) {
+        best = &id;
+        best_key = key;
+      }
+    }
+    if (best == nullptr) break;
+    std::string h = HcaOfSlot(*best);
+    ++used[h];
+    ++numa_weight[hcas_.at(h).hca.numa_node];
+    out.push_back(*best);
+  }
+  return out;
+}
+
+std::string Resource::CdiKind() const { return "kube-rdma.io/" + cfg_.resource_name; }
+
+std::string Resource::CdiSpec() const {
+  json devices = json::array();
+  for (const auto& [name, st] : hcas_) {
+    if (!st.present) continue;
+    ContainerAllocation nodes;
+    AddDeviceNodes(st.hca, &nodes);
+    json dn = json::array();
+    for (const auto& d : nodes.devices) dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
+    devices.push_back({{"name", name}, {"containerEdits", {{"deviceNodes", dn}}}});
+  }
+  json spec = {{"cdiVersion", "0.5.0"},
+               {"kind", CdiKind()},
+               {"devices", devices},
+               {"containerEdits",
+                {{"deviceNodes", {{{"path", "/dev/infiniband/rdma_cm"}, {"hostPath", root_.Dev("infiniband/rdma_cm")}}}}}}};
+  return spec.dump(2);
+}
+
+}  // namespace kuberdma::deviceplugin
