@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: Apache-2.0
+// rdma-device-plugin over real gRPC against a fake kubelet: registration, kubelet restarts and
+// closed streams, health flaps, config reloads, concurrent Allocates, and SIGTERM on the binary.
+#include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <thread>
+
+#include "api.grpc.pb.h"
+#include "kuberdma/base/files.h"
+#include "kuberdma/deviceplugin/manager.h"
+
+namespace kuberdma::deviceplugin {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr const char* kConfig = R"({"configList":[
+  {"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
+  {"resourceName":"hca","rdmaHcaMax":8,"policy":"per-hca","selectors":{"linkTypes":["ether"]}}]})";
+
+// The kubelet's side: Registration on kubelet.sock; for every registration it connects back and
+// follows ListAndWatch, keeping every list it receives.
+class FakeKubelet final : public v1beta1::Registration::Service {
+ public:
+  explicit FakeKubelet(std::string dir) : dir_(std::move(dir)) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + dir_ + "/kubelet.sock", grpc::InsecureServerCredentials());
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+    REQUIRE(server_);
+  }
+  ~FakeKubelet() override { Stop(); }
+
+  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req, v1beta1::Empty*) override {
+    std::lock_guard lock(mu_);
+    registrations_.push_back(*req);
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    contexts_.push_back(ctx);
+    watchers_.emplace_back([this, r = *req, ctx] { Watch(r, ctx); });
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  void Watch(const v1beta1::RegisterRequest& r, std::shared_ptr<grpc::ClientContext> ctx) {
+    auto stub = v1beta1::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix:" + dir_ + "/" + r.endpoint(), grpc::InsecureChannelCredentials()));
+    auto reader = stub->ListAndWatch(ctx.get(), v1beta1::Empty());
+    v1beta1::ListAndWatchResponse resp;
+    while (reader->Read(&resp)) {
+      std::lock_guard lock(mu_);
+      lists_[r.resource_name()].push_back(resp);
+      cv_.notify_all();
+    }
+    reader->Finish();
+  }
+
+  // Closes every ListAndWatch stream, as a kubelet that drops a plugin does.
+  void CloseStreams() {
+    std::lock_guard lock(mu_);
+    for (auto& c : contexts_) c->TryCancel();
+  }
+
+  void Stop() {
+    if (!server_) return;
+    CloseStreams();
+    server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    server_.reset();
+    for (auto& t : watchers_) t.join();
+    watchers_.clear();
+    fs::remove(dir_ + "/kubelet.sock");
+  }
+
+  template <typename Pred>
+  bool WaitFor(Pred pred, std::chrono::milliseconds timeout = 5000ms) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return pred(); });
+  }
+  size_t Registrations(const std::string& res) {
+    return static_cast<size_t>(std::count_if(registrations_.begin(), registrations_.end(),
+                                              [&](const auto& r) { return r.resource_name() == res; }));
+  }
+  std::vector<v1beta1::RegisterRequest> registrations_;
+  std::map<std::string, std::vector<v1beta1::ListAndWatchResponse>> lists_;
+
+ private:
+  std::string dir_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::shared_ptr<grpc::ClientContext>> contexts_;
+  std::vector<std::thread> watchers_;
+};
+
+// A node: a copy of the roce8 fixture, a device-plugin directory, the config file, and the
+// plugin's event loop on a thread. Everything is stopped and removed by the destructor.
+struct Node {
+  Node() {
+    char tmpl[] = "/tmp/krt-dp-XXXXXX";
+    dir = mkdtemp(tmpl);
+    fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8", dir + "/root",
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    fs::create_directories(dir + "/plugins");
+    fs::create_directories(dir + "/etc");
+    REQUIRE(WriteFileAtomic(dir + "/etc/config.json", kConfig));
+  }
+  void Start() {
+    Options o;
+    o.config_path = dir + "/etc/config.json";
+    o.plugin_dir = dir + "/plugins";
+    o.sysfs = sysfs::SysfsRoot(dir + "/root");
+    o.metrics_port = 0;
+    o.kernel_events = false;
+    auto cfg = ParseConfig(kConfig);
+    auto m = Manager::Create(o, std::move(*cfg));
+    REQUIRE(m);
+    mgr = std::move(*m);
+    loop = std::thread([this] { (void)mgr->Run(false); });
+  }
+  ~Node() {
+    if (mgr) mgr->Stop();
+    if (loop.joinable()) loop.join();
+    kubelet.reset();
+    mgr.reset();
+    fs::remove_all(dir);
+  }
+  std::unique_ptr<v1beta1::DevicePlugin::Stub> Stub(const std::string& res) {
+    return v1beta1::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix:" + mgr->SocketPath(res), grpc::InsecureChannelCredentials()));
+  }
+  std::string dir;
+  std::unique_ptr<FakeKubelet> kubelet;
+  std::unique_ptr<Manager> mgr;
+  std::thread loop;
+};
+
+TEST_CASE("Each resource registers with the kubelet and streams its device list") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  auto& k = *n.kubelet;
+  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/shared"].empty() && !k.lists_["rdma/hca"].empty(); }));
+  std::map<std::string, v1beta1::RegisterRequest> regs;
+  for (const auto& r : k.registrations_) regs[r.resource_name()] = r;
+  CHECK(regs["rdma/shared"].version() == "v1beta1");
+  CHECK(regs["rdma/shared"].endpoint() == "kuberdma-rdma-shared.sock");
+  CHECK_FALSE(regs["rdma/shared"].options().get_preferred_allocation_available());
+  CHECK(regs["rdma/hca"].options().get_preferred_allocation_available());
+  const auto& shared = k.lists_["rdma/shared"].front();
+  CHECK(shared.devices_size() == 1000);
+  CHECK(shared.devices(0).health() == "Healthy");
+  CHECK(shared.devices(0).topology().nodes_size() == 2);
+  const auto& hca = k.lists_["rdma/hca"].front();
+  CHECK(hca.devices_size() == 64);
+  CHECK(hca.devices(8 * 5).id() == "mlx5_5-0");
+  CHECK(hca.devices(8 * 5).topology().nodes(0).id() == 1);
+}
+
+TEST_CASE("A kubelet restart (sockets removed, kubelet.sock re-created) is followed by a new registration") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  REQUIRE(n.kubelet->WaitFor([&] { return n.kubelet->Registrations("rdma/shared") == 1; }));
+  n.kubelet->Stop();
+  // The kubelet removes every plugin socket when it starts again.
+  for (const auto& e : fs::directory_iterator(n.dir + "/plugins")) fs::remove(e.path());
+  auto t0 = Clock::now();
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  auto& k = *n.kubelet;
+  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/shared"].empty() && !k.lists_["rdma/hca"].empty(); }, 3000ms));
+  CHECK(Clock::now() - t0 < 2s);
+  CHECK(k.lists_["rdma/shared"].back().devices_size() == 1000);  // never left at zero
+  CHECK(fs::exists(n.mgr->SocketPath("rdma/shared")));
+  CHECK(n.mgr->metrics().Get("kuberdma_kubelet_restarts_total", {}) >= 1);
+}
+
+TEST_CASE("A ListAndWatch stream closed by the kubelet leads to a new registration") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  auto& k = *n.kubelet;
+  REQUIRE(k.WaitFor([&] { return k.lists_["rdma/shared"].size() == 1; }));
+  k.CloseStreams();
+  REQUIRE(k.WaitFor([&] { return k.Registrations("rdma/shared") == 2 && k.lists_["rdma/shared"].size() == 2; }, 3000ms));
+}
+
+TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so does its return") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  auto& k = *n.kubelet;
+  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/hca"].empty(); }));
+  std::string state = n.dir + "/root/sys/class/infiniband/mlx5_3/ports/1/state";
+  auto unhealthy = [&](size_t want_lists) {
+    return [&k, want_lists] {
+      auto& l = k.lists_["rdma/hca"];
+      return l.size() >= want_lists && l.back().devices(8 * 3).health() == "Unhealthy";
+    };
+  };
+  auto t0 = Clock::now();
+  REQUIRE(WriteFileAtomic(state, "1: DOWN\n"));
+  REQUIRE(k.WaitFor(unhealthy(2), 2000ms));
+  auto took = Clock::now() - t0;
+  CHECK(took < 1s);
+  CHECK(k.lists_["rdma/hca"].back().devices(8 * 2).health() == "Healthy");
+  CHECK(k.lists_["rdma/shared"].back().devices(0).health() == "Healthy");  // 7 of 8 still up
+  REQUIRE(WriteFileAtomic(state, "4: ACTIVE\n"));
+  REQUIRE(k.WaitFor([&] { return k.lists_["rdma/hca"].back().devices(8 * 3).health() == "Healthy"; }, 2000ms));
+}
+
+TEST_CASE("A new config is applied when its file changes; a bad one is rejected and the old keeps serving") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  auto& k = *n.kubelet;
+  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/shared"].empty(); }));
+  REQUIRE(WriteFileAtomic(n.dir + "/etc/config.json",
+                          R"({"configList":[{"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
+                             {"resourceName":"numa1","rdmaHcaMax":2,"policy":"per-hca","selectors":{"hcaNames":["mlx5_4","mlx5_5"]}}]})"));
+  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/numa1"].empty(); }, 3000ms));
+  CHECK(k.lists_["rdma/numa1"].back().devices_size() == 4);
+  CHECK_FALSE(fs::exists(n.mgr->SocketPath("rdma/hca")));
+  REQUIRE(WriteFileAtomic(n.dir + "/etc/config.json", R"({"configList":[{"resourceName":"x"}]})"));
+  for (int i = 0; i < 50 && n.mgr->metrics().Get("kuberdma_config_reloads_total", {{"result", "rejected"}}) == 0; ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK(n.mgr->metrics().Get("kuberdma_config_reloads_total", {{"result", "rejected"}}) >= 1);
+  auto stub = n.Stub("rdma/numa1");
+  grpc::ClientContext ctx;
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids("mlx5_5-1");
+  v1beta1::AllocateResponse resp;
+  auto st = stub->Allocate(&ctx, req, &resp);
+  CHECK(st.ok());
+  CHECK(resp.container_responses(0).envs().at("NCCL_IB_HCA") == "=mlx5_5:1");
+}
+
+TEST_CASE("Two hundred concurrent Allocates all succeed; unknown IDs are INVALID_ARGUMENT") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  REQUIRE(n.kubelet->WaitFor([&] { return !n.kubelet->lists_["rdma/hca"].empty(); }));
+  auto stub = n.Stub("rdma/hca");
+  std::atomic<int> ok{0}, rejected{0}, wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 200; ++t) {
+    threads.emplace_back([&, t] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+      v1beta1::AllocateRequest req;
+      bool bad = t % 20 == 0;
+      req.add_container_requests()->add_devices_ids(bad ? "mlx5_9-0" : "mlx5_" + std::to_string(t % 8) + "-" + std::to_string(t % 8));
+      v1beta1::AllocateResponse resp;
+      auto st = stub->Allocate(&ctx, req, &resp);
+      if (bad) {
+        (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? rejected : wrong)++;
+      } else if (st.ok() && resp.container_responses(0).devices_size() == 3) {
+        ok++;
+      } else {
+        wrong++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(ok == 190);
+  CHECK(rejected == 10);
+  CHECK(wrong == 0);
+  CHECK(n.mgr->metrics().Get("kuberdma_allocations_total", {{"resource", "rdma/hca"}}) == 190);
+}
+
+TEST_CASE("GetPreferredAllocation and GetDevicePluginOptions answer over gRPC") {
+  Node n;
+  n.Start();  // no kubelet: the plugin serves anyway and waits for kubelet.sock
+  for (int i = 0; i < 50 && !fs::exists(n.mgr->SocketPath("rdma/hca")); ++i) std::this_thread::sleep_for(20ms);
+  auto stub = n.Stub("rdma/hca");
+  grpc::ClientContext ctx;
+  v1beta1::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (int h = 0; h < 8; ++h) {
+    for (int s = 0; s < 8; ++s) c->add_available_deviceids("mlx5_" + std::to_string(h) + "-" + std::to_string(s));
+  }
+  c->add_must_include_deviceids("mlx5_6-3");
+  c->set_allocation_size(4);
+  v1beta1::PreferredAllocationResponse resp;
+  REQUIRE(stub->GetPreferredAllocation(&ctx, req, &resp).ok());
+  std::vector<std::string> got(resp.container_responses(0).deviceids().begin(), resp.container_responses(0).deviceids().end());
+  CHECK(got == std::vector<std::string>{"mlx5_6-3", "mlx5_4-0", "mlx5_5-0", "mlx5_7-0"});
+  grpc::ClientContext ctx2;
+  v1beta1::DevicePluginOptions opts;
+  REQUIRE(stub->GetDevicePluginOptions(&ctx2, v1beta1::Empty(), &opts).ok());
+  CHECK(opts.get_preferred_allocation_available());
+  CHECK_FALSE(opts.pre_start_required());
+}
+
+TEST_CASE("SIGTERM stops the binary with exit 0 and removes its sockets") {
+  Node n;
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string cfg = n.dir + "/etc/config.json";
+    std::string plugins = n.dir + "/plugins";
+    std::string root = n.dir + "/root";
+    execl(KUBERDMA_DP_BIN, KUBERDMA_DP_BIN, "--config", cfg.c_str(), "--device-plugin-dir", plugins.c_str(),
+          "--sysfs-root", root.c_str(), "--metrics-port", "-1", "--log-level", "warn", nullptr);
+    _exit(127);
+  }
+  std::string sock = n.dir + "/plugins/kuberdma-rdma-shared.sock";
+  for (int i = 0; i < 100 && !fs::exists(sock); ++i) std::this_thread::sleep_for(20ms);
+  REQUIRE(fs::exists(sock));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(fs::exists(sock));
+  CHECK(fs::is_empty(n.dir + "/plugins"));
+}
+
+TEST_CASE("A bad config at start exits 2 naming the entry and field") {
+  Node n;
+  REQUIRE(WriteFileAtomic(n.dir + "/etc/bad.json", R"({"configList":[{"resourceName":"a","rdmaHcaMax":"many"}]})"));
+  std::string cmd = std::string(KUBERDMA_DP_BIN) + " --config " + n.dir + "/etc/bad.json --device-plugin-dir " +
+                    n.dir + "/plugins --metrics-port -1 2>" + n.dir + "/err";
+  int rc = std::system(cmd.c_str());
+  CHECK(WEXITSTATUS(rc) == 2);
+  CHECK_THAT(*ReadFile(n.dir + "/err"), Catch::Contains("configList[0].rdmaHcaMax"));
+}
+
+}  // namespace
+}  // namespace kuberdma::deviceplugin

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device plugin config and resources over the sysfs fixtures: selection, both policies, device
+// nodes and env, preference, health.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/deviceplugin/config.h"
+#include "kuberdma/deviceplugin/resource.h"
+
+namespace kuberdma::deviceplugin {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string Fx(const std::string& n) { return std::string(KUBERDMA_FIXTURES) + "/sysfs/" + n; }
+
+Resource Make(const std::string& fixture, const std::string& entry) {
+  auto cfg = ParseConfig(R"({"configList":[)" + entry + "]}");
+  if (!cfg) FAIL(cfg.error().message());
+  sysfs::SysfsRoot root(Fx(fixture));
+  Resource r(cfg->resources.at(0), root);
+  r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  return r;
+}
+
+std::vector<std::string> Names(const Resource& r) {
+  std::vector<std::string> out;
+  for (const auto& [n, st] : r.hcas()) out.push_back(n);
+  return out;
+}
+
+TEST_CASE("The shared plugin's config parses as written, deprecated devices included") {
+  auto cfg = ParseConfig(R"({"periodicUpdateInterval":300,"configList":[
+    {"resourceName":"hca_shared_devices_a","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"],"deviceIDs":["1021"],
+     "drivers":["mlx5_core"],"ifNames":["ens1f0np0"],"linkTypes":["ether"]}},
+    {"resourceName":"legacy","resourcePrefix":"example.com","rdmaHcaMax":10,"devices":["ibp26s0"]}]})");
+  REQUIRE(cfg);
+  CHECK(cfg->periodic_update_interval_s == 300);
+  CHECK(cfg->resources[0].FullName() == "rdma/hca_shared_devices_a");
+  CHECK(cfg->resources[1].FullName() == "example.com/legacy");
+  CHECK(cfg->resources[1].selectors.if_names == std::vector<std::string>{"ibp26s0"});
+  CHECK(cfg->resources[0].policy == Policy::kPool);
+}
+
+TEST_CASE("Config errors name the entry and the field") {
+  struct Case {
+    const char* json;
+    const char* says;
+  };
+  for (auto [text, says] : {
+           Case{"{", "not valid JSON"},
+           Case{R"({"configList":[]})", "configList"},
+           Case{R"({"configList":[{"rdmaHcaMax":1}]})", "configList[0].resourceName"},
+           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":0}]})", "configList[0].rdmaHcaMax"},
+           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1},{"resourceName":"b","rdmaHcaMax":1,"selectors":{"vendors":"15b3"}}]})",
+                "configList[1].selectors.vendors"},
+           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["fddi"]}}]})", "linkTypes"},
+           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"policy":"greedy"}]})", "configList[0].policy"},
+           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1},{"resourceName":"a","rdmaHcaMax":1}]})", "configured twice"},
+           Case{R"({"configList":[{"resourceName":"bad/name","rdmaHcaMax":1}]})", "resourceName"},
+           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"extraEnv":{"X":1}}]})", "extraEnv.X"},
+       }) {
+    INFO(text);
+    auto r = ParseConfig(text);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == ErrorCode::kInvalidArgument);
+    CHECK_THAT(r.error().message(), Catch::Contains(says));
+  }
+}
+
+TEST_CASE("Selectors pick HCAs by vendor, device, driver, netdev, link type, address and name") {
+  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"vendors":["0x15B3"]}})")).size() == 8);
+  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["infiniband"]}})")).empty());
+  CHECK(Names(Make("ib8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["ib"]}})")).size() == 8);
+  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"ifNames":["ens3f0np0","ens5f0np0"]}})")) ==
+        std::vector<std::string>{"mlx5_2", "mlx5_4"});
+  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"pciAddresses":["3d:00.0"]}})")) ==
+        std::vector<std::string>{"mlx5_3"});
+  CHECK(Names(Make("sriov", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"deviceIDs":["101e"]}})")).size() == 8);
+  CHECK(Names(Make("sf", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"pciAddresses":["mlx5_core.sf.2"]}})")) ==
+        std::vector<std::string>{"mlx5_2"});
+  CHECK(Names(Make("ib8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"hcaNames":["mlx5_7"],"drivers":["mlx5_core"]}})")) ==
+        std::vector<std::string>{"mlx5_7"});
+}
+
+TEST_CASE("The pool policy advertises rdmaHcaMax slots and gives every HCA to each allocation") {
+  Resource r = Make("roce8", R"({"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}})");
+  auto devs = r.Devices();
+  REQUIRE(devs.size() == 1000);
+  CHECK(devs[0].id == "shared-000");
+  CHECK(devs[999].id == "shared-999");
+  CHECK(devs[0].healthy);
+  CHECK(devs[0].numa_nodes == std::vector<int64_t>{0, 1});
+  auto a = r.Allocate({"shared-017", "shared-018"});
+  REQUIRE(a);
+  CHECK(a->hcas.size() == 8);
+  CHECK(a->envs.at("NCCL_IB_HCA") ==
+        "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+  // uverbs and umad per HCA (RoCE: no issm), rdma_cm once.
+  CHECK(a->devices.size() == 8 * 2 + 1);
+  CHECK(a->devices.back().container_path == "/dev/infiniband/rdma_cm");
+  for (const auto& d : a->devices) {
+    CHECK(d.permissions == "rw");
+    CHECK(fs::exists(d.host_path));
+  }
+  auto bad = r.Allocate({"shared-1000"});
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message(), Catch::Contains("unknown device ID 'shared-1000'") && Catch::Contains("rdma/shared"));
+}
+
+TEST_CASE("The per-HCA policy names slots after HCAs, carries NUMA and gives exactly the slots' HCAs") {
+  Resource r = Make("ib8", R"({"resourceName":"ib","rdmaHcaMax":32,"policy":"per-hca"})");
+  auto devs = r.Devices();
+  REQUIRE(devs.size() == 8 * 32);
+  CHECK(devs[3 * 32 + 17].id == "mlx5_3-17");
+  CHECK(devs[3 * 32 + 17].numa_nodes == std::vector<int64_t>{0});
+  CHECK(devs[5 * 32].numa_nodes == std::vector<int64_t>{1});
+  auto a = r.Allocate({"mlx5_3-17", "mlx5_0-01", "mlx5_3-02"});
+  REQUIRE(a);
+  CHECK(a->hcas == std::vector<std::string>{"mlx5_0", "mlx5_3"});
+  CHECK(a->envs.at("NCCL_IB_HCA") == "=mlx5_0:1,mlx5_3:1");
+  std::vector<std::string> paths;
+  for (const auto& d : a->devices) paths.push_back(d.container_path);
+  CHECK(paths == std::vector<std::string>{"/dev/infiniband/uverbs0", "/dev/infiniband/umad0", "/dev/infiniband/issm0",
+                                          "/dev/infiniband/uverbs3", "/dev/infiniband/umad3", "/dev/infiniband/issm3",
+                                          "/dev/infiniband/rdma_cm"});
+  auto hcas = json::parse(a->envs.at("KUBERDMA_HCAS"));
+  REQUIRE(hcas.size() == 2);
+  CHECK(hcas[1]["name"] == "mlx5_3");
+  CHECK(hcas[1]["pciAddress"] == "0000:3d:00.0");
+  CHECK(hcas[1]["numaNode"] == 0);
+  CHECK(hcas[1]["linkLayer"] == "InfiniBand");
+  CHECK(hcas[1]["uverbs"] == "/dev/infiniband/uverbs3");
+  CHECK(hcas[1]["ports"][0]["state"] == "ACTIVE");
+  CHECK(hcas[1]["ports"][0]["rateGbps"] == 400);
+  CHECK_FALSE(r.Allocate({"mlx5_3-32"}));  // beyond rdmaHcaMax
+  CHECK_FALSE(r.Allocate({"mlx5_9-01"}));
+}
+
+TEST_CASE("injectMad off leaves only uverbs and rdma_cm; extraEnv and ncclEnv apply") {
+  Resource r = Make("ib8", R"({"resourceName":"ib","rdmaHcaMax":1,"policy":"per-hca","injectMad":false,
+                                "ncclEnv":false,"extraEnv":{"NCCL_IB_GID_INDEX":"3"}})");
+  auto a = r.Allocate({"mlx5_1-0"});
+  REQUIRE(a);
+  CHECK(a->devices.size() == 2);
+  CHECK_FALSE(a->envs.contains("NCCL_IB_HCA"));
+  CHECK(a->envs.at("NCCL_IB_GID_INDEX") == "3");
+}
+
+TEST_CASE("Preferred allocation spreads over distinct HCAs, keeps NUMA locality, honours must_include") {
+  Resource r = Make("roce8", R"({"resourceName":"hca","rdmaHcaMax":4,"policy":"per-hca"})");
+  std::vector<std::string> all;
+  for (const auto& d : r.Devices()) all.push_back(d.id);
+  auto four = r.Preferred(all, {}, 4);
+  CHECK(four == std::vector<std::string>{"mlx5_0-0", "mlx5_1-0", "mlx5_2-0", "mlx5_3-0"});  // NUMA 0
+  auto with_must = r.Preferred(all, {"mlx5_5-2"}, 3);
+  REQUIRE(with_must.size() == 3);
+  CHECK(with_must[0] == "mlx5_5-2");
+  CHECK(with_must[1] == "mlx5_4-0");  // NUMA 1 like the must-include
+  CHECK(with_must[2] == "mlx5_6-0");
+  auto ten = r.Preferred(all, {}, 10);
+  std::set<std::string> hcas;
+  for (size_t i = 0; i < 8; ++i) hcas.insert(ten[i].substr(0, ten[i].find('-')));
+  CHECK(hcas.size() == 8);  // every HCA before any repeats
+  CHECK(ten.size() == 10);
+}
+
+struct FixtureCopy {
+  explicit FixtureCopy(const std::string& name) {
+    char tmpl[] = "/tmp/kuberdma-dp-XXXXXX";
+    dir = mkdtemp(tmpl);
+    fs::copy(Fx(name), dir, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  }
+  ~FixtureCopy() { fs::remove_all(dir); }
+  std::string dir;
+};
+
+TEST_CASE("An HCA is Unhealthy when its port leaves ACTIVE or it disappears, Healthy when it returns") {
+  FixtureCopy copy("roce8");
+  sysfs::SysfsRoot root(copy.dir);
+  auto cfg = ParseConfig(R"({"configList":[{"resourceName":"hca","rdmaHcaMax":2,"policy":"per-hca"}]})");
+  Resource r(cfg->resources[0], root);
+  auto scan = [&] { return r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts)); };
+  CHECK(scan());
+  CHECK_FALSE(scan());  // nothing changed
+  std::string state = root.Sys("class/infiniband/mlx5_2/ports/1/state");
+  REQUIRE(WriteFileAtomic(state, "1: DOWN\n"));
+  CHECK(scan());
+  CHECK_FALSE(r.Devices()[4].healthy);
+  CHECK(r.hcas().at("mlx5_2").reason == "port 1 DOWN");
+  auto pool = r.Allocate({"mlx5_2-0"});
+  REQUIRE(pool);
+  CHECK(pool->envs.at("NCCL_IB_HCA") == "=mlx5_2:1");  // no active port: still named
+  REQUIRE(WriteFileAtomic(state, "4: ACTIVE\n"));
+  CHECK(scan());
+  CHECK(r.Devices()[4].healthy);
+  fs::rename(root.Sys("class/infiniband/mlx5_6"), copy.dir + "/mlx5_6.away");
+  CHECK(scan());
+  CHECK(r.Devices().size() == 16);  // still listed,
+  CHECK_FALSE(r.Devices()[12].healthy);  // but Unhealthy
+  CHECK(r.hcas().at("mlx5_6").reason == "gone");
+  fs::rename(copy.dir + "/mlx5_6.away", root.Sys("class/infiniband/mlx5_6"));
+  CHECK(scan());
+  CHECK(r.Devices()[12].healthy);
+}
+
+TEST_CASE("The CDI spec lists each HCA's device nodes under the resource's kind") {
+  Resource r = Make("roce8", R"({"resourceName":"shared","rdmaHcaMax":4,"cdi":true})");
+  auto spec = json::parse(r.CdiSpec());
+  CHECK(spec["kind"] == "kube-rdma.io/shared");
+  CHECK(spec["devices"].size() == 8);
+  CHECK(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/infiniband/uverbs0");
+  auto a = r.Allocate({"shared-0"});
+  REQUIRE(a);
+  CHECK(a->devices.empty());
+  CHECK(a->cdi_devices.front() == "kube-rdma.io/shared=mlx5_0");
+}
+
+}  // namespace
+}  // namespace kuberdma::deviceplugin
