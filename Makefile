@@ -37,6 +37,8 @@ demo: build
 # Benchmarks print ratios against a named peer measured in the same run.
 bench: build
 	@$(BUILD)/bench/cni_bench --iterations $(or $(ITERATIONS),60)
+	@echo
+	@$(BUILD)/bench/deviceplugin_bench
 
 # Open-ended fuzzing of the CNI config parser with clang's libFuzzer (FUZZ_SECONDS, default 60).
 fuzz: deps

@@ -6,6 +6,7 @@
 //
 // Exit codes: 0 after SIGTERM/SIGINT, 2 for a bad flag or config (the message names the entry and
 // field), 1 for anything else that stops it.
+#include <malloc.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -19,6 +20,8 @@
 namespace {
 
 int Run(int argc, char** argv) {
+  // gRPC's threads would each grow a malloc arena; two are plenty for this load and keep RSS small.
+  mallopt(M_ARENA_MAX, 2);
   CLI::App app{"rdma-device-plugin: kubelet device plugin for RDMA HCAs (kube-rdma)"};
   std::string config = "/etc/kube-rdma/device-plugin.json";
   kuberdma::deviceplugin::Options opts;

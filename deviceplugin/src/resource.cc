@@ -72,7 +72,14 @@ bool Resource::Selects(const Hca& h) const {
 }
 
 bool Resource::Refresh(const std::vector<Hca>& all) {
-  auto before = Devices();
+  // The advertised list is a function of each HCA's presence, health and NUMA node: compare those
+  // rather than building the (possibly 8000-entry) device list twice every poll.
+  auto state = [this] {
+    std::map<std::string, std::tuple<bool, int>> s;
+    for (const auto& [name, st] : hcas_) s[name] = {st.healthy, st.hca.numa_node};
+    return s;
+  };
+  auto before = state();
   for (auto& [name, st] : hcas_) st.present = false;
   for (const auto& h : all) {
     if (!Selects(h)) continue;
@@ -87,15 +94,18 @@ bool Resource::Refresh(const std::vector<Hca>& all) {
       st.reason = "gone";
     }
   }
-  auto after = Devices();
-  if (before.size() != after.size()) return true;
-  for (size_t i = 0; i < before.size(); ++i) {
-    if (before[i].id != after[i].id || before[i].healthy != after[i].healthy ||
-        before[i].numa_nodes != after[i].numa_nodes) {
-      return true;
-    }
-  }
-  return false;
+  return state() != before;
+}
+
+size_t Resource::healthy_slots() const {
+  size_t healthy = healthy_hcas();
+  if (cfg_.policy == Policy::kPerHca) return healthy * cfg_.rdma_hca_max;
+  return healthy > 0 ? cfg_.rdma_hca_max : 0;
+}
+
+size_t Resource::slots() const {
+  if (hcas_.empty()) return 0;
+  return cfg_.policy == Policy::kPerHca ? hcas_.size() * cfg_.rdma_hca_max : cfg_.rdma_hca_max;
 }
 
 size_t Resource::healthy_hcas() const {
@@ -143,6 +153,12 @@ std::string Resource::HcaOfSlot(const std::string& id) const {
   return id == SlotId(name, n, cfg_.rdma_hca_max) && n < cfg_.rdma_hca_max ? name : "";
 }
 
+bool Resource::IsPoolSlot(const std::string& id) const {
+  if (hcas_.empty() || id.rfind(cfg_.resource_name + "-", 0) != 0) return false;
+  auto n = static_cast<uint32_t>(std::strtoul(id.c_str() + cfg_.resource_name.size() + 1, nullptr, 10));
+  return n < cfg_.rdma_hca_max && id == SlotId(cfg_.resource_name, n, cfg_.rdma_hca_max);
+}
+
 void Resource::AddDeviceNodes(const Hca& h, ContainerAllocation* out) const {
   auto add = [&](const std::string& dev) {
     if (dev.empty()) return;
@@ -162,13 +178,14 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
     const HcaHealth* st = &hcas_.at(name);
     if (std::find(chosen.begin(), chosen.end(), st) == chosen.end()) chosen.push_back(st);
   };
-  auto known = Devices();
   for (const auto& id : ids) {
-    bool exists = std::any_of(known.begin(), known.end(), [&](const DeviceView& d) { return d.id == id; });
+    // IDs are parsed, not looked up in Devices(): building 8000 views per call made Allocate O(N).
+    std::string hca = cfg_.policy == Policy::kPerHca ? HcaOfSlot(id) : "";
+    bool exists = cfg_.policy == Policy::kPerHca ? !hca.empty() : IsPoolSlot(id);
     if (!exists) {
       return Fail(ErrorCode::kInvalidArgument, "unknown device ID '" + id + "' for resource " + cfg_.FullName());
     }
-    if (cfg_.policy == Policy::kPerHca) pick(HcaOfSlot(id));
+    if (!hca.empty()) pick(hca);
   }
   if (cfg_.policy == Policy::kPool) {
     for (const auto& [name, st] : hcas_) {

@@ -130,15 +130,13 @@ void Watcher::OnDone() {
 class Service final : public v1beta1::DevicePlugin::CallbackService {
  public:
   Service(std::shared_ptr<SharedResource> res, std::shared_ptr<Watchers> hub, Metrics& m)
-      : res_(std::move(res)), hub_(std::move(hub)), metrics_(m) {}
+      : res_(std::move(res)), hub_(std::move(hub)), metrics_(m),
+        per_hca_(res_->resource.config().policy == Policy::kPerHca) {}
 
   grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx, const v1beta1::Empty*,
                                                    v1beta1::DevicePluginOptions* out) override {
-    {
-      std::lock_guard lock(res_->mu);
-      out->set_pre_start_required(false);
-      out->set_get_preferred_allocation_available(res_->resource.config().policy == Policy::kPerHca);
-    }
+    out->set_pre_start_required(false);
+    out->set_get_preferred_allocation_available(per_hca_);
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);
     return r;
@@ -225,6 +223,7 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
   std::shared_ptr<SharedResource> res_;
   std::shared_ptr<Watchers> hub_;
   Metrics& metrics_;
+  const bool per_hca_;  // a resource's policy never changes (a reload re-creates the server)
 };
 
 ResourceServer::ResourceServer(std::shared_ptr<SharedResource> res, std::string socket_path)

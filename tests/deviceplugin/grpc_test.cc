@@ -14,6 +14,7 @@
 
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/deviceplugin/manager.h"
 
 namespace kuberdma::deviceplugin {
@@ -27,78 +28,7 @@ constexpr const char* kConfig = R"({"configList":[
   {"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
   {"resourceName":"hca","rdmaHcaMax":8,"policy":"per-hca","selectors":{"linkTypes":["ether"]}}]})";
 
-// The kubelet's side: Registration on kubelet.sock; for every registration it connects back and
-// follows ListAndWatch, keeping every list it receives.
-class FakeKubelet final : public v1beta1::Registration::Service {
- public:
-  explicit FakeKubelet(std::string dir) : dir_(std::move(dir)) {
-    grpc::ServerBuilder b;
-    b.AddListeningPort("unix:" + dir_ + "/kubelet.sock", grpc::InsecureServerCredentials());
-    b.RegisterService(this);
-    server_ = b.BuildAndStart();
-    REQUIRE(server_);
-  }
-  ~FakeKubelet() override { Stop(); }
-
-  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req, v1beta1::Empty*) override {
-    std::lock_guard lock(mu_);
-    registrations_.push_back(*req);
-    auto ctx = std::make_shared<grpc::ClientContext>();
-    contexts_.push_back(ctx);
-    watchers_.emplace_back([this, r = *req, ctx] { Watch(r, ctx); });
-    cv_.notify_all();
-    return grpc::Status::OK;
-  }
-
-  void Watch(const v1beta1::RegisterRequest& r, std::shared_ptr<grpc::ClientContext> ctx) {
-    auto stub = v1beta1::DevicePlugin::NewStub(
-        grpc::CreateChannel("unix:" + dir_ + "/" + r.endpoint(), grpc::InsecureChannelCredentials()));
-    auto reader = stub->ListAndWatch(ctx.get(), v1beta1::Empty());
-    v1beta1::ListAndWatchResponse resp;
-    while (reader->Read(&resp)) {
-      std::lock_guard lock(mu_);
-      lists_[r.resource_name()].push_back(resp);
-      cv_.notify_all();
-    }
-    reader->Finish();
-  }
-
-  // Closes every ListAndWatch stream, as a kubelet that drops a plugin does.
-  void CloseStreams() {
-    std::lock_guard lock(mu_);
-    for (auto& c : contexts_) c->TryCancel();
-  }
-
-  void Stop() {
-    if (!server_) return;
-    CloseStreams();
-    server_->Shutdown(std::chrono::system_clock::now() + 1s);
-    server_.reset();
-    for (auto& t : watchers_) t.join();
-    watchers_.clear();
-    fs::remove(dir_ + "/kubelet.sock");
-  }
-
-  template <typename Pred>
-  bool WaitFor(Pred pred, std::chrono::milliseconds timeout = 5000ms) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return pred(); });
-  }
-  size_t Registrations(const std::string& res) {
-    return static_cast<size_t>(std::count_if(registrations_.begin(), registrations_.end(),
-                                              [&](const auto& r) { return r.resource_name() == res; }));
-  }
-  std::vector<v1beta1::RegisterRequest> registrations_;
-  std::map<std::string, std::vector<v1beta1::ListAndWatchResponse>> lists_;
-
- private:
-  std::string dir_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::unique_ptr<grpc::Server> server_;
-  std::vector<std::shared_ptr<grpc::ClientContext>> contexts_;
-  std::vector<std::thread> watchers_;
-};
+using FakeKubelet = KubeletStandIn;
 
 // A node: a copy of the roce8 fixture, a device-plugin directory, the config file, and the
 // plugin's event loop on a thread. Everything is stopped and removed by the destructor.
@@ -147,18 +77,18 @@ TEST_CASE("Each resource registers with the kubelet and streams its device list"
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
-  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/shared"].empty() && !k.lists_["rdma/hca"].empty(); }));
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); }));
   std::map<std::string, v1beta1::RegisterRequest> regs;
-  for (const auto& r : k.registrations_) regs[r.resource_name()] = r;
+  for (const auto& r : k.registrations()) regs[r.resource_name()] = r;
   CHECK(regs["rdma/shared"].version() == "v1beta1");
   CHECK(regs["rdma/shared"].endpoint() == "kuberdma-rdma-shared.sock");
   CHECK_FALSE(regs["rdma/shared"].options().get_preferred_allocation_available());
   CHECK(regs["rdma/hca"].options().get_preferred_allocation_available());
-  const auto& shared = k.lists_["rdma/shared"].front();
+  const auto& shared = k.Lists("rdma/shared").front();
   CHECK(shared.devices_size() == 1000);
   CHECK(shared.devices(0).health() == "Healthy");
   CHECK(shared.devices(0).topology().nodes_size() == 2);
-  const auto& hca = k.lists_["rdma/hca"].front();
+  const auto& hca = k.Lists("rdma/hca").front();
   CHECK(hca.devices_size() == 64);
   CHECK(hca.devices(8 * 5).id() == "mlx5_5-0");
   CHECK(hca.devices(8 * 5).topology().nodes(0).id() == 1);
@@ -175,9 +105,9 @@ TEST_CASE("A kubelet restart (sockets removed, kubelet.sock re-created) is follo
   auto t0 = Clock::now();
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   auto& k = *n.kubelet;
-  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/shared"].empty() && !k.lists_["rdma/hca"].empty(); }, 3000ms));
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); }, 3000ms));
   CHECK(Clock::now() - t0 < 2s);
-  CHECK(k.lists_["rdma/shared"].back().devices_size() == 1000);  // never left at zero
+  CHECK(k.Lists("rdma/shared").back().devices_size() == 1000);  // never left at zero
   CHECK(fs::exists(n.mgr->SocketPath("rdma/shared")));
   CHECK(n.mgr->metrics().Get("kuberdma_kubelet_restarts_total", {}) >= 1);
 }
@@ -187,9 +117,9 @@ TEST_CASE("A ListAndWatch stream closed by the kubelet leads to a new registrati
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
-  REQUIRE(k.WaitFor([&] { return k.lists_["rdma/shared"].size() == 1; }));
+  REQUIRE(k.WaitFor([&] { return k.Lists("rdma/shared").size() == 1; }));
   k.CloseStreams();
-  REQUIRE(k.WaitFor([&] { return k.Registrations("rdma/shared") == 2 && k.lists_["rdma/shared"].size() == 2; }, 3000ms));
+  REQUIRE(k.WaitFor([&] { return k.Registrations("rdma/shared") == 2 && k.Lists("rdma/shared").size() == 2; }, 3000ms));
 }
 
 TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so does its return") {
@@ -197,11 +127,11 @@ TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so do
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
-  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/hca"].empty(); }));
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/hca").empty(); }));
   std::string state = n.dir + "/root/sys/class/infiniband/mlx5_3/ports/1/state";
   auto unhealthy = [&](size_t want_lists) {
     return [&k, want_lists] {
-      auto& l = k.lists_["rdma/hca"];
+      auto& l = k.Lists("rdma/hca");
       return l.size() >= want_lists && l.back().devices(8 * 3).health() == "Unhealthy";
     };
   };
@@ -210,10 +140,10 @@ TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so do
   REQUIRE(k.WaitFor(unhealthy(2), 2000ms));
   auto took = Clock::now() - t0;
   CHECK(took < 1s);
-  CHECK(k.lists_["rdma/hca"].back().devices(8 * 2).health() == "Healthy");
-  CHECK(k.lists_["rdma/shared"].back().devices(0).health() == "Healthy");  // 7 of 8 still up
+  CHECK(k.Lists("rdma/hca").back().devices(8 * 2).health() == "Healthy");
+  CHECK(k.Lists("rdma/shared").back().devices(0).health() == "Healthy");  // 7 of 8 still up
   REQUIRE(WriteFileAtomic(state, "4: ACTIVE\n"));
-  REQUIRE(k.WaitFor([&] { return k.lists_["rdma/hca"].back().devices(8 * 3).health() == "Healthy"; }, 2000ms));
+  REQUIRE(k.WaitFor([&] { return k.Lists("rdma/hca").back().devices(8 * 3).health() == "Healthy"; }, 2000ms));
 }
 
 TEST_CASE("A new config is applied when its file changes; a bad one is rejected and the old keeps serving") {
@@ -221,12 +151,12 @@ TEST_CASE("A new config is applied when its file changes; a bad one is rejected 
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
-  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/shared"].empty(); }));
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty(); }));
   REQUIRE(WriteFileAtomic(n.dir + "/etc/config.json",
                           R"({"configList":[{"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
                              {"resourceName":"numa1","rdmaHcaMax":2,"policy":"per-hca","selectors":{"hcaNames":["mlx5_4","mlx5_5"]}}]})"));
-  REQUIRE(k.WaitFor([&] { return !k.lists_["rdma/numa1"].empty(); }, 3000ms));
-  CHECK(k.lists_["rdma/numa1"].back().devices_size() == 4);
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/numa1").empty(); }, 3000ms));
+  CHECK(k.Lists("rdma/numa1").back().devices_size() == 4);
   CHECK_FALSE(fs::exists(n.mgr->SocketPath("rdma/hca")));
   REQUIRE(WriteFileAtomic(n.dir + "/etc/config.json", R"({"configList":[{"resourceName":"x"}]})"));
   for (int i = 0; i < 50 && n.mgr->metrics().Get("kuberdma_config_reloads_total", {{"result", "rejected"}}) == 0; ++i) {
@@ -247,7 +177,7 @@ TEST_CASE("Two hundred concurrent Allocates all succeed; unknown IDs are INVALID
   Node n;
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
-  REQUIRE(n.kubelet->WaitFor([&] { return !n.kubelet->lists_["rdma/hca"].empty(); }));
+  REQUIRE(n.kubelet->WaitFor([&] { return !n.kubelet->Lists("rdma/hca").empty(); }));
   auto stub = n.Stub("rdma/hca");
   std::atomic<int> ok{0}, rejected{0}, wrong{0};
   std::vector<std::thread> threads;

@@ -63,6 +63,10 @@ class Resource {
   std::vector<DeviceView> Devices() const;
   const std::map<std::string, HcaHealth>& hcas() const { return hcas_; }
   size_t healthy_hcas() const;
+  // Advertised slots, and how many of them are Healthy (what Devices() would count, without
+  // building it).
+  size_t slots() const;
+  size_t healthy_slots() const;
 
   // Device nodes, env and CDI names for one container. kInvalidArgument naming an unknown ID.
   Result<ContainerAllocation> Allocate(const std::vector<std::string>& ids) const;
@@ -77,6 +81,8 @@ class Resource {
  private:
   // The HCA name a per-hca slot ID names ("mlx5_3-017" -> "mlx5_3"), or "" for pool IDs.
   std::string HcaOfSlot(const std::string& id) const;
+  // Whether `id` is one of this pool's slot IDs ("shared-017").
+  bool IsPoolSlot(const std::string& id) const;
   void AddDeviceNodes(const sysfs::Hca& hca, ContainerAllocation* out) const;
   ResourceConfig cfg_;
   sysfs::SysfsRoot root_;

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// KubeletStandIn: the kubelet's side of the device plugin protocol, for tests, benchmarks and the
+// demo. Serves Registration on <dir>/kubelet.sock; for every registration it connects back to the
+// plugin's endpoint and follows ListAndWatch, keeping every list it receives; Allocate is a client
+// call away.
+//
+//   KubeletStandIn k("/var/lib/kubelet/device-plugins");
+//   k.WaitFor([&] { return k.Lists("rdma/shared").size() > 0; });
+//   auto resp = k.Allocate("rdma/shared", {"shared-000"});
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api.grpc.pb.h"
+#include "kuberdma/base/error.h"
+
+namespace kuberdma::deviceplugin {
+
+class KubeletStandIn final : public v1beta1::Registration::Service {
+ public:
+  // Starts serving on <dir>/kubelet.sock; check ok() before use.
+  explicit KubeletStandIn(std::string dir);
+  ~KubeletStandIn() override;
+  bool ok() const { return server_ != nullptr; }
+
+  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req, v1beta1::Empty*) override;
+
+  // Closes every ListAndWatch stream (a kubelet dropping its plugins).
+  void CloseStreams();
+  // Stops serving and removes kubelet.sock (a kubelet going away). Idempotent.
+  void Stop();
+
+  // Waits until `pred` (evaluated under the stand-in's lock) holds or `timeout` passes.
+  template <typename Pred>
+  bool WaitFor(Pred pred, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return pred(); });
+  }
+  // Accessors: call inside WaitFor's predicate or after it returned.
+  size_t Registrations(const std::string& resource) const;
+  const std::vector<v1beta1::RegisterRequest>& registrations() const { return registrations_; }
+  std::vector<v1beta1::ListAndWatchResponse>& Lists(const std::string& resource) { return lists_[resource]; }
+
+  // Allocate through the endpoint `resource` registered with.
+  Result<v1beta1::AllocateResponse> Allocate(const std::string& resource, const std::vector<std::string>& ids);
+
+ private:
+  void Watch(v1beta1::RegisterRequest r, std::shared_ptr<grpc::ClientContext> ctx);
+  std::string dir_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<v1beta1::RegisterRequest> registrations_;
+  std::map<std::string, std::vector<v1beta1::ListAndWatchResponse>> lists_;
+  std::map<std::string, std::string> endpoints_;
+  std::vector<std::shared_ptr<grpc::ClientContext>> contexts_;
+  std::vector<std::thread> watchers_;
+};
+
+}  // namespace kuberdma::deviceplugin
