@@ -65,17 +65,34 @@ size_t KubeletStandIn::Registrations(const std::string& resource) const {
                                             [&](const auto& r) { return r.resource_name() == resource; }));
 }
 
-Result<v1beta1::AllocateResponse> KubeletStandIn::Allocate(const std::string& resource,
+Result<std::unique_ptr<v1beta1::DevicePlugin::Stub>> KubeletStandIn::StubFor(const std::string& resource) {
+  std::lock_guard lock(mu_);
+  auto it = endpoints_.find(resource);
+  if (it == endpoints_.end()) return Fail(ErrorCode::kNotFound, resource + " has not registered");
+  return v1beta1::DevicePlugin::NewStub(
+      grpc::CreateChannel("unix:" + dir_ + "/" + it->second, grpc::InsecureChannelCredentials()));
+}
+
+Result<std::vector<std::string>> KubeletStandIn::Preferred(const std::string& resource,
+                                                           const std::vector<std::string>& available, int size) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto stub, StubFor(resource));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1beta1::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (const auto& id : available) c->add_available_deviceids(id);
+  c->set_allocation_size(size);
+  v1beta1::PreferredAllocationResponse resp;
+  auto st = stub->GetPreferredAllocation(&ctx, req, &resp);
+  if (!st.ok()) return Fail(ErrorCode::kInvalidArgument, "GetPreferredAllocation " + resource + ": " + st.error_message());
+  if (resp.container_responses_size() == 0) return std::vector<std::string>{};
+  const auto& ids = resp.container_responses(0).deviceids();
+  return std::vector<std::string>(ids.begin(), ids.end());
+}
+
+Result<ContainerAllocation> KubeletStandIn::Allocate(const std::string& resource,
                                                            const std::vector<std::string>& ids) {
-  std::string endpoint;
-  {
-    std::lock_guard lock(mu_);
-    auto it = endpoints_.find(resource);
-    if (it == endpoints_.end()) return Fail(ErrorCode::kNotFound, resource + " has not registered");
-    endpoint = it->second;
-  }
-  auto stub = v1beta1::DevicePlugin::NewStub(
-      grpc::CreateChannel("unix:" + dir_ + "/" + endpoint, grpc::InsecureChannelCredentials()));
+  KUBERDMA_ASSIGN_OR_RETURN(auto stub, StubFor(resource));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1beta1::AllocateRequest req;
@@ -84,7 +101,13 @@ Result<v1beta1::AllocateResponse> KubeletStandIn::Allocate(const std::string& re
   v1beta1::AllocateResponse resp;
   auto st = stub->Allocate(&ctx, req, &resp);
   if (!st.ok()) return Fail(ErrorCode::kInvalidArgument, "Allocate " + resource + ": " + st.error_message());
-  return resp;
+  ContainerAllocation out;
+  if (resp.container_responses_size() == 0) return out;
+  const auto& c0 = resp.container_responses(0);
+  for (const auto& d : c0.devices()) out.devices.push_back({d.container_path(), d.host_path(), d.permissions()});
+  for (const auto& [k, v] : c0.envs()) out.envs[k] = v;
+  for (const auto& cdi : c0.cdi_devices()) out.cdi_devices.push_back(cdi.name());
+  return out;
 }
 
 }  // namespace kuberdma::deviceplugin

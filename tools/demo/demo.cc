@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // kube-rdma's node-in-a-box demo: a simulated 8-GPU node whose eight ConnectX-7 netdevs are real
-// veths, two pods, the seed article's NetworkAttachmentDefinition delivered to `rdma` the way
-// Multus calls it, the pods' interfaces shown from inside, CHECK, then DEL and proof that every
-// device came home. Exits non-zero on any failure; leaves nothing behind.
+// veths; rdma-device-plugin registered with a kubelet stand-in that allocates HCAs for two pods;
+// the seed article's NetworkAttachmentDefinition delivered to `rdma` the way Multus calls it (with
+// the allocated device IDs); the pods' interfaces and environment shown; CHECK; then DEL, the
+// plugin stopped, and proof that every device came home. Exits non-zero on any failure; leaves
+// nothing behind.
 //
-//   kuberdma-demo [--rdma PATH] [--fixture DIR] [--pods N]
+//   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--fixture DIR] [--pods N]
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -16,6 +22,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "kuberdma/base/files.h"
+#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/hca.h"
 
@@ -39,10 +47,30 @@ struct Failure {
 
 void Heading(int n, const char* text) { std::printf("\n[%d] %s\n", n, text); }
 
-std::string Conf(const SimNode& node) {
+// What Multus sends for one attachment of the seed NAD annotated with a device-plugin resource:
+// the NAD's config plus the device ID the kubelet allocated for it.
+std::string Conf(const SimNode& node, const std::string& device_id) {
   json c = json::parse(kSeedNad);
   c["stateDir"] = node.state_dir();  // keeps the demo off this machine's /run/kube-rdma
+  if (!device_id.empty()) c["runtimeConfig"] = {{"deviceID", device_id}};
   return c.dump();
+}
+
+constexpr const char* kPluginConfig = R"({"configList":[
+  {"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
+  {"resourceName":"hca","rdmaHcaMax":8,"policy":"per-hca","selectors":{"vendors":["15b3"]}}]})";
+
+pid_t StartPlugin(const std::string& bin, const std::string& dir, const std::string& root) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string log = dir + "/device-plugin.log";
+    FILE* f = std::freopen(log.c_str(), "w", stderr);
+    (void)f;
+    execl(bin.c_str(), bin.c_str(), "--config", (dir + "/device-plugin.json").c_str(), "--device-plugin-dir",
+          (dir + "/plugins").c_str(), "--sysfs-root", root.c_str(), "--metrics-port", "-1", nullptr);
+    _exit(127);
+  }
+  return pid;
 }
 
 }  // namespace
@@ -50,9 +78,11 @@ std::string Conf(const SimNode& node) {
 int main(int argc, char** argv) {
   CLI::App app{"kube-rdma node-in-a-box demo"};
   std::string rdma_bin = KUBERDMA_RDMA_BIN;
+  std::string dp_bin = KUBERDMA_DP_BIN;
   std::string fixture = KUBERDMA_FIXTURES "/sysfs/roce8";
   int pods = 2;
   app.add_option("--rdma", rdma_bin, "the rdma CNI binary");
+  app.add_option("--device-plugin", dp_bin, "the rdma-device-plugin binary");
   app.add_option("--fixture", fixture, "sysfs fixture of the simulated node");
   app.add_option("--pods", pods, "pods sharing the node's HCAs")->check(CLI::Range(1, 8));
   CLI11_PARSE(app, argc, argv);
@@ -84,21 +114,78 @@ int main(int argc, char** argv) {
   for (const auto& n : netdevs) before[n] = *node.links().GetByName(node.node(), n);
   std::printf("  node namespace: %s (state in %s)\n", node.node().path().c_str(), node.state_dir().c_str());
 
-  Heading(2, "Two pods, each asking for its share of rdma-net attachments");
-  int per_pod = static_cast<int>(netdevs.size()) / pods;
-  std::vector<std::string> pod_paths;
-  for (int p = 0; p < pods; ++p) {
-    pod_paths.push_back(node.AddPod("trainer-" + std::to_string(p)));
-    std::printf("  trainer-%d  %s  networks: %d x rdma-net (net1..net%d)\n", p, pod_paths.back().c_str(),
-                per_pod, per_pod);
+  Heading(2, "rdma-device-plugin registers rdma/shared and rdma/hca with a kubelet stand-in");
+  std::string dpdir = node.state_dir() + "/kubelet";
+  (void)kuberdma::MakeDirs(dpdir + "/plugins");
+  (void)kuberdma::WriteFileAtomic(dpdir + "/device-plugin.json", kPluginConfig);
+  kuberdma::deviceplugin::KubeletStandIn kubelet(dpdir + "/plugins");
+  pid_t plugin = StartPlugin(dp_bin, dpdir, fixture);
+  bool registered = kubelet.WaitFor(
+      [&] { return !kubelet.Lists("rdma/shared").empty() && !kubelet.Lists("rdma/hca").empty(); },
+      std::chrono::milliseconds(10000));
+  if (!registered) fail("the device plugin did not register (log: " + dpdir + "/device-plugin.log)");
+  std::vector<std::string> free_ids;
+  if (registered) {
+    for (const auto& r : kubelet.registrations()) {
+      std::printf("  registered %-12s endpoint %s\n", r.resource_name().c_str(), r.endpoint().c_str());
+    }
+    const auto& hca_list = kubelet.Lists("rdma/hca").back();
+    std::printf("  rdma/shared: %d slots over all 8 HCAs; rdma/hca: %d slots, 8 per HCA, with NUMA topology\n",
+                kubelet.Lists("rdma/shared").back().devices_size(), hca_list.devices_size());
+    for (const auto& d : hca_list.devices()) {
+      if (d.health() == "Healthy") free_ids.push_back(d.id());
+    }
   }
 
-  Heading(3, "Multus delivers the seed NAD to `rdma` for every attachment (CNI ADD)");
-  std::printf("  spec.config: %s\n", kSeedNad);
+  Heading(3, "Two pods ask for rdma/hca; the kubelet allocates NUMA-local HCAs");
+  int per_pod = static_cast<int>(netdevs.size()) / pods;
+  std::vector<std::string> pod_paths;
+  std::vector<std::vector<std::string>> pod_ids(static_cast<size_t>(pods));
+  for (int p = 0; p < pods; ++p) {
+    auto up = static_cast<size_t>(p);
+    pod_paths.push_back(node.AddPod("trainer-" + std::to_string(p)));
+    auto pref = kubelet.Preferred("rdma/hca", free_ids, per_pod);
+    if (!pref) {
+      fail(pref.error().message());
+      continue;
+    }
+    pod_ids[up] = *pref;
+    for (const auto& id : *pref) free_ids.erase(std::remove(free_ids.begin(), free_ids.end(), id), free_ids.end());
+    // Each slot's HCA is taken: later pods get other HCAs.
+    for (const auto& id : *pref) {
+      std::string hca = id.substr(0, id.find('-'));
+      free_ids.erase(std::remove_if(free_ids.begin(), free_ids.end(),
+                                    [&](const std::string& f) { return f.substr(0, f.find('-')) == hca; }),
+                     free_ids.end());
+    }
+    auto alloc = kubelet.Allocate("rdma/hca", *pref);
+    if (!alloc) {
+      fail(alloc.error().message());
+      continue;
+    }
+    std::printf("  trainer-%d  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, rdma_cm)\n",
+                p, pod_paths.back().c_str(), alloc->devices.size());
+    std::printf("             NCCL_IB_HCA=%s\n", alloc->envs["NCCL_IB_HCA"].c_str());
+    auto hcas_env = json::parse(alloc->envs["KUBERDMA_HCAS"], nullptr, false);
+    std::string desc;
+    if (!hcas_env.is_discarded()) {
+      for (const auto& h : hcas_env) {
+        desc += (desc.empty() ? "" : ", ") + h["name"].get<std::string>() + " numa" + std::to_string(h["numaNode"].get<int>());
+      }
+    }
+    std::printf("             KUBERDMA_HCAS: [%s]\n", desc.c_str());
+  }
+
+  Heading(4, "Multus delivers the seed NAD to `rdma` for every attachment (CNI ADD)");
+  std::printf("  spec.config: %s\n  (annotated k8s.v1.cni.cncf.io/resourceName: rdma/hca, so each attachment carries\n"
+              "   one allocated device ID in runtimeConfig.deviceID)\n", kSeedNad);
   std::vector<CniCall> attached;
   for (int p = 0; p < pods; ++p) {
+    auto up = static_cast<size_t>(p);
     for (int i = 1; i <= per_pod; ++i) {
-      CniCall call{"ADD", "trainer" + std::to_string(p) + "-sandbox", pod_paths[static_cast<size_t>(p)], "net" + std::to_string(i), Conf(node)};
+      std::string id = static_cast<size_t>(i - 1) < pod_ids[up].size() ? pod_ids[up][static_cast<size_t>(i - 1)] : "";
+      CniCall call{"ADD", "trainer" + std::to_string(p) + "-sandbox", pod_paths[up], "net" + std::to_string(i),
+                   Conf(node, id)};
       auto t0 = std::chrono::steady_clock::now();
       auto r = node.Run(rdma_bin, call);
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -113,13 +200,16 @@ int main(int argc, char** argv) {
       for (size_t h = 0; h < netdevs.size(); ++h) {
         if (before[netdevs[h]].mac == mac) which = (*hcas)[h].name + " (" + netdevs[h] + ")";
       }
-      std::printf("  trainer-%d %-5s <- %-20s mac %s  %.1f ms\n", p, call.ifname.c_str(), which.c_str(),
-                  mac.c_str(), ms);
+      std::printf("  trainer-%d %-5s deviceID %-9s <- %-20s %.1f ms\n", p, call.ifname.c_str(), id.c_str(),
+                  which.c_str(), ms);
+      if (!id.empty() && which.rfind(id.substr(0, id.find('-')) + " ", 0) != 0) {
+        fail("trainer-" + std::to_string(p) + "/" + call.ifname + " got " + which + ", not the allocated " + id);
+      }
       attached.push_back(call);
     }
   }
 
-  Heading(4, "Inside the pods (read over rtnetlink from each pod's namespace)");
+  Heading(5, "Inside the pods (read over rtnetlink from each pod's namespace)");
   for (int p = 0; p < pods; ++p) {
     auto links = node.links().List(node.Pod(pod_paths[static_cast<size_t>(p)]));
     if (!links) {
@@ -145,7 +235,7 @@ int main(int argc, char** argv) {
               }(),
               netdevs.size());
 
-  Heading(5, "CNI CHECK of every attachment");
+  Heading(6, "CNI CHECK of every attachment");
   int checked = 0;
   for (auto c : attached) {
     c.command = "CHECK";
@@ -161,7 +251,7 @@ int main(int argc, char** argv) {
   }
   std::printf("  %d of %zu attachments verified\n", checked, attached.size());
 
-  Heading(6, "Pods deleted: CNI DEL gives every device back");
+  Heading(7, "Pods deleted: CNI DEL gives every device back; the plugin stops");
   for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
     CniCall c = *it;
     c.command = "DEL";
@@ -180,6 +270,15 @@ int main(int argc, char** argv) {
       fail(name + " not restored");
     }
   }
+
+  kill(plugin, SIGTERM);
+  int status = 0;
+  waitpid(plugin, &status, 0);
+  bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+               !std::filesystem::exists(dpdir + "/plugins/kuberdma-rdma-hca.sock");
+  std::printf("  rdma-device-plugin: SIGTERM -> %s\n", clean ? "exit 0, sockets removed" : "DID NOT STOP CLEANLY");
+  if (!clean) fail("device plugin did not stop cleanly");
+  kubelet.Stop();
 
   std::printf("\nSummary: %zu attachments across %d pods, %d checked, %d of %zu devices restored.\n",
               attached.size(), pods, checked, restored, before.size());

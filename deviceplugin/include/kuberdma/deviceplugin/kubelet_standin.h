@@ -20,6 +20,7 @@
 
 #include "api.grpc.pb.h"
 #include "kuberdma/base/error.h"
+#include "kuberdma/deviceplugin/resource.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -48,11 +49,15 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   const std::vector<v1beta1::RegisterRequest>& registrations() const { return registrations_; }
   std::vector<v1beta1::ListAndWatchResponse>& Lists(const std::string& resource) { return lists_[resource]; }
 
-  // Allocate through the endpoint `resource` registered with.
-  Result<v1beta1::AllocateResponse> Allocate(const std::string& resource, const std::vector<std::string>& ids);
+  // GetPreferredAllocation through the endpoint `resource` registered with.
+  Result<std::vector<std::string>> Preferred(const std::string& resource, const std::vector<std::string>& available,
+                                             int size);
+  // Allocate through the endpoint `resource` registered with; the answer in plain types.
+  Result<ContainerAllocation> Allocate(const std::string& resource, const std::vector<std::string>& ids);
 
  private:
   void Watch(v1beta1::RegisterRequest r, std::shared_ptr<grpc::ClientContext> ctx);
+  Result<std::unique_ptr<v1beta1::DevicePlugin::Stub>> StubFor(const std::string& resource);
   std::string dir_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
