@@ -7,6 +7,7 @@
 // nothing behind.
 //
 //   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--fixture DIR] [--pods N]
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,10 +80,12 @@ int main(int argc, char** argv) {
   CLI::App app{"kube-rdma node-in-a-box demo"};
   std::string rdma_bin = KUBERDMA_RDMA_BIN;
   std::string dp_bin = KUBERDMA_DP_BIN;
+  std::string validate_bin = KUBERDMA_VALIDATE_BIN;
   std::string fixture = KUBERDMA_FIXTURES "/sysfs/roce8";
   int pods = 2;
   app.add_option("--rdma", rdma_bin, "the rdma CNI binary");
   app.add_option("--device-plugin", dp_bin, "the rdma-device-plugin binary");
+  app.add_option("--validate", validate_bin, "the rdma-validate binary");
   app.add_option("--fixture", fixture, "sysfs fixture of the simulated node");
   app.add_option("--pods", pods, "pods sharing the node's HCAs")->check(CLI::Range(1, 8));
   CLI11_PARSE(app, argc, argv);
@@ -141,6 +144,7 @@ int main(int argc, char** argv) {
   int per_pod = static_cast<int>(netdevs.size()) / pods;
   std::vector<std::string> pod_paths;
   std::vector<std::vector<std::string>> pod_ids(static_cast<size_t>(pods));
+  std::vector<std::map<std::string, std::string>> pod_env(static_cast<size_t>(pods));
   for (int p = 0; p < pods; ++p) {
     auto up = static_cast<size_t>(p);
     pod_paths.push_back(node.AddPod("trainer-" + std::to_string(p)));
@@ -163,6 +167,7 @@ int main(int argc, char** argv) {
       fail(alloc.error().message());
       continue;
     }
+    pod_env[up] = alloc->envs;
     std::printf("  trainer-%d  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, rdma_cm)\n",
                 p, pod_paths.back().c_str(), alloc->devices.size());
     std::printf("             NCCL_IB_HCA=%s\n", alloc->envs["NCCL_IB_HCA"].c_str());
@@ -235,7 +240,33 @@ int main(int argc, char** argv) {
               }(),
               netdevs.size());
 
-  Heading(6, "CNI CHECK of every attachment");
+  Heading(6, "rdma-validate in each pod (inventory; the NCCL run needs GPUs: tests/gpu/run.sh)");
+  for (int p = 0; p < pods; ++p) {
+    auto up = static_cast<size_t>(p);
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "KUBERDMA_SYSFS_ROOT=" + fixture};
+    for (const auto& [k, v] : pod_env[up]) env.push_back(k + "=" + v);
+    std::string out = node.state_dir() + "/validate-" + std::to_string(p) + ".txt";
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    auto pid = kuberdma::netns::SpawnIn(node.Pod(pod_paths[up]), {validate_bin, "--termination-log", "/nonexistent"},
+                                        env, -1, fd, fd);
+    ::close(fd);
+    int st = 0;
+    if (pid) waitpid(*pid, &st, 0);
+    int rc = pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    auto text = kuberdma::ReadFile(out);
+    std::string body = text ? *text : "";
+    std::printf("  trainer-%d: exit %d\n", p, rc);
+    size_t pos = 0;
+    while (pos < body.size()) {
+      size_t e = body.find('\n', pos);
+      std::printf("    %s\n", body.substr(pos, e - pos).c_str());
+      if (e == std::string::npos) break;
+      pos = e + 1;
+    }
+    if (rc != 0) fail("rdma-validate in trainer-" + std::to_string(p) + " exited " + std::to_string(rc));
+  }
+
+  Heading(7, "CNI CHECK of every attachment");
   int checked = 0;
   for (auto c : attached) {
     c.command = "CHECK";
@@ -251,7 +282,7 @@ int main(int argc, char** argv) {
   }
   std::printf("  %d of %zu attachments verified\n", checked, attached.size());
 
-  Heading(7, "Pods deleted: CNI DEL gives every device back; the plugin stops");
+  Heading(8, "Pods deleted: CNI DEL gives every device back; the plugin stops");
   for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
     CniCall c = *it;
     c.command = "DEL";

@@ -50,6 +50,12 @@ LinkInfo FromRtnl(rtnl_link* l) {
   info.oper_state = rtnl_link_operstate2str(op, buf, sizeof buf);
   if (const char* a = rtnl_link_get_ifalias(l)) info.alias = a;
   if (const char* t = rtnl_link_get_type(l)) info.kind = t;
+  info.tx_bytes = rtnl_link_get_stat(l, RTNL_LINK_TX_BYTES);
+  info.rx_bytes = rtnl_link_get_stat(l, RTNL_LINK_RX_BYTES);
+  info.tx_errors = rtnl_link_get_stat(l, RTNL_LINK_TX_ERRORS);
+  info.rx_errors = rtnl_link_get_stat(l, RTNL_LINK_RX_ERRORS);
+  info.tx_dropped = rtnl_link_get_stat(l, RTNL_LINK_TX_DROPPED);
+  info.rx_dropped = rtnl_link_get_stat(l, RTNL_LINK_RX_DROPPED);
   return info;
 }
 

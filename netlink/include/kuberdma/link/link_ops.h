@@ -36,6 +36,14 @@ struct LinkInfo {
   std::string oper_state;  // "up", "down", "lowerlayerdown", ...
   std::string alias;       // IFLA_IFALIAS
   std::string kind;        // "veth", "" for a physical device
+  // IFLA_STATS64 counters (the validator's proof of traffic on Socket-transport netdevs; read over
+  // netlink so they are the calling namespace's own, whatever /sys is mounted from).
+  uint64_t tx_bytes = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_errors = 0;
+  uint64_t rx_errors = 0;
+  uint64_t tx_dropped = 0;
+  uint64_t rx_dropped = 0;
 };
 
 // What to change on a link; unset fields are left as they are.

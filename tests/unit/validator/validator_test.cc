@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+// rdma-validate's core: NCCL 2.28 log parsing (real Socket lines captured on the GPU machine, and
+// IB/RoCE/PXN/merged forms), counter math with wrap, busbw, rank detection, inventory over the
+// sysfs fixtures, the verdict, and the report schema.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/validator/validate.h"
+
+namespace kuberdma::validator {
+namespace {
+
+namespace fs = std::filesystem;
+std::string Fx(const std::string& p) { return std::string(KUBERDMA_FIXTURES) + "/" + p; }
+
+std::function<const char*(const char*)> Env(std::map<std::string, std::string> m) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(m));
+  return [shared](const char* k) -> const char* {
+    auto it = shared->find(k);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST_CASE("Real NCCL 2.28.3 Socket-transport lines give the device list and the channels per device") {
+  NcclLog log;
+  log.AddText(*ReadFile(Fx("nccl/socket-2.28.3-rank0.log")));
+  CHECK(log.version() == "2.28.3");
+  CHECK(log.network() == "Socket");
+  CHECK(log.device_list() == std::vector<std::string>{"net1", "net2"});
+  CHECK(log.channels().at("net1") == 4);
+  CHECK(log.channels().at("net2") == 4);
+  CHECK(log.transports() == std::set<std::string>{"NET/Socket"});
+  CHECK(log.bypasses().empty());
+}
+
+TEST_CASE("IB, RoCE, PXN and merged-NIC lines are read; P2P, SHM and NVLS count as bypasses") {
+  NcclLog log;
+  log.AddText(
+      "node-0:12:40 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1+mlx5_2:1/RoCE [2]mlx5_3:1/IB ; OOB eth0:10.244.1.5<0>\n"
+      "node-0:12:40 [0] NCCL INFO Using network IB\n"
+      "node-0:12:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA\n"
+      "node-0:12:40 [0] NCCL INFO Channel 01/0 : 1[1] -> 0[0] [receive] via NET/IB/1(0)/GDRDMA\n"
+      "node-0:12:40 [0] NCCL INFO Channel 02/0 : 0[0] -> 1[1] [send] via NET/IB/2/GDRDMA/Shared\n"
+      "node-0:12:40 [0] NCCL INFO Channel 03/0 : 0[0] -> 2[2] via P2P/CUMEM/read\n"
+      "node-0:12:40 [0] NCCL INFO Channel 04/0 : 0[0] -> 3[3] via SHM/direct/direct\n"
+      "node-0:12:40 [0] NCCL INFO Channel 05/0 : 0[0] -> 1[1] [send] via NET/IB/7/GDRDMA\n"
+      "node-0:12:40 [0] NCCL WARN NET/IB : Got async event : port error\n");
+  CHECK(log.network() == "IB");
+  CHECK(log.devices() == std::set<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"});
+  CHECK(log.channels().at("mlx5_1") == 1);
+  CHECK(log.channels().at("mlx5_2") == 1);  // merged: both halves carry the channel
+  CHECK(log.bypasses() == std::set<std::string>{"P2P", "SHM"});
+  CHECK(log.warnings().size() == 2);  // the unlisted NET device 7 and the WARN line
+}
+
+TEST_CASE("Counter deltas account for one 32-bit wrap, flag saturation, and never go negative") {
+  CHECK(Delta(100, 350).value == 250);
+  auto w = Delta(0xfffffff0ULL, 0x10);
+  CHECK(w.wrapped);
+  CHECK(w.value == 0x20);
+  CHECK(Delta(0xffffffffULL, 0xffffffffULL).saturated);
+  auto reset = Delta(1ULL << 40, 5);
+  CHECK(reset.value == 0);
+  CHECK(reset.wrapped);
+}
+
+TEST_CASE("busbw follows nccl-tests: AllReduce busbw = algbw * 2(n-1)/n") {
+  auto b = AllReduceBandwidth(1000000000ULL, 0.5, 8);
+  CHECK(b.algbw_gbps == Approx(2.0));
+  CHECK(b.busbw_gbps == Approx(3.5));
+  CHECK(AllReduceBandwidth(1000, 0, 2).busbw_gbps == 0);
+  CHECK(AllReduceBandwidth(1000000000ULL, 1, 2).busbw_gbps == Approx(1.0));
+}
+
+TEST_CASE("Rank and world size come from flags, RANK, MPI, Slurm, an Indexed Job or a StatefulSet ordinal") {
+  CHECK(DetectRank(Env({{"RANK", "3"}, {"WORLD_SIZE", "8"}}), "x", -1, -1)->rank == 3);
+  CHECK(DetectRank(Env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), "x", -1, -1)->world_size == 2);
+  CHECK(DetectRank(Env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}}), "x", -1, -1)->rank == 5);
+  auto job = DetectRank(Env({{"JOB_COMPLETION_INDEX", "2"}, {"WORLD_SIZE", "4"}}), "x", -1, -1);
+  CHECK(job->rank == 2);
+  auto sts = DetectRank(Env({{"WORLD_SIZE", "8"}}), "llm-trainer-7", -1, -1);
+  REQUIRE(sts);
+  CHECK(sts->rank == 7);
+  CHECK(sts->source == "hostname ordinal");
+  CHECK(DetectRank(Env({{"RANK", "1"}}), "x", -1, 4)->world_size == 4);
+  CHECK(DetectRank(Env({}), "x", 0, 2)->rank == 0);
+  CHECK_THAT(DetectRank(Env({}), "nohyphen", -1, 2).error().message(), Catch::Contains("rank"));
+  CHECK_THAT(DetectRank(Env({{"RANK", "1"}}), "x", -1, -1).error().message(), Catch::Contains("world size"));
+  CHECK_THAT(DetectRank(Env({{"RANK", "4"}, {"WORLD_SIZE", "4"}}), "x", -1, -1).error().message(),
+             Catch::Contains("not below"));
+}
+
+TEST_CASE("The expected HCAs come from --expect, KUBERDMA_HCAS or NCCL_IB_HCA, with ports") {
+  auto e = ExpectedHcas(Env({{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_3:1"}}), "");
+  REQUIRE(e);
+  CHECK(e->names == std::vector<std::string>{"mlx5_0", "mlx5_3"});
+  CHECK(e->ports.at("mlx5_3") == std::vector<uint32_t>{1});
+  auto k = ExpectedHcas(Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_5"},{"name":"mlx5_6"}])"}, {"NCCL_IB_HCA", "=mlx5_5:1"}}), "");
+  CHECK(k->names == std::vector<std::string>{"mlx5_5", "mlx5_6"});
+  CHECK(k->source == "KUBERDMA_HCAS");
+  CHECK(ExpectedHcas(Env({{"NCCL_IB_HCA", "mlx5_0"}}), "mlx5_2,mlx5_4")->names.size() == 2);
+  CHECK_FALSE(ExpectedHcas(Env({{"NCCL_IB_HCA", "^mlx5_0"}}), ""));
+  CHECK_FALSE(ExpectedHcas(Env({{"KUBERDMA_HCAS", "{"}}), ""));
+  CHECK_FALSE(ExpectedHcas(Env({}), ""));
+  CHECK(ExpectedNetdevs(Env({{"NCCL_SOCKET_IFNAME", "=net1,net2"}}), "")->names == std::vector<std::string>{"net1", "net2"});
+}
+
+struct FixtureCopy {
+  FixtureCopy() {
+    char tmpl[] = "/tmp/kuberdma-val-XXXXXX";
+    dir = mkdtemp(tmpl);
+    fs::copy(Fx("sysfs/roce8"), dir, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  }
+  ~FixtureCopy() { fs::remove_all(dir); }
+  std::string dir;
+};
+
+Options Ib(const std::string& expect) {
+  Options o;
+  o.expect = expect;
+  return o;
+}
+
+TEST_CASE("Inventory names every mismatch: missing, port down, uverbs unopenable, visible but not ours") {
+  FixtureCopy fx;
+  sysfs::SysfsRoot root(fx.dir);
+  link::NetlinkLinkOps links;
+  REQUIRE(WriteFileAtomic(root.Sys("class/infiniband/mlx5_1/ports/1/state"), "1: DOWN\n"));
+  fs::remove(root.Dev("infiniband/uverbs2"));
+  Validator v(Ib("mlx5_0,mlx5_1,mlx5_2,mlx5_9"), root, links, Env({}));
+  Report r = v.Inventory();
+  CHECK(r.exit_code == 1);
+  std::string all;
+  for (const auto& p : r.problems) all += p + "\n";
+  CHECK_THAT(all, Catch::Contains("mlx5_9: expected (--expect) but missing"));
+  CHECK_THAT(all, Catch::Contains("mlx5_1: port 1 is DOWN, not ACTIVE"));
+  CHECK_THAT(all, Catch::Contains("mlx5_2: /dev/infiniband/uverbs2 is missing or cannot be opened"));
+  REQUIRE(r.warnings.size() == 1);
+  CHECK_THAT(r.warnings[0], Catch::Contains("visible but not ours: mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"));
+  CHECK(r.devices[0].usable);
+  CHECK_FALSE(r.devices[1].usable);
+  CHECK(r.devices[0].uverbs == "/dev/infiniband/uverbs0");
+}
+
+TEST_CASE("An inventory of exactly the pod's HCAs passes; no expected set is a usage error (exit 2)") {
+  link::NetlinkLinkOps links;
+  sysfs::SysfsRoot root(Fx("sysfs/roce8"));
+  std::string all8 = "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7";
+  Report ok = Validator(Ib(all8), root, links, Env({})).Inventory();
+  CHECK(ok.problems.empty());
+  CHECK(ok.exit_code == 0);
+  Report none = Validator(Ib(""), root, links, Env({})).Inventory();
+  CHECK(none.exit_code == 2);
+  Options sock;
+  sock.transport = Transport::kSocket;
+  sock.expect = "lo,kuberdma-none0";
+  Report s = Validator(sock, root, links, Env({})).Inventory();
+  REQUIRE(s.devices.size() == 2);
+  CHECK(s.devices[0].present);
+  CHECK_FALSE(s.devices[1].present);
+}
+
+// A judged run over two RoCE HCAs: counters, NCCL's log and the collective's outcome.
+struct Judged {
+  explicit Judged(uint64_t mlx5_1_words = 500000000, const std::string& extra_log = "", bool init_ok = true) {
+    root = std::make_unique<sysfs::SysfsRoot>(Fx("sysfs/roce8"));
+    Options o = Ib("mlx5_0,mlx5_1");
+    o.bytes = 256u << 20;
+    o.min_busbw_gbps = 1;
+    v = std::make_unique<Validator>(o, *root, links, Env({}));
+    r = v->Inventory();
+    r.world_size = 2;
+    Snapshot before, after;
+    before.bytes = {{"mlx5_0", {0xfffffff0ULL, 1000}}, {"mlx5_1", {0, 0}}};
+    after.bytes = {{"mlx5_0", {0x1dcd6500ULL, 500001000}}, {"mlx5_1", {mlx5_1_words, mlx5_1_words}}};
+    before.word_counters = after.word_counters = {{"mlx5_0", true}, {"mlx5_1", true}};
+    before.errors["mlx5_0"] = {{"symbol_error", 0}};
+    after.errors["mlx5_0"] = {{"symbol_error", 3}};
+    CollectiveOutcome run;
+    run.ranks = {{.rank = 0, .reported = true, .init_ok = init_ok, .ok = init_ok, .verified = init_ok, .seconds_per_iter = 0.05}};
+    NcclLog log;
+    log.AddText("x NCCL INFO NCCL version 2.28.3+cuda13.0\n"
+                "x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>\n"
+                "x NCCL INFO Using network IB\n"
+                "x NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA\n"
+                "x NCCL INFO Channel 01/0 : 0[0] -> 1[1] [send] via NET/IB/1(0)/GDRDMA\n" + extra_log);
+    v->Judge(r, before, after, run, log);
+  }
+  std::string Problems() const {
+    std::string all;
+    for (const auto& p : r.problems) all += p + "\n";
+    return all;
+  }
+  link::NetlinkLinkOps links;
+  std::unique_ptr<sysfs::SysfsRoot> root;
+  std::unique_ptr<Validator> v;
+  Report r;
+};
+
+TEST_CASE("A run where NCCL chose both HCAs and both carried their share passes, wrap and errors reported") {
+  Judged j;
+  INFO(j.Problems());
+  CHECK(j.r.verdict == "pass");
+  CHECK(j.r.exit_code == 0);
+  CHECK(j.r.devices[0].bytes_sent == (0x1dcd6500ULL + 0x10) * 4);  // wrapped once, 4-byte words
+  CHECK(j.r.devices[0].notes.size() == 2);  // the wrap and symbol_error +3
+  CHECK(j.r.devices[0].error_deltas.at("symbol_error") == 3);
+  CHECK(j.r.warnings.size() == 2);  // the leaked HCAs and symbol_error
+  CHECK(j.r.devices[1].nccl_channels == 1);
+  CHECK(j.r.bandwidth.busbw_gbps == Approx(static_cast<double>(256u << 20) / 0.05 / 1e9));
+  auto doc = j.r.ToJson();
+  for (const char* k : {"version", "verdict", "exitCode", "mode", "transport", "rank", "worldSize", "devices",
+                        "unexpected", "nccl", "collective", "problems", "warnings"}) {
+    CHECK(doc.contains(k));
+  }
+  CHECK(doc["devices"][1]["chosenByNccl"] == true);
+  CHECK(doc["collective"]["busbwGBps"].get<double>() > 1);
+  CHECK_THAT(j.r.Summary(), Catch::StartsWith("rdma-validate: pass, busbw"));
+}
+
+TEST_CASE("An HCA that carried almost nothing fails the run, by name") {
+  Judged j(1000);
+  CHECK(j.r.exit_code == 1);
+  CHECK_THAT(j.Problems(), Catch::Contains("mlx5_1: carried"));
+}
+
+TEST_CASE("A channel through P2P or SHM fails the run: the collective bypassed the NICs") {
+  Judged j(500000000, "x NCCL INFO Channel 02/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n");
+  CHECK(j.r.exit_code == 1);
+  CHECK_THAT(j.Problems(), Catch::Contains("channels went through P2P"));
+}
+
+TEST_CASE("A communicator that never came up is a timeout (exit 3) naming the ranks") {
+  Judged j(0, "", false);
+  CHECK(j.r.verdict == "timeout");
+  CHECK(j.r.exit_code == 3);
+  CHECK_THAT(j.Problems(), Catch::Contains("local rank(s) 0"));
+}
+
+TEST_CASE("NCCL falling back to sockets when IB was asked for is a failure") {
+  Judged j(500000000, "x NCCL INFO Using network Socket\n");
+  CHECK_THAT(j.Problems(), Catch::Contains("NCCL used network Socket, not IB"));
+}
+
+TEST_CASE("The NCCL environment forces the network, exact HCA list, no NVLS and no P2P/SHM") {
+  link::NetlinkLinkOps links;
+  sysfs::SysfsRoot root(Fx("sysfs/roce8"));
+  Validator v(Ib("mlx5_0,mlx5_3"), root, links, Env({}));
+  auto env = v.NcclEnv(v.Inventory());
+  CHECK(env.at("NCCL_NET") == "IB");
+  CHECK(env.at("NCCL_IB_HCA") == "=mlx5_0:1,mlx5_3:1");
+  CHECK(env.at("NCCL_NVLS_ENABLE") == "0");
+  CHECK(env.at("NCCL_P2P_DISABLE") == "1");
+  CHECK(env.at("NCCL_SHM_DISABLE") == "1");
+  CHECK(env.at("NCCL_RUNTIME_CONNECT") == "0");
+  CHECK(env.at("NCCL_DEBUG") == "INFO");
+}
+
+}  // namespace
+}  // namespace kuberdma::validator

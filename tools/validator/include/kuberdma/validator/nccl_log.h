@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reads NCCL's INFO log (NCCL_DEBUG=INFO, NCCL_DEBUG_FILE) for what NCCL chose: the network it
+// used, its device list ("NET/IB : Using [0]mlx5_0:1/RoCE ..." or "NET/Socket : Using
+// [0]net1:10.1.0.1<0> ..."), how many channels went through each device ("Channel 00/0 : 0[0] ->
+// 1[1] [send] via NET/IB/0/GDRDMA", PXN "via NET/IB/0(1)/GDRDMA"), and whether any channel used a
+// path that bypasses the NICs (P2P, SHM, NVLS, CollNet).
+//
+//   NcclLog log;
+//   for (auto& line : lines) log.Add(line);
+//   log.devices()  // {"mlx5_0", "mlx5_3"}; merged NICs ("mlx5_0+mlx5_1") count for both
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kuberdma::validator {
+
+class NcclLog {
+ public:
+  void Add(std::string_view line);
+  void AddText(std::string_view text);  // many lines
+
+  const std::string& network() const { return network_; }   // "IB", "Socket" ("" if not seen)
+  const std::string& version() const { return version_; }   // "2.28.3"
+  // Device names in NCCL's index order; a merged device "a+b" is one entry.
+  const std::vector<std::string>& device_list() const { return devices_; }
+  // Every physical device name NCCL said it uses (merged devices split).
+  std::set<std::string> devices() const;
+  // Channels (send and receive connections) through each physical device.
+  const std::map<std::string, int>& channels() const { return channels_; }
+  // Transports that carried channels: "NET/IB", "NET/Socket", "P2P", "SHM", "NVLS", "CollNet".
+  const std::set<std::string>& transports() const { return transports_; }
+  // Transports other than NET that carried a channel (the collective bypassed the NICs).
+  std::set<std::string> bypasses() const;
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  void UsingLine(std::string_view net, std::string_view rest);
+  void ChannelLine(std::string_view via);
+  std::string network_;
+  std::string version_;
+  std::vector<std::string> devices_;
+  std::map<std::string, int> channels_;
+  std::set<std::string> transports_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace kuberdma::validator

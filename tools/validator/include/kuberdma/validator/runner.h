@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// The NCCL AllReduce runner. Each local rank runs in a forked process (so a hung NCCL can be killed)
+// with the environment the validator chose; it initialises a non-blocking communicator with a
+// deadline (ncclCommAbort on timeout), AllReduces deterministic data, verifies the sum, and times
+// the iterations. Compiled only where CUDA and NCCL are found; elsewhere NcclAvailable() says why.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kuberdma::validator {
+
+struct CollectiveParams {
+  int nranks = 1;
+  std::vector<int> ranks;  // global ranks run by this process
+  std::vector<int> gpus;   // the local GPU of each
+  size_t bytes = 256u << 20;
+  int warmup = 3;
+  int iters = 20;
+  int timeout_s = 60;                      // communicator init and each collective phase
+  std::map<std::string, std::string> env;  // NCCL_* for the ranks (NCCL_DEBUG_FILE is set per rank)
+  std::string log_dir;
+};
+
+struct RankOutcome {
+  int rank = -1;
+  bool reported = false;  // the rank process answered at all
+  bool init_ok = false;   // the communicator came up before the deadline
+  bool ok = false;
+  bool verified = false;
+  double seconds_per_iter = 0;
+  std::string error;
+};
+
+struct CollectiveOutcome {
+  std::vector<RankOutcome> ranks;
+  bool timed_out = false;
+  std::vector<std::string> log_files;
+};
+
+// Whether this build can run NCCL at all; `why` says what is missing when not.
+bool NcclAvailable(std::string* why);
+// Visible CUDA devices (0 without CUDA).
+int GpuCount();
+// The NCCL version this binary was built against ("2.28.3"), or "".
+std::string NcclVersion();
+CollectiveOutcome RunAllReduce(const CollectiveParams& p);
+
+}  // namespace kuberdma::validator

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// rdma-validate's judgement: inventory of what the pod has against what it should have, traffic
+// counters before and after an NCCL AllReduce, NCCL's own account of the devices it chose, and a
+// verdict with every problem named. The report's JSON schema is in docs/validator.md.
+//
+//   Validator v(opts, SysfsRoot::FromEnv(), links, getenv);
+//   Report r = v.Run();          // inventory; the NCCL run when possible; the verdict
+//   std::puts(r.Table().c_str());
+//   return r.exit_code;          // 0 pass, 1 validation failed, 2 environment/usage, 3 timeout
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kuberdma/link/link_ops.h"
+#include "kuberdma/sysfs/hca.h"
+#include "kuberdma/validator/checks.h"
+#include "kuberdma/validator/nccl_log.h"
+#include "kuberdma/validator/runner.h"
+
+namespace kuberdma::validator {
+
+enum class Transport { kIb, kSocket };
+enum class Mode { kSingle, kMultiPod };
+
+struct Options {
+  Mode mode = Mode::kSingle;
+  Transport transport = Transport::kIb;
+  std::string expect;          // comma list of HCAs (ib) or netdevs (socket); else from env
+  std::string nccl_devices;    // what NCCL is told to use, when it should differ from `expect`
+                               // (reproduces a workload's misconfiguration); default: expected
+  size_t bytes = 256u << 20;   // AllReduce size: large enough to be bandwidth-bound
+  int warmup = 3;
+  int iters = 20;
+  int timeout_s = 60;
+  double min_busbw_gbps = 0;   // absolute threshold; 0: none
+  double min_busbw_fraction = 0;  // of the expected ports' summed link rate; 0: none
+  double min_share = 0.5;      // each device carries >= min_share of an even split of the bytes
+  int gpus = -1;               // single mode: local ranks (-1: every visible GPU)
+  int rank = -1;               // multi-pod overrides
+  int world_size = -1;
+  std::string comm_id;         // NCCL_COMM_ID for multi-pod (else from the environment)
+  std::string log_dir;         // where NCCL logs go (a temp dir by default)
+  bool inventory_only = false;
+};
+
+struct DeviceResult {
+  std::string name;
+  bool present = false;
+  std::string state;            // port state, or netdev oper state
+  bool usable = false;          // present, port/link up, device node openable (IB)
+  std::string uverbs;
+  bool uverbs_openable = false;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  double share = 0;             // of all expected devices' bytes
+  bool chosen_by_nccl = false;
+  int nccl_channels = 0;
+  bool carried_traffic = false;
+  std::map<std::string, uint64_t> error_deltas;
+  std::vector<std::string> notes;
+};
+
+struct Report {
+  std::string verdict = "error";  // pass, fail, error, timeout
+  int exit_code = 2;
+  Options opts;
+  int rank = 0;
+  int world_size = 1;
+  std::string expected_source;
+  std::vector<DeviceResult> devices;
+  std::vector<std::string> unexpected;  // visible but not ours
+  std::string nccl_version;
+  std::string nccl_network;
+  std::vector<std::string> nccl_devices;
+  std::vector<std::string> nccl_bypasses;
+  std::vector<std::string> log_files;
+  bool ran_collective = false;
+  bool verified = false;
+  double seconds_per_iter = 0;
+  Bandwidth bandwidth;
+  double threshold_gbps = 0;
+  std::vector<std::string> problems;  // each one fails the validation
+  std::vector<std::string> warnings;  // reported, not failing: leaked HCAs, error counters that moved
+
+  nlohmann::json ToJson() const;
+  std::string Table() const;
+  std::string Summary() const;  // one line, for /dev/termination-log
+};
+
+// The counters of every expected device at one moment.
+struct Snapshot {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> bytes;  // name -> (sent, received)
+  std::map<std::string, bool> word_counters;                    // IB: counts 4-byte words
+  std::map<std::string, std::map<std::string, uint64_t>> errors;
+};
+
+class Validator {
+ public:
+  Validator(Options opts, sysfs::SysfsRoot root, link::LinkOps& links,
+            std::function<const char*(const char*)> getenv);
+
+  // The whole validation: inventory, counters, the collective (when possible), the verdict.
+  Report Run();
+
+  // The steps, public for tests.
+  Report Inventory();
+  Snapshot ReadCounters(const Report& inv);
+  // Folds counters, NCCL's log and the collective's outcome into `r` and sets the verdict.
+  void Judge(Report& r, const Snapshot& before, const Snapshot& after, const CollectiveOutcome& run,
+             const NcclLog& log);
+  // The NCCL environment the ranks get.
+  std::map<std::string, std::string> NcclEnv(const Report& inv) const;
+
+ private:
+  void InventoryIb(Report& r, const Expected& e);
+  void InventorySocket(Report& r, const Expected& e);
+  Options opts_;
+  sysfs::SysfsRoot root_;
+  link::LinkOps& links_;
+  std::function<const char*(const char*)> getenv_;
+};
+
+}  // namespace kuberdma::validator

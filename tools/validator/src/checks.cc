@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: Apache-2.0
+// Counters, bandwidth, ranks and expected devices.
+#include "kuberdma/validator/checks.h"
+
+#include <cctype>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+namespace kuberdma::validator {
+
+namespace {
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c == ',' || c == ' ') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+std::optional<int> Int(const char* v) {
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > 1000000) return std::nullopt;
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+CounterDelta Delta(uint64_t before, uint64_t after) {
+  constexpr uint64_t k32 = 0xffffffffULL;
+  CounterDelta d;
+  if (after >= before) {
+    d.value = after - before;
+    d.saturated = after == k32 && before == k32;
+    return d;
+  }
+  if (before <= k32 && after <= k32) {
+    d.wrapped = true;
+    d.value = (k32 - before) + after + 1;
+    return d;
+  }
+  d.value = 0;  // a 64-bit counter going backwards: reset (driver reload); no claim
+  d.wrapped = true;
+  return d;
+}
+
+const std::vector<std::string>& IbErrorCounters() {
+  static const std::vector<std::string> kNames = {
+      "symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
+      "port_rcv_remote_physical_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
+      "port_xmit_constraint_errors", "port_rcv_constraint_errors"};
+  return kNames;
+}
+
+Result<PortCounters> ReadPortCounters(const sysfs::SysfsRoot& root, const std::string& hca, uint32_t port) {
+  std::string dir = "class/infiniband/" + hca + "/ports/" + std::to_string(port) + "/counters/";
+  auto x = root.ReadAttr(dir + "port_xmit_data");
+  auto r = root.ReadAttr(dir + "port_rcv_data");
+  if (!x || !r) return Fail(ErrorCode::kNotFound, hca + " port " + std::to_string(port) + " has no data counters");
+  PortCounters c;
+  c.xmit_words = std::strtoull(x->c_str(), nullptr, 10);
+  c.rcv_words = std::strtoull(r->c_str(), nullptr, 10);
+  for (const auto& e : IbErrorCounters()) {
+    if (auto v = root.ReadAttr(dir + e)) c.errors[e] = std::strtoull(v->c_str(), nullptr, 10);
+  }
+  return c;
+}
+
+Bandwidth AllReduceBandwidth(uint64_t bytes, double seconds, int nranks) {
+  Bandwidth b;
+  if (seconds <= 0 || nranks <= 0) return b;
+  b.algbw_gbps = static_cast<double>(bytes) / seconds / 1e9;
+  b.busbw_gbps = b.algbw_gbps * 2.0 * (nranks - 1) / nranks;
+  return b;
+}
+
+Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& getenv, const std::string& hostname,
+                            int flag_rank, int flag_world) {
+  RankInfo r;
+  struct Pair {
+    const char* rank;
+    const char* size;
+  };
+  for (auto [rk, sz] : {Pair{"RANK", "WORLD_SIZE"}, Pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                        Pair{"PMI_RANK", "PMI_SIZE"}, Pair{"SLURM_PROCID", "SLURM_NTASKS"},
+                        Pair{"JOB_COMPLETION_INDEX", "WORLD_SIZE"}}) {
+    auto rank = Int(getenv(rk));
+    if (!rank) continue;
+    r.rank = *rank;
+    r.source = rk;
+    if (auto size = Int(getenv(sz))) {
+      r.world_size = *size;
+      r.source += std::string("+") + sz;
+    }
+    break;
+  }
+  if (r.rank < 0) {
+    // A StatefulSet pod is <name>-<ordinal>.
+    auto dash = hostname.find_last_of('-');
+    if (dash != std::string::npos && dash + 1 < hostname.size()) {
+      if (auto ord = Int(hostname.c_str() + dash + 1)) {
+        r.rank = *ord;
+        r.source = "hostname ordinal";
+      }
+    }
+    if (auto size = Int(getenv("WORLD_SIZE"))) r.world_size = *size;
+  }
+  if (flag_rank >= 0) {
+    r.rank = flag_rank;
+    r.source = "--rank";
+  }
+  if (flag_world >= 0) r.world_size = flag_world;
+  if (r.rank < 0) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "multi-pod mode needs this pod's rank: set --rank, RANK, an MPI or Slurm rank, run as an Indexed "
+                "Job (JOB_COMPLETION_INDEX) or in a StatefulSet (hostname <name>-<ordinal>)");
+  }
+  if (r.world_size <= 0) {
+    return Fail(ErrorCode::kInvalidArgument, "multi-pod mode needs the world size: set --world-size or WORLD_SIZE");
+  }
+  if (r.rank >= r.world_size) {
+    return Fail(ErrorCode::kInvalidArgument, "rank " + std::to_string(r.rank) + " (from " + r.source +
+                                                 ") is not below world size " + std::to_string(r.world_size));
+  }
+  return r;
+}
+
+std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value, bool* exact, bool* exclude) {
+  std::string v = value;
+  *exact = false;
+  *exclude = false;
+  if (!v.empty() && v[0] == '^') {
+    *exclude = true;
+    v = v.substr(1);
+  }
+  if (!v.empty() && v[0] == '=') {
+    *exact = true;
+    v = v.substr(1);
+  }
+  std::map<std::string, std::vector<uint32_t>> out;
+  for (const auto& item : SplitList(v)) {
+    auto colon = item.find(':');
+    auto& ports = out[item.substr(0, colon)];
+    if (colon != std::string::npos) ports.push_back(static_cast<uint32_t>(std::atoi(item.c_str() + colon + 1)));
+  }
+  return out;
+}
+
+Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& getenv, const std::string& flag) {
+  Expected e;
+  if (!flag.empty()) {
+    bool exact = false, exclude = false;
+    for (auto& [n, p] : ParseIbHca(flag, &exact, &exclude)) {
+      e.names.push_back(n);
+      e.ports[n] = p;
+    }
+    e.source = "--expect";
+    return e;
+  }
+  if (const char* j = getenv("KUBERDMA_HCAS"); j != nullptr && *j != '\0') {
+    auto doc = nlohmann::json::parse(j, nullptr, false);
+    if (doc.is_discarded() || !doc.is_array()) {
+      return Fail(ErrorCode::kInvalidArgument, "KUBERDMA_HCAS is not a JSON array (set by rdma-device-plugin)");
+    }
+    for (const auto& h : doc) {
+      if (!h.is_object() || !h.contains("name") || !h["name"].is_string()) {
+        return Fail(ErrorCode::kInvalidArgument, "KUBERDMA_HCAS has an entry without a name");
+      }
+      e.names.push_back(h["name"].get<std::string>());
+    }
+    e.source = "KUBERDMA_HCAS";
+  }
+  if (const char* v = getenv("NCCL_IB_HCA"); v != nullptr && *v != '\0') {
+    bool exact = false, exclude = false;
+    auto parsed = ParseIbHca(v, &exact, &exclude);
+    if (!exclude) {
+      for (auto& [n, p] : parsed) {
+        e.ports[n] = p;
+        if (e.source != "KUBERDMA_HCAS") e.names.push_back(n);
+      }
+      if (e.source.empty()) e.source = "NCCL_IB_HCA";
+    }
+  }
+  if (e.names.empty()) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "no expected HCAs: pass --expect mlx5_0,mlx5_1 or run with rdma-device-plugin's env (KUBERDMA_HCAS, NCCL_IB_HCA)");
+  }
+  return e;
+}
+
+Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv, const std::string& flag) {
+  Expected e;
+  std::string v = flag;
+  e.source = "--expect";
+  if (v.empty()) {
+    const char* s = getenv("NCCL_SOCKET_IFNAME");
+    v = s != nullptr ? s : "";
+    e.source = "NCCL_SOCKET_IFNAME";
+  }
+  if (!v.empty() && (v[0] == '=' || v[0] == '^')) {
+    if (v[0] == '^') return Fail(ErrorCode::kInvalidArgument, "an exclusion list (^...) names no expected netdevs");
+    v = v.substr(1);
+  }
+  e.names = SplitList(v);
+  if (e.names.empty()) {
+    return Fail(ErrorCode::kInvalidArgument, "no expected netdevs: pass --expect net1,net2 or set NCCL_SOCKET_IFNAME");
+  }
+  return e;
+}
+
+}  // namespace kuberdma::validator

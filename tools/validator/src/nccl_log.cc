@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// NCCL INFO log parsing. Only substrings NCCL has printed the same way across 2.1x-2.28 are used.
+#include "kuberdma/validator/nccl_log.h"
+
+#include <cctype>
+#include <cstdlib>
+
+namespace kuberdma::validator {
+
+namespace {
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    size_t e = s.find(sep, pos);
+    out.push_back(s.substr(pos, e == std::string::npos ? std::string::npos : e - pos));
+    if (e == std::string::npos) break;
+    pos = e + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void NcclLog::AddText(std::string_view text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t e = text.find('\n', pos);
+    Add(text.substr(pos, e == std::string_view::npos ? std::string_view::npos : e - pos));
+    if (e == std::string_view::npos) break;
+    pos = e + 1;
+  }
+}
+
+void NcclLog::Add(std::string_view line) {
+  if (auto at = line.find("NCCL version "); at != std::string_view::npos && version_.empty()) {
+    auto v = line.substr(at + 13);
+    version_ = std::string(v.substr(0, v.find_first_of("+ ")));
+  }
+  if (auto at = line.find("Using network "); at != std::string_view::npos) {
+    auto v = line.substr(at + 14);
+    network_ = std::string(v.substr(0, v.find_first_of(" \r")));
+  }
+  // "NET/IB : Using [0]mlx5_0:1/RoCE ..." and "NET/Socket : Using [0]net1:10.1.0.1<0> ..."
+  for (std::string_view net : {"IB", "Socket"}) {
+    std::string key = "NET/" + std::string(net) + " : Using";
+    if (auto at = line.find(key); at != std::string_view::npos) UsingLine(net, line.substr(at + key.size()));
+  }
+  if (auto at = line.find(" via "); at != std::string_view::npos && line.find("Channel ") != std::string_view::npos) {
+    ChannelLine(line.substr(at + 5));
+  }
+  if (line.find("NCCL WARN") != std::string_view::npos) {
+    auto at = line.find("NCCL WARN");
+    warnings_.emplace_back(line.substr(at + 10));
+  }
+}
+
+void NcclLog::UsingLine(std::string_view net, std::string_view rest) {
+  if (network_.empty()) network_ = std::string(net);
+  devices_.clear();
+  // Entries " [i]name:..." up to " ; OOB" (IB) or the end.
+  auto oob = rest.find(" ; OOB");
+  if (oob != std::string_view::npos) rest = rest.substr(0, oob);
+  size_t pos = 0;
+  while ((pos = rest.find('[', pos)) != std::string_view::npos) {
+    auto close = rest.find(']', pos);
+    if (close == std::string_view::npos) break;
+    auto end = rest.find(' ', close);
+    std::string_view entry = rest.substr(close + 1, end == std::string_view::npos ? std::string_view::npos : end - close - 1);
+    devices_.emplace_back(entry.substr(0, entry.find(':')));
+    pos = close + 1;
+  }
+}
+
+void NcclLog::ChannelLine(std::string_view via) {
+  // "NET/IB/0/GDRDMA", "NET/IB/0(1)/GDRDMA" (PXN), "NET/Socket/1", "P2P/CUMEM/read", "SHM/direct/direct",
+  // "NVLS", "CollNet/..."
+  std::string v(via.substr(0, via.find_first_of(" \r")));
+  auto parts = Split(v, '/');
+  if (parts.empty()) return;
+  if (parts[0] == "NET" && parts.size() >= 3) {
+    transports_.insert("NET/" + parts[1]);
+    int idx = std::atoi(parts[2].c_str());
+    if (idx >= 0 && static_cast<size_t>(idx) < devices_.size()) {
+      for (const auto& d : Split(devices_[static_cast<size_t>(idx)], '+')) ++channels_[d];
+    } else {
+      warnings_.push_back("channel via NET device " + parts[2] + " that NCCL did not list");
+    }
+    return;
+  }
+  transports_.insert(parts[0]);
+}
+
+std::set<std::string> NcclLog::devices() const {
+  std::set<std::string> out;
+  for (const auto& d : devices_) {
+    for (const auto& p : Split(d, '+')) out.insert(p);
+  }
+  return out;
+}
+
+std::set<std::string> NcclLog::bypasses() const {
+  std::set<std::string> out;
+  for (const auto& t : transports_) {
+    if (t.rfind("NET/", 0) != 0) out.insert(t);
+  }
+  return out;
+}
+
+}  // namespace kuberdma::validator

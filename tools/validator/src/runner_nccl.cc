@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: Apache-2.0
+// The NCCL runner: one forked process per local rank, results back over a pipe as one JSON line.
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kuberdma/validator/runner.h"
+
+namespace kuberdma::validator {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits for a non-blocking communicator to leave ncclInProgress, or aborts it at `deadline`.
+ncclResult_t Settle(ncclComm_t comm, Clock::time_point deadline, bool* timed_out) {
+  ncclResult_t state = ncclInProgress;
+  while (true) {
+    ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) return r;
+    if (state != ncclInProgress) return state;
+    if (Clock::now() > deadline) {
+      *timed_out = true;
+      return ncclInProgress;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Waits for the stream's work, polling so that a hung collective cannot block past `deadline`.
+bool StreamDone(cudaStream_t s, ncclComm_t comm, Clock::time_point deadline, std::string* err) {
+  while (true) {
+    cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) return true;
+    if (q != cudaErrorNotReady) {
+      *err = std::string("CUDA: ") + cudaGetErrorString(q);
+      return false;
+    }
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      *err = std::string("NCCL: ") + ncclGetErrorString(async);
+      return false;
+    }
+    if (Clock::now() > deadline) {
+      *err = "the AllReduce did not complete before the deadline (a peer stalled or a NIC dropped traffic)";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
+  nlohmann::json out = {{"rank", rank}, {"initOk", false}, {"ok", false}, {"verified", false}};
+  auto fail = [&](const std::string& e) {
+    out["error"] = e;
+    return out;
+  };
+  if (cudaSetDevice(gpu) != cudaSuccess) return fail("cannot use GPU " + std::to_string(gpu));
+  size_t count = p.bytes / sizeof(float);
+  std::vector<float> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>((rank + 1) * static_cast<int>((i % 7) + 1));
+  float* send = nullptr;
+  float* recv = nullptr;
+  if (cudaMalloc(&send, count * sizeof(float)) != cudaSuccess || cudaMalloc(&recv, count * sizeof(float)) != cudaSuccess) {
+    return fail("cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " + std::to_string(gpu));
+  }
+  cudaMemcpy(send, host.data(), count * sizeof(float), cudaMemcpyHostToDevice);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return fail("ncclGetUniqueId failed (is NCCL_COMM_ID valid?)");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  auto deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
+  bool timed_out = false;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, p.nranks, id, rank, &config);
+  if (r == ncclInProgress || r == ncclSuccess) r = Settle(comm, deadline, &timed_out);
+  if (timed_out) {
+    ncclCommAbort(comm);
+    out["timedOut"] = true;
+    return fail("communicator init did not complete within " + std::to_string(p.timeout_s) + " s");
+  }
+  if (r != ncclSuccess) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    return fail(std::string("communicator init failed: ") + ncclGetErrorString(r));
+  }
+  out["initOk"] = true;
+  std::string err;
+  double seconds = 0;
+  for (int phase = 0; phase < 2; ++phase) {
+    int n = phase == 0 ? p.warmup : p.iters;
+    auto t0 = Clock::now();
+    deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
+    for (int i = 0; i < n; ++i) {
+      r = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream);
+      if (r == ncclInProgress) r = Settle(comm, deadline, &timed_out);
+      if (r != ncclSuccess) {
+        ncclCommAbort(comm);
+        return fail(std::string("ncclAllReduce: ") + (timed_out ? "timed out" : ncclGetErrorString(r)));
+      }
+    }
+    if (!StreamDone(stream, comm, deadline, &err)) {
+      ncclCommAbort(comm);
+      out["timedOut"] = Clock::now() > deadline;
+      return fail(err);
+    }
+    if (phase == 1) seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
+  }
+  cudaMemcpy(host.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost);
+  const float tri = static_cast<float>(p.nranks * (p.nranks + 1) / 2);
+  size_t bad = 0;
+  for (size_t i = 0; i < count; ++i) bad += host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
+  ncclCommDestroy(comm);
+  cudaFree(send);
+  cudaFree(recv);
+  out["verified"] = bad == 0;
+  out["ok"] = bad == 0;
+  out["secondsPerIter"] = seconds;
+  if (bad != 0) out["error"] = std::to_string(bad) + " of " + std::to_string(count) + " elements have a wrong sum";
+  return out;
+}
+
+}  // namespace
+
+// CUDA must not be initialised in the parent: a process that forks after cuInit gets children whose
+// CUDA calls fail ("cannot use GPU 0"). So the GPU count comes from a short-lived child.
+int GpuCount() {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    (void)!write(fds[1], &n, sizeof n);
+    _exit(0);
+  }
+  close(fds[1]);
+  int n = 0;
+  if (read(fds[0], &n, sizeof n) != static_cast<ssize_t>(sizeof n)) n = 0;
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  return n;
+}
+
+bool NcclAvailable(std::string* why) {
+  if (GpuCount() == 0) {
+    *why = "no CUDA device is visible (cudaGetDeviceCount reports none): inventory only";
+    return false;
+  }
+  return true;
+}
+
+std::string NcclVersion() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+}
+
+CollectiveOutcome RunAllReduce(const CollectiveParams& p) {
+  CollectiveOutcome out;
+  struct Child {
+    pid_t pid;
+    int fd;
+    int rank;
+    std::string text;
+    bool done = false;
+  };
+  std::vector<Child> kids;
+  for (size_t i = 0; i < p.ranks.size(); ++i) {
+    int fds[2];
+    if (pipe(fds) != 0) break;
+    std::string log = p.log_dir + "/nccl.rank" + std::to_string(p.ranks[i]) + ".log";
+    out.log_files.push_back(log);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      for (const auto& [k, v] : p.env) setenv(k.c_str(), v.c_str(), 1);
+      setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+      // A host ID per rank: even ranks on one node then talk through the NICs, not shared memory.
+      std::string host_id = p.env.count("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
+      host_id += "-r" + std::to_string(p.ranks[i]);
+      setenv("NCCL_HOSTID", host_id.c_str(), 1);
+      std::string line = RunRank(p, p.ranks[i], p.gpus[i]).dump() + "\n";
+      (void)!write(fds[1], line.data(), line.size());
+      _exit(0);
+    }
+    close(fds[1]);
+    kids.push_back({pid, fds[0], p.ranks[i], ""});
+  }
+  // The process-level watchdog behind the in-rank deadlines: init + warmup + timed phases.
+  auto deadline = Clock::now() + std::chrono::seconds(3 * p.timeout_s + 15);
+  size_t open = kids.size();
+  while (open > 0 && Clock::now() < deadline) {
+    std::vector<pollfd> pfds;
+    for (auto& k : kids) pfds.push_back({k.done ? -1 : k.fd, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), 200);
+    for (size_t i = 0; i < kids.size(); ++i) {
+      if (kids[i].done || (pfds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+      char buf[4096];
+      ssize_t n = read(kids[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        kids[i].text.append(buf, static_cast<size_t>(n));
+      } else {
+        kids[i].done = true;
+        --open;
+      }
+    }
+  }
+  for (auto& k : kids) {
+    if (!k.done) {
+      kill(k.pid, SIGKILL);
+      out.timed_out = true;
+    }
+    close(k.fd);
+    waitpid(k.pid, nullptr, 0);
+    RankOutcome ro;
+    ro.rank = k.rank;
+    auto j = nlohmann::json::parse(k.text, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) {
+      ro.reported = true;
+      ro.init_ok = j.value("initOk", false);
+      ro.ok = j.value("ok", false);
+      ro.verified = j.value("verified", false);
+      ro.seconds_per_iter = j.value("secondsPerIter", 0.0);
+      ro.error = j.value("error", "");
+      if (j.value("timedOut", false)) out.timed_out = true;
+    } else {
+      ro.error = k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
+    }
+    out.ranks.push_back(ro);
+  }
+  return out;
+}
+
+}  // namespace kuberdma::validator

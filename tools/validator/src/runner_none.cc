@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// The runner of a build without CUDA/NCCL: the validator can only take inventory.
+#include "kuberdma/validator/runner.h"
+
+namespace kuberdma::validator {
+
+bool NcclAvailable(std::string* why) {
+  *why = "this rdma-validate was built without CUDA and NCCL (they were not found at build time): it can only "
+         "take inventory, not prove traffic";
+  return false;
+}
+
+std::string NcclVersion() { return ""; }
+
+int GpuCount() { return 0; }
+
+CollectiveOutcome RunAllReduce(const CollectiveParams&) { return {}; }
+
+}  // namespace kuberdma::validator

@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: Apache-2.0
+// Inventory, counters, verdict and report of rdma-validate.
+#include "kuberdma/validator/validate.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/base/unique_fd.h"
+
+namespace kuberdma::validator {
+
+using nlohmann::json;
+
+namespace {
+
+std::string Join(const std::vector<std::string>& v, const std::string& sep = ",") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string Gb(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+
+std::string Bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+  } else if (b >= (1ull << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1ull << 20));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  }
+  return buf;
+}
+
+}  // namespace
+
+Validator::Validator(Options opts, sysfs::SysfsRoot root, link::LinkOps& links,
+                     std::function<const char*(const char*)> getenv)
+    : opts_(std::move(opts)), root_(std::move(root)), links_(links), getenv_(std::move(getenv)) {}
+
+void Validator::InventoryIb(Report& r, const Expected& e) {
+  auto present = sysfs::DiscoverHcas(root_, sysfs::HcaDetail::kPorts);
+  if (!present) {
+    r.problems.push_back("cannot read RDMA devices: " + present.error().message());
+    present = std::vector<sysfs::Hca>{};
+  }
+  for (const auto& name : e.names) {
+    DeviceResult d;
+    d.name = name;
+    auto it = std::find_if(present->begin(), present->end(), [&](const sysfs::Hca& h) { return h.name == name; });
+    if (it == present->end()) {
+      r.problems.push_back(name + ": expected (" + e.source + ") but missing from this pod");
+      r.devices.push_back(d);
+      continue;
+    }
+    d.present = true;
+    std::vector<uint32_t> ports = e.ports.count(name) && !e.ports.at(name).empty() ? e.ports.at(name) : std::vector<uint32_t>{};
+    if (ports.empty()) {
+      for (const auto& p : it->ports) ports.push_back(p.number);
+    }
+    bool up = true;
+    for (uint32_t pn : ports) {
+      const sysfs::Port* p = it->port(pn);
+      std::string st = p ? p->state_name : "absent";
+      d.state += (d.state.empty() ? "" : ",") + std::to_string(pn) + ":" + st;
+      if (p == nullptr || p->state != sysfs::kPortActive) {
+        up = false;
+        r.problems.push_back(name + ": port " + std::to_string(pn) + " is " + st + ", not ACTIVE");
+      }
+    }
+    d.uverbs = it->uverbs.empty() ? "" : "/dev/infiniband/" + it->uverbs;
+    if (it->uverbs.empty()) {
+      r.problems.push_back(name + ": no uverbs device in sysfs");
+    } else {
+      UniqueFd fd(::open(root_.Dev("infiniband/" + it->uverbs).c_str(), O_RDWR | O_CLOEXEC));
+      d.uverbs_openable = fd.valid();
+      if (!fd.valid()) {
+        r.problems.push_back(name + ": " + d.uverbs + " is missing or cannot be opened (" + std::strerror(errno) +
+                             "): the device plugin did not inject it, or the container lacks access");
+      }
+    }
+    d.usable = up && d.uverbs_openable;
+    r.devices.push_back(d);
+  }
+  for (const auto& h : *present) {
+    if (std::find(e.names.begin(), e.names.end(), h.name) == e.names.end()) {
+      r.unexpected.push_back(h.name);
+    }
+  }
+  if (!r.unexpected.empty()) {
+    // Not a failure: in shared mode (the kernel default) every pod sees every HCA, and the exact
+    // NCCL_IB_HCA list keeps NCCL to its own. Reported so that isolation can be checked.
+    r.warnings.push_back("visible but not ours: " + Join(r.unexpected) +
+                         " (the RDMA subsystem is in shared netns mode, so the host's HCAs leak into the pod)");
+  }
+}
+
+void Validator::InventorySocket(Report& r, const Expected& e) {
+  auto here = netns::NetNs::Current();
+  auto links = here ? links_.List(*here) : Result<std::vector<link::LinkInfo>>(Fail(here.error()));
+  if (!links) {
+    r.problems.push_back("cannot list netdevs: " + links.error().message());
+    links = std::vector<link::LinkInfo>{};
+  }
+  for (const auto& name : e.names) {
+    DeviceResult d;
+    d.name = name;
+    auto it = std::find_if(links->begin(), links->end(), [&](const auto& l) { return l.name == name; });
+    if (it == links->end()) {
+      r.problems.push_back(name + ": expected (" + e.source + ") but missing from this pod");
+    } else {
+      d.present = true;
+      d.state = it->oper_state;
+      d.usable = it->admin_up && it->oper_up;
+      if (!d.usable) r.problems.push_back(name + ": link is " + (it->admin_up ? it->oper_state : "administratively down"));
+    }
+    r.devices.push_back(d);
+  }
+}
+
+Report Validator::Inventory() {
+  Report r;
+  r.opts = opts_;
+  auto e = opts_.transport == Transport::kIb ? ExpectedHcas(getenv_, opts_.expect) : ExpectedNetdevs(getenv_, opts_.expect);
+  if (!e) {
+    r.problems.push_back(e.error().message());
+    r.verdict = "error";
+    r.exit_code = 2;
+    return r;
+  }
+  r.expected_source = e->source;
+  if (opts_.transport == Transport::kIb) {
+    InventoryIb(r, *e);
+  } else {
+    InventorySocket(r, *e);
+  }
+  r.verdict = r.problems.empty() ? "pass" : "fail";
+  r.exit_code = r.problems.empty() ? 0 : 1;
+  return r;
+}
+
+Snapshot Validator::ReadCounters(const Report& inv) {
+  Snapshot s;
+  if (opts_.transport == Transport::kSocket) {
+    auto here = netns::NetNs::Current();
+    for (const auto& d : inv.devices) {
+      if (!here) break;
+      auto l = links_.GetByName(*here, d.name);
+      if (!l) continue;
+      s.bytes[d.name] = {l->tx_bytes, l->rx_bytes};
+      s.errors[d.name] = {{"tx_errors", l->tx_errors}, {"rx_errors", l->rx_errors},
+                          {"tx_dropped", l->tx_dropped}, {"rx_dropped", l->rx_dropped}};
+    }
+    return s;
+  }
+  for (const auto& d : inv.devices) {
+    auto h = sysfs::ReadHca(root_, d.name, sysfs::HcaDetail::kPorts);
+    if (!h) continue;
+    uint64_t x = 0, rc = 0;
+    for (const auto& p : h->ports) {
+      auto c = ReadPortCounters(root_, d.name, p.number);
+      if (!c) continue;
+      x += c->xmit_words;
+      rc += c->rcv_words;
+      for (const auto& [k, v] : c->errors) s.errors[d.name][k] += v;
+    }
+    s.bytes[d.name] = {x, rc};
+    s.word_counters[d.name] = true;
+  }
+  return s;
+}
+
+std::map<std::string, std::string> Validator::NcclEnv(const Report& inv) const {
+  std::map<std::string, std::string> env = {
+      {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_NVLS_ENABLE", "0"},
+      {"NCCL_RUNTIME_CONNECT", "0"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"},
+      {"NCCL_COLLNET_ENABLE", "0"}};
+  std::vector<std::string> names;
+  for (const auto& d : inv.devices) {
+    if (opts_.transport == Transport::kIb) {
+      // The exact-match form, with the ports the inventory checked.
+      std::string ports = d.state.empty() ? "1" : d.state.substr(0, d.state.find(':'));
+      names.push_back(d.name + ":" + ports);
+    } else {
+      names.push_back(d.name);
+    }
+  }
+  std::string list = opts_.nccl_devices.empty() ? Join(names) : opts_.nccl_devices;
+  if (opts_.transport == Transport::kIb) {
+    env["NCCL_NET"] = "IB";
+    env["NCCL_IB_DISABLE"] = "0";
+    env["NCCL_IB_HCA"] = "=" + list;
+  } else {
+    env["NCCL_NET"] = "Socket";
+    env["NCCL_IB_DISABLE"] = "1";
+    env["NCCL_SOCKET_IFNAME"] = "=" + list;
+  }
+  char host[256] = "pod";
+  ::gethostname(host, sizeof host - 1);
+  env["NCCL_HOSTID"] = host;
+  return env;
+}
+
+void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, const CollectiveOutcome& run,
+                      const NcclLog& log) {
+  r.ran_collective = true;
+  r.log_files = run.log_files;
+  r.nccl_network = log.network();
+  if (!log.version().empty()) r.nccl_version = log.version();
+  r.nccl_devices.assign(log.device_list().begin(), log.device_list().end());
+  for (const auto& b : log.bypasses()) r.nccl_bypasses.push_back(b);
+  // The collective itself.
+  std::vector<std::string> missing_init;
+  r.verified = !run.ranks.empty();
+  for (const auto& rk : run.ranks) {
+    if (!rk.init_ok) missing_init.push_back(std::to_string(rk.rank));
+    if (!rk.ok) {
+      r.verified = false;
+      r.problems.push_back("rank " + std::to_string(rk.rank) + ": " + (rk.error.empty() ? "failed" : rk.error));
+    }
+    r.seconds_per_iter = std::max(r.seconds_per_iter, rk.seconds_per_iter);
+  }
+  if (!missing_init.empty()) {
+    std::string others = r.opts.mode == Mode::kMultiPod
+                             ? "; the other " + std::to_string(r.world_size - 1) +
+                                   " rank(s) of the world never all arrived at NCCL_COMM_ID (are their pods running, and is rank 0 reachable?)"
+                             : "";
+    r.problems.push_back("communicator init did not complete for local rank(s) " + Join(missing_init) + others);
+  }
+  if (r.verified && r.seconds_per_iter > 0) {
+    r.bandwidth = AllReduceBandwidth(r.opts.bytes, r.seconds_per_iter, r.world_size);
+  }
+  // What NCCL chose, against what it should have.
+  std::string want_net = r.opts.transport == Transport::kIb ? "IB" : "Socket";
+  if (!r.nccl_network.empty() && r.nccl_network != want_net) {
+    r.problems.push_back("NCCL used network " + r.nccl_network + ", not " + want_net);
+  }
+  if (!r.nccl_bypasses.empty()) {
+    r.problems.push_back("channels went through " + Join(r.nccl_bypasses) + ", not only the NICs");
+  }
+  auto chosen = log.devices();
+  // Traffic per device.
+  uint64_t total = 0;
+  for (auto& d : r.devices) {
+    auto b = before.bytes.find(d.name);
+    auto a = after.bytes.find(d.name);
+    if (b == before.bytes.end() || a == after.bytes.end()) continue;
+    uint64_t mult = after.word_counters.count(d.name) ? kIbDataWordBytes : 1;
+    auto tx = Delta(b->second.first, a->second.first);
+    auto rx = Delta(b->second.second, a->second.second);
+    d.bytes_sent = tx.value * mult;
+    d.bytes_received = rx.value * mult;
+    if (tx.wrapped || rx.wrapped) d.notes.push_back("a 32-bit counter wrapped during the run (accounted for)");
+    if (tx.saturated || rx.saturated) {
+      r.problems.push_back(d.name + ": its 32-bit data counters are saturated; traffic cannot be proven (reset them with perfquery -R)");
+    }
+    total += d.bytes_sent + d.bytes_received;
+    for (const auto& [k, v] : after.errors.count(d.name) ? after.errors.at(d.name) : std::map<std::string, uint64_t>{}) {
+      uint64_t was = before.errors.count(d.name) && before.errors.at(d.name).count(k) ? before.errors.at(d.name).at(k) : v;
+      if (v > was) d.error_deltas[k] = v - was;
+    }
+  }
+  double fair = r.devices.empty() ? 0 : r.opts.min_share / static_cast<double>(r.devices.size());
+  for (auto& d : r.devices) {
+    d.chosen_by_nccl = chosen.count(d.name) > 0;
+    d.nccl_channels = log.channels().count(d.name) ? log.channels().at(d.name) : 0;
+    d.share = total > 0 ? static_cast<double>(d.bytes_sent + d.bytes_received) / static_cast<double>(total) : 0;
+    d.carried_traffic = d.bytes_sent + d.bytes_received > 0 && d.share >= fair;
+    if (!d.chosen_by_nccl) {
+      r.problems.push_back(d.name + ": NCCL did not use it (its device list: " + Join(r.nccl_devices) + ")");
+    }
+    if (!d.carried_traffic) {
+      r.problems.push_back(d.name + ": carried " + Bytes(d.bytes_sent + d.bytes_received) + ", " +
+                           Gb(100 * d.share) + "% of the run's bytes (needs at least " + Gb(100 * fair) + "%)");
+    }
+    for (const auto& [k, v] : d.error_deltas) {
+      d.notes.push_back(k + " +" + std::to_string(v) + " during the run");
+      r.warnings.push_back(d.name + ": " + k + " +" + std::to_string(v) + " during the run");
+    }
+  }
+  // Bandwidth threshold.
+  if (r.opts.min_busbw_gbps > 0) r.threshold_gbps = r.opts.min_busbw_gbps;
+  if (r.opts.min_busbw_fraction > 0 && r.opts.transport == Transport::kIb) {
+    double gbits = 0;
+    for (const auto& d : r.devices) {
+      if (auto h = sysfs::ReadHca(root_, d.name, sysfs::HcaDetail::kPorts)) {
+        for (const auto& p : h->ports) gbits += p.rate_gbps;
+      }
+    }
+    r.threshold_gbps = std::max(r.threshold_gbps, r.opts.min_busbw_fraction * gbits / 8.0);
+  }
+  if (r.threshold_gbps > 0 && r.verified && r.bandwidth.busbw_gbps < r.threshold_gbps) {
+    r.problems.push_back("busbw " + Gb(r.bandwidth.busbw_gbps) + " GB/s is below the threshold " + Gb(r.threshold_gbps) + " GB/s");
+  }
+  if (run.timed_out || !missing_init.empty()) {
+    r.verdict = "timeout";
+    r.exit_code = 3;
+  } else {
+    r.verdict = r.problems.empty() ? "pass" : "fail";
+    r.exit_code = r.problems.empty() ? 0 : 1;
+  }
+}
+
+json Report::ToJson() const {
+  json devs = json::array();
+  for (const auto& d : devices) {
+    devs.push_back({{"name", d.name}, {"present", d.present}, {"state", d.state}, {"usable", d.usable},
+                    {"uverbs", d.uverbs}, {"uverbsOpenable", d.uverbs_openable}, {"bytesSent", d.bytes_sent},
+                    {"bytesReceived", d.bytes_received}, {"share", d.share}, {"chosenByNccl", d.chosen_by_nccl},
+                    {"ncclChannels", d.nccl_channels}, {"carriedTraffic", d.carried_traffic},
+                    {"errorCounterDeltas", d.error_deltas}, {"notes", d.notes}});
+  }
+  return {{"version", 1},
+          {"verdict", verdict},
+          {"exitCode", exit_code},
+          {"mode", opts.mode == Mode::kSingle ? "single" : "multi-pod"},
+          {"transport", opts.transport == Transport::kIb ? "ib" : "socket"},
+          {"rank", rank},
+          {"worldSize", world_size},
+          {"expectedFrom", expected_source},
+          {"devices", devs},
+          {"unexpected", unexpected},
+          {"nccl", {{"version", nccl_version}, {"network", nccl_network}, {"devices", nccl_devices},
+                    {"bypasses", nccl_bypasses}, {"logFiles", log_files}}},
+          {"collective", {{"ran", ran_collective}, {"verified", verified}, {"sizeBytes", opts.bytes},
+                          {"iterations", opts.iters}, {"secondsPerIteration", seconds_per_iter},
+                          {"algbwGBps", bandwidth.algbw_gbps}, {"busbwGBps", bandwidth.busbw_gbps},
+                          {"thresholdGBps", threshold_gbps}}},
+          {"problems", problems},
+          {"warnings", warnings}};
+}
+
+std::string Report::Summary() const {
+  std::string s = "rdma-validate: " + verdict;
+  if (ran_collective && verified) s += ", busbw " + Gb(bandwidth.busbw_gbps) + " GB/s";
+  s += ", " + std::to_string(devices.size()) + " device(s)";
+  if (!problems.empty()) s += ": " + problems.front() + (problems.size() > 1 ? " (+" + std::to_string(problems.size() - 1) + " more)" : "");
+  return s;
+}
+
+std::string Report::Table() const {
+  std::ostringstream o;
+  o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
+    << (opts.transport == Transport::kIb ? "IB" : "Socket") << ", rank " << rank << " of " << world_size
+    << "; expected from " << expected_source << ")\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %7s %s\n", "device", "present", "state",
+                "usable", "chosen", "sent", "received", "share", "traffic");
+  o << line;
+  for (const auto& d : devices) {
+    std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %6.1f%% %s\n", d.name.c_str(),
+                  d.present ? "yes" : "NO", d.state.c_str(), d.usable ? "yes" : "NO",
+                  ran_collective ? (d.chosen_by_nccl ? "yes" : "NO") : "-", Bytes(d.bytes_sent).c_str(),
+                  Bytes(d.bytes_received).c_str(), 100 * d.share,
+                  ran_collective ? (d.carried_traffic ? "yes" : "NO") : "-");
+    o << line;
+    for (const auto& n : d.notes) o << "      note: " << n << "\n";
+  }
+  if (ran_collective) {
+    o << "  NCCL " << nccl_version << ": network " << (nccl_network.empty() ? "?" : nccl_network) << ", devices ["
+      << Join(nccl_devices, " ") << "]" << (nccl_bypasses.empty() ? "" : ", bypasses: " + Join(nccl_bypasses)) << "\n";
+    o << "  AllReduce " << Bytes(opts.bytes) << " x " << opts.iters << ": " << (verified ? "sum verified" : "NOT verified")
+      << ", algbw " << Gb(bandwidth.algbw_gbps) << " GB/s, busbw " << Gb(bandwidth.busbw_gbps) << " GB/s"
+      << (threshold_gbps > 0 ? " (threshold " + Gb(threshold_gbps) + ")" : "") << "\n";
+  }
+  for (const auto& p : problems) o << "  problem: " << p << "\n";
+  for (const auto& w : warnings) o << "  warning: " << w << "\n";
+  o << "  verdict: " << verdict << " (exit " << exit_code << ")\n";
+  return o.str();
+}
+
+}  // namespace kuberdma::validator
