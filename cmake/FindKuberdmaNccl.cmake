@@ -2,7 +2,11 @@
 # Finds the CUDA runtime and NCCL headers and libraries without FindCUDAToolkit (which, in CMake
 # 3.25, can fail the whole configure with CUDA 13) and without nvcc: the validator only calls the
 # runtime and NCCL APIs. Sets KUBERDMA_HAVE_NCCL and the imported target kuberdma::nccl.
+option(KUBERDMA_WITH_NCCL "Build rdma-validate's NCCL runner when CUDA and NCCL are found" ON)
 set(_cuda_roots $ENV{CUDA_HOME} /usr/local/cuda /usr)
+if(NOT KUBERDMA_WITH_NCCL)
+  set(_cuda_roots /nonexistent)
+endif()
 find_path(KUBERDMA_CUDA_INCLUDE cuda_runtime.h
   PATHS ${_cuda_roots} PATH_SUFFIXES include targets/x86_64-linux/include NO_DEFAULT_PATH)
 find_path(KUBERDMA_NCCL_INCLUDE nccl.h PATHS ${_cuda_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
