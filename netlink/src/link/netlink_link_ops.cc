@@ -17,12 +17,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "kuberdma/nl/common.h"
+
 namespace kuberdma::link {
 
-namespace {
+using nl::NlError;
 
-// A kernel that never answers must not hang a CNI call: bound every receive.
-constexpr int kRecvTimeoutSec = 5;
+namespace {
 
 std::string FormatMac(const nl_addr* addr) {
   if (addr == nullptr) return "";
@@ -66,25 +67,6 @@ using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
 
 }  // namespace
 
-Error NlError(int nlerr, std::string_view what) {
-  int e = nlerr < 0 ? -nlerr : nlerr;
-  ErrorCode code = ErrorCode::kIo;
-  switch (e) {
-    case NLE_OBJ_NOTFOUND: case NLE_NODEV: code = ErrorCode::kNotFound; break;
-    case NLE_EXIST: code = ErrorCode::kAlreadyExists; break;
-    case NLE_INVAL: case NLE_RANGE: case NLE_MSGSIZE: code = ErrorCode::kInvalidArgument; break;
-    case NLE_PERM: code = ErrorCode::kPermissionDenied; break;
-    case NLE_BUSY: case NLE_AGAIN: code = ErrorCode::kBusy; break;
-    case NLE_OPNOTSUPP: case NLE_PROTO_MISMATCH: case NLE_AF_NOSUPPORT:
-      code = ErrorCode::kUnsupported; break;
-    default: break;
-  }
-  std::string msg(what);
-  msg += ": ";
-  msg += nl_geterror(e);
-  return Error(code, std::move(msg));
-}
-
 std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
                                       std::optional<int> netns_fd) {
   MsgPtr m(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK));
@@ -100,30 +82,13 @@ std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
   if (change.name) nla_put_string(m.get(), IFLA_IFNAME, change.name->c_str());
   if (change.mtu) nla_put_u32(m.get(), IFLA_MTU, *change.mtu);
   if (change.alias) nla_put_string(m.get(), IFLA_IFALIAS, change.alias->c_str());
-  const nlmsghdr* h = nlmsg_hdr(m.get());
-  const auto* p = reinterpret_cast<const uint8_t*>(h);
-  return {p, p + h->nlmsg_len};
+  return nl::MsgBytes(m.get());
 }
-
-void NetlinkLinkOps::SockDeleter::operator()(nl_sock* s) const { nl_socket_free(s); }
 
 NetlinkLinkOps::NetlinkLinkOps() = default;
 NetlinkLinkOps::~NetlinkLinkOps() = default;
 
-Result<nl_sock*> NetlinkLinkOps::Socket(const NetNs& ns) {
-  auto it = socks_.find(ns.inode());
-  if (it != socks_.end()) return it->second.get();
-  std::unique_ptr<nl_sock, SockDeleter> sock(nl_socket_alloc());
-  if (!sock) return Fail(ErrorCode::kIo, "allocate netlink socket");
-  int err = 0;
-  KUBERDMA_TRY(ns.RunIn([&] { err = nl_connect(sock.get(), NETLINK_ROUTE); }));
-  if (err < 0) return Fail(NlError(err, "connect rtnetlink in netns " + ns.path()));
-  timeval tv{kRecvTimeoutSec, 0};
-  setsockopt(nl_socket_get_fd(sock.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  nl_sock* raw = sock.get();
-  socks_.emplace(ns.inode(), std::move(sock));
-  return raw;
-}
+Result<nl_sock*> NetlinkLinkOps::Socket(const NetNs& ns) { return socks_.Get(ns, NETLINK_ROUTE, true); }
 
 Result<LinkInfo> NetlinkLinkOps::Get(const NetNs& ns, int ifindex, const std::string& name) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));

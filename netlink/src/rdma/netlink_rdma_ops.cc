@@ -13,30 +13,17 @@
 #include <cerrno>
 
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/nl/common.h"
 
 namespace kuberdma::rdma {
 
 namespace {
-
-constexpr int kRecvTimeoutSec = 5;
 
 Error NoRdma() {
   return Error(ErrorCode::kUnsupported,
                "this kernel has no RDMA subsystem (NETLINK_RDMA is not available: is ib_core "
                "loaded and an RDMA driver such as mlx5_ib present?)",
                EPROTONOSUPPORT);
-}
-
-Error NlErr(int nlerr, const std::string& what) {
-  int e = nlerr < 0 ? -nlerr : nlerr;
-  ErrorCode code = ErrorCode::kIo;
-  if (e == NLE_OBJ_NOTFOUND || e == NLE_NODEV) code = ErrorCode::kNotFound;
-  if (e == NLE_EXIST) code = ErrorCode::kAlreadyExists;
-  if (e == NLE_INVAL || e == NLE_RANGE) code = ErrorCode::kInvalidArgument;
-  if (e == NLE_PERM) code = ErrorCode::kPermissionDenied;
-  if (e == NLE_BUSY || e == NLE_AGAIN) code = ErrorCode::kBusy;
-  if (e == NLE_OPNOTSUPP) code = ErrorCode::kUnsupported;
-  return Error(code, what + ": " + nl_geterror(e));
 }
 
 int CollectReply(nl_msg* msg, void* arg) {
@@ -58,30 +45,14 @@ bool KernelHasRdma() {
   return fd.valid();
 }
 
-void NetlinkRdmaOps::SockDeleter::operator()(nl_sock* s) const { nl_socket_free(s); }
 NetlinkRdmaOps::NetlinkRdmaOps() = default;
 NetlinkRdmaOps::~NetlinkRdmaOps() = default;
 
 Result<nl_sock*> NetlinkRdmaOps::Socket(const NetNs& ns) {
-  auto it = socks_.find(ns.inode());
-  if (it != socks_.end()) return it->second.get();
-  std::unique_ptr<nl_sock, SockDeleter> sock(nl_socket_alloc());
-  if (!sock) return Fail(ErrorCode::kIo, "allocate netlink socket");
+  // Whether the family exists does not depend on the namespace: ask once, plainly.
+  if (!KernelHasRdma()) return Fail(NoRdma());
   // Requests carry their own NLM_F_ACK where an ACK is wanted (SET); GETs get their reply.
-  nl_socket_disable_auto_ack(sock.get());
-  int err = 0;
-  bool has_rdma = true;
-  KUBERDMA_TRY(ns.RunIn([&] {
-    has_rdma = KernelHasRdma();
-    if (has_rdma) err = nl_connect(sock.get(), NETLINK_RDMA);
-  }));
-  if (!has_rdma) return Fail(NoRdma());
-  if (err < 0) return Fail(NlErr(err, "connect NETLINK_RDMA in netns " + ns.path()));
-  timeval tv{kRecvTimeoutSec, 0};
-  setsockopt(nl_socket_get_fd(sock.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  nl_sock* raw = sock.get();
-  socks_.emplace(ns.inode(), std::move(sock));
-  return raw;
+  return socks_.Get(ns, NETLINK_RDMA, false);
 }
 
 Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(
@@ -92,7 +63,7 @@ Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(
   if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
   const bool wants_ack = (nlmsg_hdr(m.get())->nlmsg_flags & NLM_F_ACK) != 0;
   int err = nl_send_auto(sock, m.get());
-  if (err < 0) return Fail(NlErr(err, what));
+  if (err < 0) return Fail(nl::NlError(err, what));
   std::vector<std::vector<uint8_t>> replies;
   if (wants_ack) {
     err = nl_wait_for_ack(sock);
@@ -100,7 +71,7 @@ Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(
     nl_socket_modify_cb(sock, NL_CB_VALID, NL_CB_CUSTOM, CollectReply, &replies);
     err = nl_recvmsgs_default(sock);
   }
-  if (err < 0) return Fail(NlErr(err, what));
+  if (err < 0) return Fail(nl::NlError(err, what));
   return replies;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kuberdma/nl/common.h"
 #include "kuberdma/rdma/rdma_ops.h"
 
 namespace kuberdma::rdma {
@@ -25,11 +26,7 @@ constexpr int Type(int cmd) { return RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd); }
 
 MsgPtr New(int cmd, int flags) { return MsgPtr(nlmsg_alloc_simple(Type(cmd), flags)); }
 
-std::vector<uint8_t> Bytes(const MsgPtr& m) {
-  const nlmsghdr* h = nlmsg_hdr(m.get());
-  const auto* p = reinterpret_cast<const uint8_t*>(h);
-  return {p, p + h->nlmsg_len};
-}
+std::vector<uint8_t> Bytes(const MsgPtr& m) { return nl::MsgBytes(m.get()); }
 
 // Validates the header and parses attributes into `tb` (indexed by RDMA_NLDEV_ATTR_*).
 Result<void> Parse(std::span<const uint8_t> msg, int want_cmd, nlattr** tb) {

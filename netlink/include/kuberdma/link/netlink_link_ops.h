@@ -4,12 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <memory>
 #include <optional>
 #include <vector>
 
 #include "kuberdma/link/link_ops.h"
+#include "kuberdma/nl/common.h"
 
 struct nl_sock;
 
@@ -53,13 +52,7 @@ class NetlinkLinkOps final : public LinkOps {
   Result<LinkInfo> Get(const NetNs& ns, int ifindex, const std::string& name);
   Result<void> Send(const NetNs& ns, const std::vector<uint8_t>& msg, const std::string& what);
 
-  struct SockDeleter {
-    void operator()(nl_sock* s) const;
-  };
-  std::map<ino_t, std::unique_ptr<nl_sock, SockDeleter>> socks_;
+  nl::NlSocketCache socks_;
 };
-
-// Translates a libnl error (negative NLE_*) into an Error with `what` as context.
-Error NlError(int nlerr, std::string_view what);
 
 }  // namespace kuberdma::link

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "kuberdma/nl/common.h"
 #include "kuberdma/rdma/rdma_ops.h"
 
 struct nl_sock;
@@ -33,10 +34,7 @@ class NetlinkRdmaOps final : public RdmaOps {
   Result<std::vector<std::vector<uint8_t>>> Request(const NetNs& ns,
                                                      const std::vector<uint8_t>& msg,
                                                      const std::string& what);
-  struct SockDeleter {
-    void operator()(nl_sock* s) const;
-  };
-  std::map<ino_t, std::unique_ptr<nl_sock, SockDeleter>> socks_;
+  nl::NlSocketCache socks_;
 };
 
 // Whether this kernel has the RDMA netlink family at all (ib_core loaded). Cheap; no side effects.
