@@ -105,6 +105,12 @@ Report Validator::Run() {
     char tmpl[] = "/tmp/rdma-validate-XXXXXX";
     dir = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
   }
+  if (auto made = MakeDirs(dir); !made) {
+    r.problems.push_back("cannot create the NCCL log directory: " + made.error().message());
+    r.verdict = "error";
+    r.exit_code = 2;
+    return r;
+  }
   p.log_dir = dir;
   Snapshot before = ReadCounters(r);
   CollectiveOutcome run = RunAllReduce(p);

@@ -255,6 +255,10 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, 
     r.problems.push_back("channels went through " + Join(r.nccl_bypasses) + ", not only the NICs");
   }
   auto chosen = log.devices();
+  if (!run.ranks.empty() && r.nccl_devices.empty()) {
+    r.problems.push_back("NCCL's INFO log (" + (run.log_files.empty() ? std::string("none") : run.log_files.front()) +
+                         ") names no NET devices: what NCCL chose cannot be shown");
+  }
   // Traffic per device.
   uint64_t total = 0;
   for (auto& d : r.devices) {
