@@ -12,6 +12,7 @@ packages=(
   catch2                               # tests
   iproute2                             # namespace tests and their cleanup
   containernetworking-plugins          # host-device, the benchmark's peer
+  python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
 )
 
 missing=()

@@ -31,6 +31,8 @@ int Run(int argc, char** argv) {
   app.add_option("--device-plugin-dir", opts.plugin_dir, "kubelet's device plugin directory");
   app.add_option("--sysfs-root", sysfs_root, "root holding sys/ and dev/ (fixtures, tests)");
   app.add_option("--metrics-port", opts.metrics_port, "port for /metrics and /healthz (-1: off)");
+  bool check_only = false;
+  app.add_flag("--check-config", check_only, "validate --config, print the resources it defines, and exit (0 valid, 2 not)");
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   CLI11_PARSE(app, argc, argv);
@@ -49,6 +51,13 @@ int Run(int argc, char** argv) {
   if (!cfg) {
     std::fprintf(stderr, "rdma-device-plugin: %s\n", cfg.error().message().c_str());
     return 2;
+  }
+  if (check_only) {
+    for (const auto& r : cfg->resources) {
+      std::printf("%s: policy %s, %u slots%s\n", r.FullName().c_str(), r.policy == kuberdma::deviceplugin::Policy::kPerHca ? "per-hca" : "pool",
+                  r.rdma_hca_max, r.policy == kuberdma::deviceplugin::Policy::kPerHca ? " per HCA" : "");
+    }
+    return 0;
   }
   opts.config_path = config;
   opts.sysfs = kuberdma::sysfs::SysfsRoot(sysfs_root);

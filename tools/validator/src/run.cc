@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "kuberdma/base/files.h"
@@ -93,11 +94,16 @@ Report Validator::Run() {
       r.exit_code = 2;
       return r;
     }
+    // One rank per local GPU: pod `rank` of `world_size` pods holds global ranks
+    // rank*local .. rank*local+local-1 (the seed's StatefulSet: 8 GPUs a pod).
+    int local = opts_.gpus > 0 ? opts_.gpus : std::max(1, GpuCount());
     r.rank = ri->rank;
-    r.world_size = ri->world_size;
-    p.nranks = ri->world_size;
-    p.ranks = {ri->rank};
-    p.gpus = {0};
+    r.world_size = ri->world_size * local;
+    p.nranks = r.world_size;
+    for (int i = 0; i < local; ++i) {
+      p.ranks.push_back(ri->rank * local + i);
+      p.gpus.push_back(i);
+    }
     p.env["NCCL_COMM_ID"] = comm;
   }
   std::string dir = opts_.log_dir;
