@@ -61,6 +61,26 @@ constexpr const char* kPluginConfig = R"({"configList":[
   {"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
   {"resourceName":"hca","rdmaHcaMax":8,"policy":"per-hca","selectors":{"vendors":["15b3"]}}]})";
 
+// Runs `argv` inside `ns` with `env`, prints its output indented, returns its exit code.
+int RunShown(const kuberdma::netns::NetNs& ns, const std::vector<std::string>& argv,
+             const std::vector<std::string>& env, const std::string& out) {
+  int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  auto pid = kuberdma::netns::SpawnIn(ns, argv, env, -1, fd, fd);
+  ::close(fd);
+  int st = 0;
+  if (pid) waitpid(*pid, &st, 0);
+  auto text = kuberdma::ReadFile(out);
+  std::string body = text ? *text : "";
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t e = body.find('\n', pos);
+    std::printf("    %s\n", body.substr(pos, e == std::string::npos ? std::string::npos : e - pos).c_str());
+    if (e == std::string::npos) break;
+    pos = e + 1;
+  }
+  return pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 pid_t StartPlugin(const std::string& bin, const std::string& dir, const std::string& root) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -81,11 +101,13 @@ int main(int argc, char** argv) {
   std::string rdma_bin = KUBERDMA_RDMA_BIN;
   std::string dp_bin = KUBERDMA_DP_BIN;
   std::string validate_bin = KUBERDMA_VALIDATE_BIN;
+  std::string doctor_bin = KUBERDMA_DOCTOR_BIN;
   std::string fixture = KUBERDMA_FIXTURES "/sysfs/roce8";
   int pods = 2;
   app.add_option("--rdma", rdma_bin, "the rdma CNI binary");
   app.add_option("--device-plugin", dp_bin, "the rdma-device-plugin binary");
   app.add_option("--validate", validate_bin, "the rdma-validate binary");
+  app.add_option("--doctor", doctor_bin, "the rdma-doctor binary");
   app.add_option("--fixture", fixture, "sysfs fixture of the simulated node");
   app.add_option("--pods", pods, "pods sharing the node's HCAs")->check(CLI::Range(1, 8));
   CLI11_PARSE(app, argc, argv);
@@ -245,28 +267,30 @@ int main(int argc, char** argv) {
     auto up = static_cast<size_t>(p);
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "KUBERDMA_SYSFS_ROOT=" + fixture};
     for (const auto& [k, v] : pod_env[up]) env.push_back(k + "=" + v);
-    std::string out = node.state_dir() + "/validate-" + std::to_string(p) + ".txt";
-    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    auto pid = kuberdma::netns::SpawnIn(node.Pod(pod_paths[up]), {validate_bin, "--termination-log", "/nonexistent"},
-                                        env, -1, fd, fd);
-    ::close(fd);
-    int st = 0;
-    if (pid) waitpid(*pid, &st, 0);
-    int rc = pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    auto text = kuberdma::ReadFile(out);
-    std::string body = text ? *text : "";
-    std::printf("  trainer-%d: exit %d\n", p, rc);
-    size_t pos = 0;
-    while (pos < body.size()) {
-      size_t e = body.find('\n', pos);
-      std::printf("    %s\n", body.substr(pos, e - pos).c_str());
-      if (e == std::string::npos) break;
-      pos = e + 1;
-    }
+    std::printf("  trainer-%d:\n", p);
+    int rc = RunShown(node.Pod(pod_paths[up]), {validate_bin, "--termination-log", "/nonexistent"}, env,
+                      node.state_dir() + "/validate-" + std::to_string(p) + ".txt");
     if (rc != 0) fail("rdma-validate in trainer-" + std::to_string(p) + " exited " + std::to_string(rc));
   }
 
-  Heading(7, "CNI CHECK of every attachment");
+  Heading(7, "rdma-doctor on the node, and the GPU-HCA topology seen from trainer-0");
+  {
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "KUBERDMA_SYSFS_ROOT=" + fixture};
+    std::printf("  rdma-doctor node:\n");
+    int rc = RunShown(node.node(), {doctor_bin, "--state-dir", node.state_dir(), "--device-plugin-dir", dpdir + "/plugins", "node"},
+                      env, node.state_dir() + "/doctor-node.txt");
+    if (rc != 0) fail("rdma-doctor node found a failure");
+    for (const auto& [k, v] : pod_env[0]) env.push_back(k + "=" + v);
+    std::printf("  rdma-doctor topo (trainer-0):\n");
+    // trainer-0 holds the node's first four GPUs (NUMA 0), as its allocation of HCAs does.
+    auto gpus = kuberdma::sysfs::DiscoverGpus(root);
+    std::string mine;
+    for (size_t i = 0; gpus && i < gpus->size() / static_cast<size_t>(pods); ++i) mine += (mine.empty() ? "" : ",") + (*gpus)[i].address;
+    int rc_topo = RunShown(node.Pod(pod_paths[0]), {doctor_bin, "topo", "--gpus", mine}, env, node.state_dir() + "/doctor-topo.txt");
+    if (rc_topo != 0) fail("rdma-doctor topo found a failure");
+  }
+
+  Heading(8, "CNI CHECK of every attachment");
   int checked = 0;
   for (auto c : attached) {
     c.command = "CHECK";
@@ -282,7 +306,7 @@ int main(int argc, char** argv) {
   }
   std::printf("  %d of %zu attachments verified\n", checked, attached.size());
 
-  Heading(8, "Pods deleted: CNI DEL gives every device back; the plugin stops");
+  Heading(9, "Pods deleted: CNI DEL gives every device back; the plugin stops");
   for (auto it = attached.rbegin(); it != attached.rend(); ++it) {
     CniCall c = *it;
     c.command = "DEL";

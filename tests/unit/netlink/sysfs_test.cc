@@ -147,3 +147,26 @@ TEST_CASE("Netdevs are listed by PCI address and by auxiliary device name") {
 
 }  // namespace
 }  // namespace kuberdma::sysfs
+
+namespace kuberdma::sysfs {
+namespace {
+
+TEST_CASE("GPUs are found on the PCI bus and their distance to HCAs uses nvidia-smi topo's terms") {
+  SysfsRoot root = Fixture("roce8");
+  auto gpus = DiscoverGpus(root);
+  REQUIRE(gpus);
+  REQUIRE(gpus->size() == 8);
+  CHECK((*gpus)[0].address == "0000:18:00.0");
+  CHECK((*gpus)[7].numa_node == 1);
+  auto hcas = *DiscoverHcas(root, HcaDetail::kIdentity);
+  const Gpu& g0 = (*gpus)[0];
+  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[0].device_path, hcas[0].numa_node) == "PIX");  // same switch
+  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[2].device_path, hcas[2].numa_node) == "NODE");  // other root, NUMA 0
+  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[7].device_path, hcas[7].numa_node) == "SYS");   // other socket
+  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0, "devices/pci0000:15/0000:15:01.0/0000:17:00.0", 0) == "PXB");
+  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0, "devices/pci0000:15/0000:15:02.0/0000:17:00.0", 0) == "PHB");
+  CHECK(PciDistanceRank("PIX") < PciDistanceRank("SYS"));
+}
+
+}  // namespace
+}  // namespace kuberdma::sysfs

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// rdma-doctor's views over the sysfs fixtures: topology, pod checks (the seed's pitfalls), node
+// records and stranded devices, NCCL_IB_HCA semantics, and both kubelet checkpoint formats.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/cni/state.h"
+#include "kuberdma/doctor/doctor.h"
+#include "kuberdma/link/netlink_link_ops.h"
+
+namespace kuberdma::doctor {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::function<const char*(const char*)> Env(std::map<std::string, std::string> m) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(m));
+  return [shared](const char* k) -> const char* {
+    auto it = shared->find(k);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+struct Fixture {
+  Fixture() {
+    char tmpl[] = "/tmp/kuberdma-doctor-XXXXXX";
+    dir = mkdtemp(tmpl);
+    fs::create_directories(dir + "/plugins");
+    in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+    in.links = &links;
+    in.state_dir = dir + "/state";
+    in.plugin_dir = dir + "/plugins";
+    in.lib_dirs = {dir};
+    in.getenv = Env({});
+  }
+  ~Fixture() { fs::remove_all(dir); }
+  const Finding* Find(const View& v, const std::string& check_prefix, Status s) {
+    for (const auto& f : v.findings) {
+      if (f.check.rfind(check_prefix, 0) == 0 && f.status == s) return &f;
+    }
+    return nullptr;
+  }
+  std::string dir;
+  link::NetlinkLinkOps links;
+  Inputs in;
+};
+
+TEST_CASE("NCCL_IB_HCA selects by prefix unless '=' makes it exact; '^' excludes") {
+  std::vector<std::string> present = {"mlx5_1", "mlx5_10", "mlx5_2"};
+  CHECK(NcclIbHcaMatches("mlx5_1", present) == std::vector<std::string>{"mlx5_1", "mlx5_10"});
+  CHECK(NcclIbHcaMatches("=mlx5_1:1", present) == std::vector<std::string>{"mlx5_1"});
+  CHECK(NcclIbHcaMatches("^mlx5_1", present) == std::vector<std::string>{"mlx5_2"});
+  CHECK(NcclIbHcaMatches("^=mlx5_1", present) == std::vector<std::string>{"mlx5_10", "mlx5_2"});
+}
+
+TEST_CASE("The topology matrix uses nvidia-smi's terms and flags GPUs whose nearest HCA is not in the pod") {
+  Fixture f;
+  f.in.getenv = Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_4"},{"name":"mlx5_5"},{"name":"mlx5_6"},{"name":"mlx5_7"}])"}});
+  View v = TopoView(f.in);
+  REQUIRE(v.doc["matrix"].size() == 8);
+  CHECK(v.doc["matrix"][0]["distances"][0] == "PIX");
+  CHECK(v.doc["matrix"][0]["distances"][7] == "SYS");
+  CHECK(v.doc["matrix"][0]["nearest"] == nlohmann::json({"mlx5_0", "mlx5_1"}));
+  int flagged = 0;
+  for (const auto& x : v.findings) flagged += x.status == Status::kWarn && x.check.rfind("pitfall-5", 0) == 0 ? 1 : 0;
+  CHECK(flagged == 4);  // the four NUMA-0 GPUs
+  f.in.getenv = Env({{"NCCL_IB_HCA", "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"}});
+  CHECK(f.Find(TopoView(f.in), "pitfall-5", Status::kOk) != nullptr);
+}
+
+TEST_CASE("Pod checks name the seed's pitfalls with their fixes") {
+  Fixture f;
+  f.in.getenv = Env({{"NCCL_IB_DISABLE", "1"}, {"NCCL_IB_HCA", "mlx5_0,mlx5_9"}, {"NCCL_SOCKET_IFNAME", "eth-none7"},
+                     {"NCCL_MAX_NCHANNELS", "1"}, {"KUBERDMA_HCAS", R"([{"name":"mlx5_0"},{"name":"mlx5_3"}])"}});
+  View v = PodView(f.in);
+  CHECK(v.ExitCode() == 1);
+  CHECK(f.Find(v, "pitfall-1", Status::kOk) != nullptr);  // the fixture has uverbs0..7
+  const Finding* ib = f.Find(v, "pitfall-2", Status::kFail);
+  REQUIRE(ib != nullptr);
+  CHECK_THAT(ib->message, Catch::Contains("NCCL_IB_DISABLE=1"));
+  CHECK_THAT(ib->fix, Catch::Contains("NCCL_IB_DISABLE=0"));
+  const Finding* absent = f.Find(v, "pitfall-3: NCCL_IB_HCA names present", Status::kFail);
+  REQUIRE(absent != nullptr);
+  CHECK_THAT(absent->message, Catch::Contains("mlx5_9"));
+  const Finding* left = f.Find(v, "pitfall-3: every HCA", Status::kFail);
+  REQUIRE(left != nullptr);
+  CHECK_THAT(left->message, Catch::Contains("mlx5_3"));
+  CHECK(f.Find(v, "pitfall-3: channels per NIC", Status::kWarn) != nullptr);
+  CHECK(f.Find(v, "pitfall-3: one NIC per GPU", Status::kWarn) != nullptr);
+  CHECK(f.Find(v, "pitfall-4", Status::kFail) != nullptr);
+  CHECK(f.Find(v, "pitfall-7", Status::kWarn) != nullptr);
+  auto doc = v.ToJson();
+  CHECK(doc["view"] == "pod");
+  CHECK(doc["findings"].size() == v.findings.size());
+}
+
+TEST_CASE("A pod configured as the device plugin intends passes the NCCL checks") {
+  Fixture f;
+  REQUIRE(WriteFileAtomic(f.dir + "/libnccl.so.2.28.3", ""));
+  f.in.getenv = Env({{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
+                     {"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_IB_DISABLE", "0"}});
+  View v = PodView(f.in);
+  for (const auto& x : v.findings) {
+    INFO(x.check << ": " << x.message);
+    CHECK(x.status != Status::kFail);
+  }
+  CHECK(f.Find(v, "pitfall-7", Status::kOk) != nullptr);
+}
+
+TEST_CASE("The node view lists HCAs, records, allocations, and names stranded devices and a missing plugin") {
+  Fixture f;
+  cni::AttachmentRecord rec{.network = "rdma-net", .container_id = "c0ffee", .ifname = "net1",
+                            .netns = "/run/netns/kuberdma-gone-xyz", .done = true, .hca = "mlx5_2",
+                            .hca_address = "0000:3c:00.0"};
+  REQUIRE(cni::StateStore(f.in.state_dir).Save(rec));
+  REQUIRE(WriteFileAtomic(f.dir + "/plugins/kubelet_internal_checkpoint", R"({"Data":{"PodDeviceEntries":[
+      {"PodUID":"u1","ContainerName":"trainer","ResourceName":"rdma/shared","DeviceIDs":{"0":["shared-001"],"1":["shared-002"]}},
+      {"PodUID":"u2","ContainerName":"old","ResourceName":"rdma/hca","DeviceIDs":["mlx5_3-0"]},
+      {"PodUID":"u3","ContainerName":"gpu","ResourceName":"nvidia.com/gpu","DeviceIDs":["GPU-1"]}]},"Checksum":1})"));
+  View v = NodeView(f.in);
+  REQUIRE(v.doc["hcas"].size() == 8);
+  CHECK(v.doc["hcas"][2]["where"].get<std::string>().rfind("pod c0ffee/net1", 0) == 0);
+  CHECK(v.doc["allocations"].size() == 2);
+  CHECK(v.doc["allocations"][0]["deviceIDs"] == nlohmann::json({"shared-001", "shared-002"}));
+  const Finding* stranded = f.Find(v, "stranded devices", Status::kFail);
+  REQUIRE(stranded != nullptr);
+  CHECK_THAT(stranded->message, Catch::Contains("mlx5_2") && Catch::Contains("no longer exists"));
+  CHECK(f.Find(v, "pitfall-1: device plugin serving", Status::kFail) != nullptr);
+  REQUIRE(WriteFileAtomic(f.dir + "/plugins/kuberdma-rdma-shared.sock", ""));
+  CHECK(f.Find(NodeView(f.in), "pitfall-1: device plugin serving", Status::kOk) != nullptr);
+}
+
+TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error") {
+  Fixture f;
+  REQUIRE(WriteFileAtomic(f.dir + "/cp", R"({"Data":{"PodDeviceEntries":[{"PodUID":"a","ContainerName":"c","ResourceName":"rdma/x","DeviceIDs":["1","2"]}]}})"));
+  auto a = ReadCheckpoint(f.dir + "/cp");
+  REQUIRE(a);
+  CHECK(a->at(0).device_ids == std::vector<std::string>{"1", "2"});
+  REQUIRE(WriteFileAtomic(f.dir + "/bad", "{"));
+  CHECK_FALSE(ReadCheckpoint(f.dir + "/bad"));
+}
+
+}  // namespace
+}  // namespace kuberdma::doctor
