@@ -41,10 +41,13 @@ Report Validator::Run() {
     r.exit_code = r.problems.empty() ? 0 : 1;
     return r;
   }
+  // Multi-pod: who we are, once; reported even when the run stops early.
+  Result<RankInfo> ri = Fail(ErrorCode::kInvalidArgument, "single mode");
   if (opts_.mode == Mode::kMultiPod) {
     char host[256] = "";
     ::gethostname(host, sizeof host - 1);
-    if (auto ri = DetectRank(getenv_, host, opts_.rank, opts_.world_size)) {
+    ri = DetectRank(getenv_, host, opts_.rank, opts_.world_size);
+    if (ri) {
       r.rank = ri->rank;
       r.world_size = ri->world_size;
     }
@@ -84,9 +87,6 @@ Report Validator::Run() {
     p.env["NCCL_COMM_ID"] = "127.0.0.1:" + std::to_string(FreePort());
     r.world_size = n;
   } else {
-    char host[256] = "";
-    ::gethostname(host, sizeof host - 1);
-    auto ri = DetectRank(getenv_, host, opts_.rank, opts_.world_size);
     std::string comm = !opts_.comm_id.empty() ? opts_.comm_id : (getenv_("NCCL_COMM_ID") ? getenv_("NCCL_COMM_ID") : "");
     if (!ri || comm.empty()) {
       r.problems.push_back(!ri ? ri.error().message() : "multi-pod mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id)");

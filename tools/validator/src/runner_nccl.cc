@@ -139,6 +139,8 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
 // CUDA must not be initialised in the parent: a process that forks after cuInit gets children whose
 // CUDA calls fail ("cannot use GPU 0"). So the GPU count comes from a short-lived child.
 int GpuCount() {
+  // The probe initialises CUDA in a child (hundreds of milliseconds): once per process.
+  static const int count = [] {
   int fds[2];
   if (pipe(fds) != 0) return 0;
   pid_t pid = fork();
@@ -155,6 +157,8 @@ int GpuCount() {
   close(fds[0]);
   waitpid(pid, nullptr, 0);
   return n;
+  }();
+  return count;
 }
 
 bool NcclAvailable(std::string* why) {
