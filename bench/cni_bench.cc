@@ -11,17 +11,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/sim/sim_node.h"
 
@@ -106,7 +105,8 @@ void AddTiming(const std::string& err, double* verb, double* kernel) {
 
 bool Ok(const kuberdma::sim::CniRun& r, const char* what) {
   if (r.exit_code == 0) return true;
-  std::fprintf(stderr, "%s failed (exit %d): %s %s\n", what, r.exit_code, r.out.c_str(), r.err.c_str());
+  std::fprintf(stderr, "%s failed (exit %d): %s %s\n", what, r.exit_code, r.out.c_str(),
+               r.err.c_str());
   return false;
 }
 
@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   std::string rdma_bin = KUBERDMA_RDMA_BIN;
   std::string hd_bin = "/usr/lib/cni/host-device";
   std::string json_out;
-  app.add_option("--iterations", iterations, "ADD+DEL cycles per contender")->check(CLI::Range(3, 100000));
+  app.add_option("--iterations", iterations, "ADD+DEL cycles per contender")
+      ->check(CLI::Range(3, 100000));
   app.add_option("--rdma", rdma_bin, "the rdma binary");
   app.add_option("--host-device", hd_bin, "Debian's host-device plugin");
   app.add_option("--json", json_out, "also write the figures as JSON to this file");
@@ -128,11 +129,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (access(hd_bin.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "%s not found: apt-get install containernetworking-plugins\n", hd_bin.c_str());
+    std::fprintf(stderr, "%s not found: apt-get install containernetworking-plugins\n",
+                 hd_bin.c_str());
     return 2;
   }
   kuberdma::sim::RemoveStaleNamespaces();
-  std::string fixture = std::filesystem::temp_directory_path() / ("krt-bench-" + std::to_string(getpid()));
+  std::string fixture =
+      std::filesystem::temp_directory_path() / ("krt-bench-" + std::to_string(getpid()));
   kuberdma::sim::WriteMiniNode(fixture, 1, "hca");
   struct Cleanup {
     std::string d;
@@ -143,9 +146,11 @@ int main(int argc, char** argv) {
   auto pod_ns = node.Pod(pod);
   auto& links = node.links();
 
-  const std::string rdma_conf = R"({"cniVersion":"1.0.0","name":"bench","type":"rdma","stateDir":")" +
-                                node.state_dir() + R"(","logLevel":"debug"})";
-  const std::string hd_conf = R"({"cniVersion":"0.3.1","name":"bench-hd","type":"host-device","device":"hd0"})";
+  const std::string rdma_conf =
+      R"({"cniVersion":"1.0.0","name":"bench","type":"rdma","stateDir":")" + node.state_dir() +
+      R"(","logLevel":"debug"})";
+  const std::string hd_conf =
+      R"({"cniVersion":"0.3.1","name":"bench-hd","type":"host-device","device":"hd0"})";
 
   std::vector<double> floor_ms, rdma_ms, hd_ms, rdma_ver, hd_ver;
   double rdma_cpu = 0, hd_cpu = 0;
@@ -193,21 +198,28 @@ int main(int argc, char** argv) {
   double vs_floor = r.median / f.median;
   double vs_hd = r.median / h.median;
   double ver_ratio = rv.median / hv.median;
-  std::printf("kube-rdma CNI benchmark: %d ADD+DEL cycles each, veths in a private node namespace\n\n", iterations);
+  std::printf(
+      "kube-rdma CNI benchmark: %d ADD+DEL cycles each, veths in a private node namespace\n\n",
+      iterations);
   std::printf("  %-44s %9s %9s %12s\n", "contender", "median", "p90", "child CPU");
-  std::printf("  %-44s %7.2fms %7.2fms %12s\n", "(a) floor: bare netlink move in + out", f.median, f.p90, "-");
-  std::printf("  %-44s %7.2fms %7.2fms %10.2fms\n", "(b) rdma ADD+DEL (CNI protocol)", r.median, r.p90, rdma_cpu / iterations);
-  std::printf("  %-44s %7.2fms %7.2fms %10.2fms\n", "(c) host-device ADD+DEL (Debian 1.1.1)", h.median, h.p90, hd_cpu / iterations);
+  std::printf("  %-44s %7.2fms %7.2fms %12s\n", "(a) floor: bare netlink move in + out", f.median,
+              f.p90, "-");
+  std::printf("  %-44s %7.2fms %7.2fms %10.2fms\n", "(b) rdma ADD+DEL (CNI protocol)", r.median,
+              r.p90, rdma_cpu / iterations);
+  std::printf("  %-44s %7.2fms %7.2fms %10.2fms\n", "(c) host-device ADD+DEL (Debian 1.1.1)",
+              h.median, h.p90, hd_cpu / iterations);
   std::printf("  %-44s %7.2fms %7.2fms\n", "rdma VERSION", rv.median, rv.p90);
   std::printf("  %-44s %7.2fms %7.2fms\n\n", "host-device VERSION", hv.median, hv.p90);
-  std::printf("  rdma / floor        = %.3fx  (target <= 1.15x)  %s\n", vs_floor, vs_floor <= 1.15 ? "MET" : "MISSED");
+  std::printf("  rdma / floor        = %.3fx  (target <= 1.15x)  %s\n", vs_floor,
+              vs_floor <= 1.15 ? "MET" : "MISSED");
   std::vector<double> paired;
   for (size_t i = 0; i < rdma_ms.size(); ++i) paired.push_back(rdma_ms[i] / floor_ms[i]);
   std::printf("  rdma / floor, paired per iteration (median) = %.3fx\n", Summarise(paired).median);
   std::printf("  rdma / host-device  = %.3fx  (target ~0.6x)\n", vs_hd);
-  std::printf("  VERSION rdma / host-device = %.3fx  (target <= 0.25x)  %s\n", ver_ratio, ver_ratio <= 0.25 ? "MET" : "MISSED");
-  std::printf("  user-space share of an rdma cycle: %.2f ms of %.2f ms (%.1f%%)\n", r.median - f.median,
-              r.median, 100.0 * (r.median - f.median) / r.median);
+  std::printf("  VERSION rdma / host-device = %.3fx  (target <= 0.25x)  %s\n", ver_ratio,
+              ver_ratio <= 0.25 ? "MET" : "MISSED");
+  std::printf("  user-space share of an rdma cycle: %.2f ms of %.2f ms (%.1f%%)\n",
+              r.median - f.median, r.median, 100.0 * (r.median - f.median) / r.median);
   double per_cycle_verb = verb_ms / iterations, per_cycle_kernel = kernel_ms / iterations;
   double mean_rdma = 0, mean_floor = 0;
   for (double v : rdma_ms) mean_rdma += v / iterations;
@@ -215,13 +227,15 @@ int main(int argc, char** argv) {
   std::printf("\n  where an rdma cycle's time goes (means, from the plugin's own debug timing):\n");
   std::printf("    kernel link moves inside the verbs  %7.2f ms   (the floor's mean: %.2f ms)\n",
               per_cycle_kernel, mean_floor);
-  std::printf("    kube-rdma code inside the verbs     %7.2f ms\n", per_cycle_verb - per_cycle_kernel);
-  std::printf("    process spawn, exec, exit, pipes    %7.2f ms (2 processes)\n", mean_rdma - per_cycle_verb);
+  std::printf("    kube-rdma code inside the verbs     %7.2f ms\n",
+              per_cycle_verb - per_cycle_kernel);
+  std::printf("    process spawn, exec, exit, pipes    %7.2f ms (2 processes)\n",
+              mean_rdma - per_cycle_verb);
   if (!json_out.empty()) {
-    nlohmann::json j = {{"iterations", iterations},
-                        {"floor_ms", f.median}, {"rdma_ms", r.median}, {"host_device_ms", h.median},
+    nlohmann::json j = {{"iterations", iterations},     {"floor_ms", f.median},
+                        {"rdma_ms", r.median},          {"host_device_ms", h.median},
                         {"rdma_version_ms", rv.median}, {"host_device_version_ms", hv.median},
-                        {"rdma_vs_floor", vs_floor}, {"rdma_vs_host_device", vs_hd},
+                        {"rdma_vs_floor", vs_floor},    {"rdma_vs_host_device", vs_hd},
                         {"version_ratio", ver_ratio}};
     std::ofstream(json_out) << j.dump(2) << "\n";
   }

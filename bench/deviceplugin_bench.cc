@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-device-plugin benchmark, each figure against a named peer measured in the same run:
-//   - idle RSS of the plugin serving 8 HCAs x 1000 slots (per-hca) to a kubelet stand-in, against an
+//   - idle RSS of the plugin serving 8 HCAs x 1000 slots (per-hca) to a kubelet stand-in, against
+//   an
 //     idle gRPC server with nothing registered (the runtime's own floor) and the 16 MiB target;
 //   - Allocate latency p50/p99 under 8 concurrent clients, against GetDevicePluginOptions (an empty
 //     RPC over the same socket: the transport's floor) and the 2 ms p99 target;
@@ -13,14 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <CLI/CLI.hpp>
 
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
@@ -62,7 +62,9 @@ void Reap(pid_t pid) {
 
 double Pct(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+  return v.empty()
+             ? 0
+             : v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
 // The peer for RSS: this binary re-executed as an idle gRPC server on a unix socket.
@@ -96,13 +98,16 @@ int main(int argc, char** argv) {
     std::string d;
     ~Cleanup() { fs::remove_all(d); }
   } cleanup{dir};
-  fs::copy(KUBERDMA_FIXTURES "/sysfs/roce8", dir + "/root", fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::copy(KUBERDMA_FIXTURES "/sysfs/roce8", dir + "/root",
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   fs::create_directories(dir + "/plugins");
-  (void)kuberdma::WriteFileAtomic(dir + "/config.json",
-                                  R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1000,"policy":"per-hca"}]})");
+  (void)kuberdma::WriteFileAtomic(
+      dir + "/config.json",
+      R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1000,"policy":"per-hca"}]})");
   KubeletStandIn kubelet(dir + "/plugins");
-  pid_t pid = Spawn({plugin, "--config", dir + "/config.json", "--device-plugin-dir", dir + "/plugins",
-                     "--sysfs-root", dir + "/root", "--metrics-port", "-1", "--log-level", "warn"});
+  pid_t pid =
+      Spawn({plugin, "--config", dir + "/config.json", "--device-plugin-dir", dir + "/plugins",
+             "--sysfs-root", dir + "/root", "--metrics-port", "-1", "--log-level", "warn"});
   if (!kubelet.WaitFor([&] { return !kubelet.Lists("rdma/hca").empty(); }, 10000ms)) {
     std::fprintf(stderr, "the plugin did not register and stream its devices\n");
     Reap(pid);
@@ -117,7 +122,8 @@ int main(int argc, char** argv) {
   Reap(peer);
 
   // Allocate under 8 concurrent clients, and the empty RPC over the same socket.
-  auto channel = grpc::CreateChannel("unix:" + dir + "/plugins/kuberdma-rdma-hca.sock", grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel("unix:" + dir + "/plugins/kuberdma-rdma-hca.sock",
+                                     grpc::InsecureChannelCredentials());
   std::vector<std::vector<double>> alloc(8), empty(8);
   std::vector<std::thread> clients;
   for (int c = 0; c < 8; ++c) {
@@ -133,13 +139,15 @@ int main(int argc, char** argv) {
         grpc::ClientContext ctx;
         auto t0 = Clock::now();
         auto st = stub->Allocate(&ctx, req, &resp);
-        alloc[static_cast<size_t>(c)].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        alloc[static_cast<size_t>(c)].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         if (!st.ok()) std::fprintf(stderr, "Allocate failed: %s\n", st.error_message().c_str());
         grpc::ClientContext ctx2;
         v1beta1::DevicePluginOptions opts;
         t0 = Clock::now();
         (void)stub->GetDevicePluginOptions(&ctx2, v1beta1::Empty(), &opts);
-        empty[static_cast<size_t>(c)].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        empty[static_cast<size_t>(c)].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       }
     });
   }
@@ -159,18 +167,24 @@ int main(int argc, char** argv) {
     auto t0 = Clock::now();
     (void)kuberdma::WriteFileAtomic(state, down ? "1: DOWN\n" : "4: ACTIVE\n");
     bool seen = kubelet.WaitFor([&] { return kubelet.Lists("rdma/hca").size() > before; }, 3000ms);
-    health.push_back(seen ? std::chrono::duration<double, std::milli>(Clock::now() - t0).count() : 3000.0);
+    health.push_back(seen ? std::chrono::duration<double, std::milli>(Clock::now() - t0).count()
+                          : 3000.0);
   }
   Reap(pid);
 
-  std::printf("rdma-device-plugin benchmark: per-hca policy, 8 HCAs x 1000 slots (%zu devices)\n\n", devices);
-  std::printf("  idle RSS            %6.1f MiB   peer: idle gRPC server %5.1f MiB (%.2fx)   target < 16 MiB  %s\n",
-              rss, peer_rss, rss / peer_rss, rss < 16 ? "MET" : "MISSED");
-  std::printf("  Allocate, 8 clients p50 %6.3f ms  p99 %6.3f ms   peer: empty RPC p50 %.3f p99 %.3f ms (p99 %.2fx)   target p99 < 2 ms  %s\n",
-              Pct(a, 0.5), Pct(a, 0.99), Pct(e, 0.5), Pct(e, 0.99), Pct(a, 0.99) / Pct(e, 0.99),
-              Pct(a, 0.99) < 2 ? "MET" : "MISSED");
-  std::printf("  health propagation  median %6.1f ms  max %6.1f ms   target < 1000 ms  %s\n", Pct(health, 0.5),
-              *std::max_element(health.begin(), health.end()),
+  std::printf("rdma-device-plugin benchmark: per-hca policy, 8 HCAs x 1000 slots (%zu devices)\n\n",
+              devices);
+  std::printf(
+      "  idle RSS            %6.1f MiB   peer: idle gRPC server %5.1f MiB (%.2fx)   target < 16 "
+      "MiB  %s\n",
+      rss, peer_rss, rss / peer_rss, rss < 16 ? "MET" : "MISSED");
+  std::printf(
+      "  Allocate, 8 clients p50 %6.3f ms  p99 %6.3f ms   peer: empty RPC p50 %.3f p99 %.3f ms "
+      "(p99 %.2fx)   target p99 < 2 ms  %s\n",
+      Pct(a, 0.5), Pct(a, 0.99), Pct(e, 0.5), Pct(e, 0.99), Pct(a, 0.99) / Pct(e, 0.99),
+      Pct(a, 0.99) < 2 ? "MET" : "MISSED");
+  std::printf("  health propagation  median %6.1f ms  max %6.1f ms   target < 1000 ms  %s\n",
+              Pct(health, 0.5), *std::max_element(health.begin(), health.end()),
               *std::max_element(health.begin(), health.end()) < 1000 ? "MET" : "MISSED");
   return 0;
 }

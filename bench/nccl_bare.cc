@@ -12,7 +12,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: NCCL_COMM_ID=addr:port %s <rank> <world> <bytes> <iters>\n", argv[0]);
+    std::fprintf(stderr, "usage: NCCL_COMM_ID=addr:port %s <rank> <world> <bytes> <iters>\n",
+                 argv[0]);
     return 2;
   }
   int rank = std::atoi(argv[1]);

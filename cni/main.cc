@@ -66,9 +66,8 @@ void SetUpLogging(const Request& req, const NetConf& conf) {
   }
   auto logger = std::make_shared<spdlog::logger>("rdma", sinks.begin(), sinks.end());
   std::string who = req.container_id.empty() ? "-" : req.container_id.substr(0, 12);
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l rdma[" + std::to_string(::getpid()) + "] " +
-                      who + (req.ifname.empty() ? "" : "/" + req.ifname) + " " + conf.name +
-                      ": %v");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l rdma[" + std::to_string(::getpid()) + "] " + who +
+                      (req.ifname.empty() ? "" : "/" + req.ifname) + " " + conf.name + ": %v");
   logger->set_level(spdlog::level::from_str(conf.log_level));
   spdlog::set_default_logger(logger);
   if (!log_error.empty()) spdlog::warn("cannot open log file {}: {}", conf.log_file, log_error);
@@ -77,8 +76,8 @@ void SetUpLogging(const Request& req, const NetConf& conf) {
 // Until the config names a log file and level, log to stderr only: spdlog's own default logger
 // writes to stdout, which belongs to the result document alone.
 void SetUpEarlyLogging() {
-  auto logger = std::make_shared<spdlog::logger>(
-      "rdma", std::make_shared<spdlog::sinks::stderr_sink_st>());
+  auto logger =
+      std::make_shared<spdlog::logger>("rdma", std::make_shared<spdlog::sinks::stderr_sink_st>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l rdma[" + std::to_string(::getpid()) + "]: %v");
   spdlog::set_default_logger(logger);
 }
@@ -106,7 +105,9 @@ int Run() {
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     const TimedLinkOps& links;
     ~Timing() {
-      double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      double total =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
       spdlog::debug("timing: {:.2f} ms in the verb, {:.2f} ms of it in kernel link changes", total,
                     links.changing_ms());
     }
@@ -134,7 +135,8 @@ int Run() {
       auto r = plugin.Gc(*conf);
       return r ? 0 : PrintError(conf->cni_version, r.error());
     }
-    case Command::kVersion: break;
+    case Command::kVersion:
+      break;
   }
   return 0;
 }

@@ -2,7 +2,8 @@
 // rdma-device-plugin: the kubelet device plugin for rdma/shared and per-HCA pools.
 //
 //   rdma-device-plugin --config /etc/kube-rdma/device-plugin.json
-//       [--device-plugin-dir /var/lib/kubelet/device-plugins] [--sysfs-root /] [--metrics-port 9109]
+//       [--device-plugin-dir /var/lib/kubelet/device-plugins] [--sysfs-root /] [--metrics-port
+//       9109]
 //
 // Exit codes: 0 after SIGTERM/SIGINT, 2 for a bad flag or config (the message names the entry and
 // field), 1 for anything else that stops it.
@@ -32,12 +33,14 @@ int Run(int argc, char** argv) {
   app.add_option("--sysfs-root", sysfs_root, "root holding sys/ and dev/ (fixtures, tests)");
   app.add_option("--metrics-port", opts.metrics_port, "port for /metrics and /healthz (-1: off)");
   bool check_only = false;
-  app.add_flag("--check-config", check_only, "validate --config, print the resources it defines, and exit (0 valid, 2 not)");
+  app.add_flag("--check-config", check_only,
+               "validate --config, print the resources it defines, and exit (0 valid, 2 not)");
   app.add_option("--log-level", level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   CLI11_PARSE(app, argc, argv);
 
-  auto logger = std::make_shared<spdlog::logger>("rdma-device-plugin", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>("rdma-device-plugin",
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e level=%l %v");
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
@@ -54,8 +57,10 @@ int Run(int argc, char** argv) {
   }
   if (check_only) {
     for (const auto& r : cfg->resources) {
-      std::printf("%s: policy %s, %u slots%s\n", r.FullName().c_str(), r.policy == kuberdma::deviceplugin::Policy::kPerHca ? "per-hca" : "pool",
-                  r.rdma_hca_max, r.policy == kuberdma::deviceplugin::Policy::kPerHca ? " per HCA" : "");
+      std::printf("%s: policy %s, %u slots%s\n", r.FullName().c_str(),
+                  r.policy == kuberdma::deviceplugin::Policy::kPerHca ? "per-hca" : "pool",
+                  r.rdma_hca_max,
+                  r.policy == kuberdma::deviceplugin::Policy::kPerHca ? " per HCA" : "");
     }
     return 0;
   }
@@ -73,8 +78,8 @@ int Run(int argc, char** argv) {
     spdlog::error("event=start_failed error=\"{}\"", mgr.error().message());
     return 1;
   }
-  spdlog::info("event=start config={} plugin_dir={} sysfs_root={} metrics_port={}", config, opts.plugin_dir,
-               sysfs_root, (*mgr)->metrics_port());
+  spdlog::info("event=start config={} plugin_dir={} sysfs_root={} metrics_port={}", config,
+               opts.plugin_dir, sysfs_root, (*mgr)->metrics_port());
   auto r = (*mgr)->Run(true);
   if (!r) {
     spdlog::error("event=stopped error=\"{}\"", r.error().message());

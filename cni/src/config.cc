@@ -52,8 +52,8 @@ CniResult<void> ParseNumbers(const json& obj, NetConf* conf) {
     if (!it->is_number_integer()) return tl::unexpected(FieldError("mtu", "an integer", *it));
     auto v = it->get<int64_t>();
     if (v < 68 || v > 65535) {
-      return CniFail(kInvalidConfig, "invalid network config: mtu " + std::to_string(v) +
-                                         " is outside 68..65535");
+      return CniFail(kInvalidConfig,
+                     "invalid network config: mtu " + std::to_string(v) + " is outside 68..65535");
     }
     conf->mtu = static_cast<uint32_t>(v);
   }
@@ -91,9 +91,12 @@ CniResult<void> ParseSelectors(const json& obj, NetConf* conf) {
     const char* key;
   };
   const Source sources[] = {
-      {SelectorKind::kRuntimeDeviceId, &rc, "deviceID"}, {SelectorKind::kDeviceId, &obj, "deviceID"},
-      {SelectorKind::kPciBusId, &obj, "pciBusID"},       {SelectorKind::kHca, &obj, "hca"},
-      {SelectorKind::kNetdev, &obj, "device"},           {SelectorKind::kMac, &obj, "mac"},
+      {SelectorKind::kRuntimeDeviceId, &rc, "deviceID"},
+      {SelectorKind::kDeviceId, &obj, "deviceID"},
+      {SelectorKind::kPciBusId, &obj, "pciBusID"},
+      {SelectorKind::kHca, &obj, "hca"},
+      {SelectorKind::kNetdev, &obj, "device"},
+      {SelectorKind::kMac, &obj, "mac"},
   };
   for (const auto& s : sources) {
     auto v = OptString(*s.obj, s.key, s.obj == &rc ? "runtimeConfig" : "");
@@ -124,9 +127,9 @@ CniResult<void> ParseOptions(const json& obj, NetConf* conf) {
                                          "' is not \"continue\" or \"error\"");
     }
   }
-  for (auto [key, dst] : {std::pair{"stateDir", &conf->state_dir},
-                          std::pair{"logFile", &conf->log_file},
-                          std::pair{"logLevel", &conf->log_level}}) {
+  for (auto [key, dst] :
+       {std::pair{"stateDir", &conf->state_dir}, std::pair{"logFile", &conf->log_file},
+        std::pair{"logLevel", &conf->log_level}}) {
     auto v = OptString(obj, key);
     if (!v) return tl::unexpected(v.error());
     if (*v && !(*v)->empty()) *dst = **v;
@@ -168,18 +171,18 @@ CniResult<void> ParseGc(const json& obj, NetConf* conf) {
 CniResult<void> CheckVersion(const NetConf& conf, Command command) {
   const auto& v = SupportedVersions();
   if (std::find(v.begin(), v.end(), conf.cni_version) == v.end()) {
-    return CniFail(kIncompatibleVersion,
-                   "incompatible CNI version " + conf.cni_version + " (supported: 0.3.0, 0.3.1, "
-                   "0.4.0, 1.0.0, 1.1.0)");
+    return CniFail(kIncompatibleVersion, "incompatible CNI version " + conf.cni_version +
+                                             " (supported: 0.3.0, 0.3.1, "
+                                             "0.4.0, 1.0.0, 1.1.0)");
   }
   if (command == Command::kCheck && CompareVersions(conf.cni_version, "0.4.0") < 0) {
-    return CniFail(kIncompatibleVersion, "CHECK needs cniVersion 0.4.0 or later (config has " +
-                                             conf.cni_version + ")");
+    return CniFail(kIncompatibleVersion,
+                   "CHECK needs cniVersion 0.4.0 or later (config has " + conf.cni_version + ")");
   }
   if ((command == Command::kStatus || command == Command::kGc) &&
       CompareVersions(conf.cni_version, "1.1.0") < 0) {
-    return CniFail(kIncompatibleVersion, "STATUS and GC need cniVersion 1.1.0 (config has " +
-                                             conf.cni_version + ")");
+    return CniFail(kIncompatibleVersion,
+                   "STATUS and GC need cniVersion 1.1.0 (config has " + conf.cni_version + ")");
   }
   return {};
 }
@@ -188,13 +191,20 @@ CniResult<void> CheckVersion(const NetConf& conf, Command command) {
 
 std::string_view SelectorName(SelectorKind kind) {
   switch (kind) {
-    case SelectorKind::kAuto: return "automatic (first free HCA)";
-    case SelectorKind::kRuntimeDeviceId: return "runtimeConfig.deviceID";
-    case SelectorKind::kDeviceId: return "deviceID";
-    case SelectorKind::kPciBusId: return "pciBusID";
-    case SelectorKind::kHca: return "hca";
-    case SelectorKind::kNetdev: return "device";
-    case SelectorKind::kMac: return "mac";
+    case SelectorKind::kAuto:
+      return "automatic (first free HCA)";
+    case SelectorKind::kRuntimeDeviceId:
+      return "runtimeConfig.deviceID";
+    case SelectorKind::kDeviceId:
+      return "deviceID";
+    case SelectorKind::kPciBusId:
+      return "pciBusID";
+    case SelectorKind::kHca:
+      return "hca";
+    case SelectorKind::kNetdev:
+      return "device";
+    case SelectorKind::kMac:
+      return "mac";
   }
   return "?";
 }
@@ -229,8 +239,8 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command) {
                                        TypeName(obj) + ", not an object");
   }
   NetConf conf;
-  for (auto [key, dst] : {std::pair{"cniVersion", &conf.cni_version},
-                          std::pair{"name", &conf.name}, std::pair{"type", &conf.type}}) {
+  for (auto [key, dst] : {std::pair{"cniVersion", &conf.cni_version}, std::pair{"name", &conf.name},
+                          std::pair{"type", &conf.type}}) {
     auto v = OptString(obj, key);
     if (!v) return tl::unexpected(v.error());
     if (*v) *dst = **v;

@@ -30,11 +30,14 @@ std::string Key(const std::string& cid, const std::string& ifname) { return cid 
 
 std::optional<bool> WantedAdminUp(const NetConf& conf, bool host_admin_up) {
   switch (conf.link_state) {
-    case LinkState::kUp: return true;
-    case LinkState::kDown: return false;
+    case LinkState::kUp:
+      return true;
+    case LinkState::kDown:
+      return false;
     // A netns move closes the device (dev_close in __dev_change_net_namespace), so "leave as it
     // is" means re-applying the admin state it had on the host.
-    case LinkState::kLeave: return host_admin_up;
+    case LinkState::kLeave:
+      return host_admin_up;
   }
   return std::nullopt;
 }
@@ -60,7 +63,7 @@ Result<Hca> HcaForDeviceId(const sysfs::SysfsRoot& root, const std::string& id) 
 }  // namespace
 
 CniResult<Plugin::Selected> Plugin::Select(const NetConf& conf, const NetNs& host, bool chained,
-                              const StateStore& store, const std::string& self_key) {
+                                           const StateStore& store, const std::string& self_key) {
   auto records = store.List();
   if (!records) return tl::unexpected(FromError(records.error(), kStateFailure));
   std::map<std::string, std::string> claimed;  // hca address -> "cid/ifname"
@@ -73,8 +76,12 @@ CniResult<Plugin::Selected> Plugin::Select(const NetConf& conf, const NetNs& hos
   switch (sel.kind) {
     case SelectorKind::kRuntimeDeviceId:
     case SelectorKind::kDeviceId:
-    case SelectorKind::kPciBusId: found = HcaForDeviceId(d_.sysfs, sel.value); break;
-    case SelectorKind::kHca: found = sysfs::ReadHca(d_.sysfs, sel.value, sysfs::HcaDetail::kPorts); break;
+    case SelectorKind::kPciBusId:
+      found = HcaForDeviceId(d_.sysfs, sel.value);
+      break;
+    case SelectorKind::kHca:
+      found = sysfs::ReadHca(d_.sysfs, sel.value, sysfs::HcaDetail::kPorts);
+      break;
     case SelectorKind::kNetdev: {
       // Through rtnetlink first, so an alternative name (which sysfs does not list) resolves too.
       auto l = d_.links.GetByName(host, sel.value);
@@ -83,14 +90,16 @@ CniResult<Plugin::Selected> Plugin::Select(const NetConf& conf, const NetNs& hos
     }
     case SelectorKind::kMac: {
       auto l = link::FindByMac(d_.links, host, sel.value);
-      found = l ? sysfs::HcaForNetdev(d_.sysfs, l->name, sysfs::HcaDetail::kPorts) : Fail(l.error());
+      found =
+          l ? sysfs::HcaForNetdev(d_.sysfs, l->name, sysfs::HcaDetail::kPorts) : Fail(l.error());
       break;
     }
     case SelectorKind::kAuto: {
       if (chained) {
-        return CniFail(kInvalidConfig, "chained after another plugin, rdma needs the device named: "
-                                       "set deviceID (Multus passes it for NADs with a "
-                                       "k8s.v1.cni.cncf.io/resourceName annotation)");
+        return CniFail(kInvalidConfig,
+                       "chained after another plugin, rdma needs the device named: "
+                       "set deviceID (Multus passes it for NADs with a "
+                       "k8s.v1.cni.cncf.io/resourceName annotation)");
       }
       // Identity is enough to choose; ports are read for the chosen HCA only.
       auto hcas = sysfs::DiscoverHcas(d_.sysfs, sysfs::HcaDetail::kIdentity);
@@ -111,10 +120,11 @@ CniResult<Plugin::Selected> Plugin::Select(const NetConf& conf, const NetNs& hos
         }
         tried += (tried.empty() ? "" : "; ") + h.name + ": " + why;
       }
-      return CniFail(kInvalidConfig,
-                     "no free RDMA device for " + conf.name + " (" +
-                         (tried.empty() ? "no RDMA devices under " + d_.sysfs.Sys("class/infiniband")
-                                        : "tried " + tried) + ")");
+      return CniFail(kInvalidConfig, "no free RDMA device for " + conf.name + " (" +
+                                         (tried.empty() ? "no RDMA devices under " +
+                                                              d_.sysfs.Sys("class/infiniband")
+                                                        : "tried " + tried) +
+                                         ")");
     }
   }
   if (!found) {
@@ -122,8 +132,8 @@ CniResult<Plugin::Selected> Plugin::Select(const NetConf& conf, const NetNs& hos
                                        " \"" + sel.value + "\": " + found.error().message());
   }
   if (auto c = claimed.find(found->address); c != claimed.end()) {
-    return CniFail(kDeviceUnavailable, found->name + " (" + found->address +
-                                           ") is already attached to " + c->second);
+    return CniFail(kDeviceUnavailable,
+                   found->name + " (" + found->address + ") is already attached to " + c->second);
   }
   return Selected{std::move(*found), std::nullopt};
 }
@@ -140,9 +150,10 @@ CniResult<std::string> Plugin::NetnsMode(const NetNs& host, const NetConf& conf)
   }
   if (mode != "exclusive" && conf.shared_policy == SharedPolicy::kError) {
     return CniFail(kSharedModeRejected,
-                   "RDMA netns mode is " + mode + " and sharedNetnsPolicy is \"error\": the RDMA "
-                   "device cannot be isolated in the pod (set exclusive mode at boot with "
-                   "ib_core netns_mode=0, or `rdma system set netns exclusive`)");
+                   "RDMA netns mode is " + mode +
+                       " and sharedNetnsPolicy is \"error\": the RDMA "
+                       "device cannot be isolated in the pod (set exclusive mode at boot with "
+                       "ib_core netns_mode=0, or `rdma system set netns exclusive`)");
   }
   return mode;
 }
@@ -198,15 +209,16 @@ Result<void> Plugin::RestoreNetdev(const AttachmentRecord& rec, const NetNs& hos
   return d_.links.Change(host, l->ifindex, fix);
 }
 
-Result<void> Plugin::RestoreRdma(const AttachmentRecord& rec, const NetNs& host,
-                                 const NetNs* pod) {
+Result<void> Plugin::RestoreRdma(const AttachmentRecord& rec, const NetNs& host, const NetNs* pod) {
   if (!rec.rdma_moved) return {};
   if (pod != nullptr) {
     if (auto dev = d_.rdma.GetByName(*pod, rec.hca)) return d_.rdma.MoveTo(*pod, dev->index, host);
   }
   // The kernel hands RDMA devices back to init_net when a namespace dies.
   auto dev = d_.rdma.GetByName(host, rec.hca);
-  if (!dev) return Fail(dev.error().Wrap("RDMA device " + rec.hca + " is neither in the pod nor on the host"));
+  if (!dev)
+    return Fail(
+        dev.error().Wrap("RDMA device " + rec.hca + " is neither in the pod nor on the host"));
   return {};
 }
 
@@ -218,8 +230,10 @@ Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
   }
   const NetNs* podp = pod ? &*pod : nullptr;
   // Reverse of the order ADD used: InfiniBand moved the RDMA device first.
-  Result<void> first = IsInfiniBand(rec) ? RestoreNetdev(rec, host, podp) : RestoreRdma(rec, host, podp);
-  Result<void> second = IsInfiniBand(rec) ? RestoreRdma(rec, host, podp) : RestoreNetdev(rec, host, podp);
+  Result<void> first =
+      IsInfiniBand(rec) ? RestoreNetdev(rec, host, podp) : RestoreRdma(rec, host, podp);
+  Result<void> second =
+      IsInfiniBand(rec) ? RestoreRdma(rec, host, podp) : RestoreNetdev(rec, host, podp);
   if (!first) return first;
   return second;
 }
@@ -235,8 +249,8 @@ Result<void> Plugin::Apply(AttachmentRecord& rec, const NetConf& conf, const Sta
   };
   auto move_netdev = [&]() -> Result<void> {
     if (!rec.netdev_moved) return {};
-    LinkChange into{.name = rec.ifname, .mtu = conf.mtu,
-                    .up = WantedAdminUp(conf, rec.host_admin_up)};
+    LinkChange into{
+        .name = rec.ifname, .mtu = conf.mtu, .up = WantedAdminUp(conf, rec.host_admin_up)};
     return d_.links.MoveTo(host, rec.host_ifindex, pod, into);
   };
   // InfiniBand: the RDMA device first, then its IPoIB netdev; RoCE: the netdev first.
@@ -248,7 +262,8 @@ Result<void> Plugin::Apply(AttachmentRecord& rec, const NetConf& conf, const Sta
   return move_rdma();
 }
 
-Result<LinkInfo> Plugin::Verify(const AttachmentRecord& rec, const NetConf& conf, const NetNs& pod) {
+Result<LinkInfo> Plugin::Verify(const AttachmentRecord& rec, const NetConf& conf,
+                                const NetNs& pod) {
   KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, d_.links.GetByName(pod, rec.ifname));
   if (!rec.mac.empty() && link::NormalizeMac(l.mac) != link::NormalizeMac(rec.mac)) {
     return Fail(ErrorCode::kNotFound, rec.ifname + " in the pod has MAC " + l.mac + ", expected " +
@@ -293,17 +308,22 @@ void Plugin::WriteDeviceInfo(const NetConf& conf, const Hca& hca, const Attachme
 
 CniResult<json> Plugin::Attach(const Request& req, const NetConf& conf, const StateStore& store,
                                const NetNs& host, const NetNs& pod) {
-  const bool chained = conf.prev_result && PrevResultHasInterface(*conf.prev_result, req.ifname, req.netns);
+  const bool chained =
+      conf.prev_result && PrevResultHasInterface(*conf.prev_result, req.ifname, req.netns);
   auto selected = Select(conf, host, chained, store, Key(req.container_id, req.ifname));
   if (!selected) return tl::unexpected(selected.error());
   const Hca* hca = &selected->hca;
   auto mode = NetnsMode(host, conf);
   if (!mode) return tl::unexpected(mode.error());
-  AttachmentRecord rec{.network = conf.name, .container_id = req.container_id,
-                       .ifname = req.ifname, .netns = req.netns, .hca = hca->name,
+  AttachmentRecord rec{.network = conf.name,
+                       .container_id = req.container_id,
+                       .ifname = req.ifname,
+                       .netns = req.netns,
+                       .hca = hca->name,
                        .hca_address = hca->address,
                        .link_layer = std::string(sysfs::LinkLayerName(hca->link_layer())),
-                       .netns_mode = *mode, .pkey = conf.pkey.value_or(sysfs::kDefaultPkey)};
+                       .netns_mode = *mode,
+                       .pkey = conf.pkey.value_or(sysfs::kDefaultPkey)};
   auto pkey_index = CheckPkey(*hca, rec.pkey);
   if (!pkey_index) return tl::unexpected(pkey_index.error());
   rec.pkey_index = *pkey_index;
@@ -315,7 +335,9 @@ CniResult<json> Plugin::Attach(const Request& req, const NetConf& conf, const St
   } else if (!hca->netdevs.empty()) {
     netdev = d_.links.GetByName(host, hca->netdevs.front());
   }
-  if (!netdev) return tl::unexpected(FromError(netdev.error().Wrap("attach " + hca->name), kDeviceUnavailable));
+  if (!netdev)
+    return tl::unexpected(
+        FromError(netdev.error().Wrap("attach " + hca->name), kDeviceUnavailable));
   if (!chained) {
     if (d_.links.GetByName(pod, req.ifname)) {
       return CniFail(kInvalidEnv, "CNI_IFNAME " + req.ifname + " already exists in " + req.netns);
@@ -328,8 +350,10 @@ CniResult<json> Plugin::Attach(const Request& req, const NetConf& conf, const St
   rec.host_mtu = netdev->mtu;
   rec.host_admin_up = netdev->admin_up;
   if (mode->find("exclusive") == std::string::npos) {
-    spdlog::warn("RDMA netns mode is {}: {} stays visible to every namespace (sharedNetnsPolicy "
-                 "continue)", *mode, hca->name);
+    spdlog::warn(
+        "RDMA netns mode is {}: {} stays visible to every namespace (sharedNetnsPolicy "
+        "continue)",
+        *mode, hca->name);
   }
   // The record exists before the first change, so a crash at any point can be undone.
   AttachmentRecord armed = rec;
@@ -339,7 +363,8 @@ CniResult<json> Plugin::Attach(const Request& req, const NetConf& conf, const St
   auto verified = applied ? Verify(rec, conf, pod) : Result<LinkInfo>(Fail(applied.error()));
   if (!verified) {
     auto undone = Restore(rec, host);
-    std::string what = "attach " + hca->name + " as " + req.ifname + ": " + verified.error().message();
+    std::string what =
+        "attach " + hca->name + " as " + req.ifname + ": " + verified.error().message();
     if (!undone) {
       return CniFail(kRollbackIncomplete, what + "; undo incomplete: " + undone.error().message(),
                      "state kept in " + conf.state_dir + " so that DEL or GC can finish the undo");
@@ -353,8 +378,11 @@ CniResult<json> Plugin::Attach(const Request& req, const NetConf& conf, const St
   spdlog::info("attached {} ({}, {}) as {} in {}; rdma netns mode {}{}", hca->name, hca->address,
                rec.host_name, req.ifname, req.netns, rec.netns_mode,
                rec.pkey_index >= 0 ? ", pkey index " + std::to_string(rec.pkey_index) : "");
-  Interface iface{.name = req.ifname, .mac = verified->mac, .mtu = verified->mtu,
-                  .sandbox = req.netns, .pci_id = hca->pci_address};
+  Interface iface{.name = req.ifname,
+                  .mac = verified->mac,
+                  .mtu = verified->mtu,
+                  .sandbox = req.netns,
+                  .pci_id = hca->pci_address};
   return BuildResult(conf.cni_version, iface, conf.prev_result);
 }
 
@@ -373,17 +401,20 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
     if (old.done && old.netns == req.netns) {
       if (auto l = Verify(old, conf, *pod)) {
         auto hca = sysfs::HcaForAddress(d_.sysfs, old.hca_address, sysfs::HcaDetail::kIdentity);
-        Interface iface{.name = req.ifname, .mac = l->mac, .mtu = l->mtu, .sandbox = req.netns,
+        Interface iface{.name = req.ifname,
+                        .mac = l->mac,
+                        .mtu = l->mtu,
+                        .sandbox = req.netns,
                         .pci_id = hca ? hca->pci_address : ""};
         return BuildResult(conf.cni_version, iface, conf.prev_result);
       }
     }
     // A half-done or stale attachment under the same key: undo it before starting again.
     if (auto r = Restore(old, *host); !r) {
-      return CniFail(kRollbackIncomplete, "an earlier ADD of " + req.container_id + "/" +
-                                              req.ifname + " left " + old.hca +
-                                              " half-attached and it could not be undone: " +
-                                              r.error().message());
+      return CniFail(kRollbackIncomplete,
+                     "an earlier ADD of " + req.container_id + "/" + req.ifname + " left " +
+                         old.hca +
+                         " half-attached and it could not be undone: " + r.error().message());
     }
     (void)store.Remove(conf.name, req.container_id, req.ifname);
   }
@@ -406,8 +437,9 @@ CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
   if (!req.netns.empty()) r.netns = req.netns;
   auto restored = Restore(r, *host);
   if (!restored && restored.error().code() != ErrorCode::kNotFound) {
-    return CniFail(kRollbackIncomplete, "DEL " + req.container_id + "/" + req.ifname + " (" + r.hca +
-                                            "): " + restored.error().message(),
+    return CniFail(kRollbackIncomplete,
+                   "DEL " + req.container_id + "/" + req.ifname + " (" + r.hca +
+                       "): " + restored.error().message(),
                    "state kept in " + conf.state_dir + "; DEL can be retried");
   }
   if (!restored) spdlog::warn("DEL {}: {}", r.hca, restored.error().message());
@@ -444,7 +476,8 @@ CniResult<void> Plugin::Status(const NetConf& conf) {
   auto hcas = sysfs::DiscoverHcas(d_.sysfs, sysfs::HcaDetail::kIdentity);
   if (!hcas) return CniFail(kPluginNotAvailable, hcas.error().message());
   if (hcas->empty()) {
-    return CniFail(kPluginNotAvailable, "no RDMA devices under " + d_.sysfs.Sys("class/infiniband"));
+    return CniFail(kPluginNotAvailable,
+                   "no RDMA devices under " + d_.sysfs.Sys("class/infiniband"));
   }
   auto records = store.List();
   if (!records) return CniFail(kPluginNotAvailable, records.error().message());
@@ -460,8 +493,9 @@ CniResult<void> Plugin::Status(const NetConf& conf) {
 
 CniResult<void> Plugin::Gc(const NetConf& conf) {
   if (!conf.valid_attachments) {
-    return CniFail(kInvalidConfig, "GC needs cni.dev/valid-attachments (refusing to treat every "
-                                   "attachment as stale)");
+    return CniFail(kInvalidConfig,
+                   "GC needs cni.dev/valid-attachments (refusing to treat every "
+                   "attachment as stale)");
   }
   auto lock = Lock(conf);
   if (!lock) return tl::unexpected(lock.error());

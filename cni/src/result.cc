@@ -58,9 +58,8 @@ json VersionResult() {
 }
 
 json ErrorResult(const std::string& version, const CniError& err) {
-  json j = {{"cniVersion", version.empty() ? "1.1.0" : version},
-            {"code", err.code},
-            {"msg", err.msg}};
+  json j = {
+      {"cniVersion", version.empty() ? "1.1.0" : version}, {"code", err.code}, {"msg", err.msg}};
   if (!err.details.empty()) j["details"] = err.details;
   return j;
 }

@@ -75,9 +75,10 @@ Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
   AttachmentRecord r;
   r.version = static_cast<int>(num(j, "version", 0));
   if (r.version < 1 || r.version > kStateVersion) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "state record version " + std::to_string(r.version) + " is not understood (this "
-                "plugin reads version " + std::to_string(kStateVersion) + ")");
+    return Fail(ErrorCode::kInvalidArgument, "state record version " + std::to_string(r.version) +
+                                                 " is not understood (this "
+                                                 "plugin reads version " +
+                                                 std::to_string(kStateVersion) + ")");
   }
   r.network = str(j, "network");
   r.container_id = str(j, "containerID");

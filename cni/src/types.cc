@@ -9,9 +9,12 @@ namespace kuberdma::cni {
 CniError FromError(const Error& e, int fallback) {
   switch (e.code()) {
     case ErrorCode::kBusy:
-    case ErrorCode::kTimeout: return {kTryAgainLater, e.message(), ""};
-    case ErrorCode::kInvalidArgument: return {kInvalidConfig, e.message(), ""};
-    default: return {fallback, e.message(), ""};
+    case ErrorCode::kTimeout:
+      return {kTryAgainLater, e.message(), ""};
+    case ErrorCode::kInvalidArgument:
+      return {kInvalidConfig, e.message(), ""};
+    default:
+      return {fallback, e.message(), ""};
   }
 }
 
@@ -76,9 +79,9 @@ CniResult<Request> ParseEnv(const char* (*getenv)(const char*)) {
                                     : "CNI_CONTAINERID '" + req.container_id + "' is not valid");
   }
   if (!ValidIfname(req.ifname)) {
-    return CniFail(kInvalidEnv, req.ifname.empty()
-                                    ? "CNI_IFNAME is not set"
-                                    : "CNI_IFNAME '" + req.ifname + "' is not a valid interface name");
+    return CniFail(kInvalidEnv, req.ifname.empty() ? "CNI_IFNAME is not set"
+                                                   : "CNI_IFNAME '" + req.ifname +
+                                                         "' is not a valid interface name");
   }
   if (req.command != Command::kDel && req.netns.empty()) {
     return CniFail(kInvalidEnv, "CNI_NETNS is not set");

@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace kuberdma::deviceplugin {
 
@@ -18,13 +17,16 @@ tl::unexpected<Error> Bad(const std::string& where, const std::string& what) {
   return Fail(ErrorCode::kInvalidArgument, "device plugin config: " + where + ": " + what);
 }
 
-Result<std::vector<std::string>> Strings(const json& obj, const char* key, const std::string& where) {
+Result<std::vector<std::string>> Strings(const json& obj, const char* key,
+                                         const std::string& where) {
   std::vector<std::string> out;
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return out;
   if (!it->is_array()) return Bad(where + "." + key, "must be an array of strings");
   for (const auto& v : *it) {
-    if (!v.is_string()) return Bad(where + "." + key, "must be an array of strings (found " + std::string(v.type_name()) + ")");
+    if (!v.is_string())
+      return Bad(where + "." + key,
+                 "must be an array of strings (found " + std::string(v.type_name()) + ")");
     out.push_back(v.get<std::string>());
   }
   return out;
@@ -39,7 +41,8 @@ std::string NormalizeHexId(std::string s) {
 bool ValidName(const std::string& n) {
   if (n.empty() || n.size() > 63) return false;
   for (char c : n) {
-    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '_' && c != '.') return false;
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '_' && c != '.')
+      return false;
   }
   return std::isalnum(static_cast<unsigned char>(n.front())) != 0 &&
          std::isalnum(static_cast<unsigned char>(n.back())) != 0;
@@ -56,10 +59,11 @@ Result<void> ParseSelectors(const json& entry, const std::string& where, Selecto
     const char* key;
     std::vector<std::string>* dst;
   };
-  for (auto [key, dst] : {Field{"vendors", &sel->vendors}, Field{"deviceIDs", &sel->device_ids},
-                          Field{"drivers", &sel->drivers}, Field{"ifNames", &sel->if_names},
-                          Field{"linkTypes", &sel->link_types}, Field{"pciAddresses", &sel->pci_addresses},
-                          Field{"hcaNames", &sel->hca_names}}) {
+  for (auto [key, dst] :
+       {Field{"vendors", &sel->vendors}, Field{"deviceIDs", &sel->device_ids},
+        Field{"drivers", &sel->drivers}, Field{"ifNames", &sel->if_names},
+        Field{"linkTypes", &sel->link_types}, Field{"pciAddresses", &sel->pci_addresses},
+        Field{"hcaNames", &sel->hca_names}}) {
     KUBERDMA_ASSIGN_OR_RETURN(*dst, Strings(s, key, sw));
   }
   // The shared plugin's deprecated top-level "devices" lists netdev names.
@@ -93,8 +97,8 @@ Result<void> ParseOurs(const json& e, const std::string& where, ResourceConfig* 
       return Bad(where + ".policy", "'" + p + "' is not \"pool\" or \"per-hca\"");
     }
   }
-  for (auto [key, dst] : {std::pair{"injectMad", &rc->inject_mad}, std::pair{"ncclEnv", &rc->nccl_env},
-                          std::pair{"cdi", &rc->cdi}}) {
+  for (auto [key, dst] : {std::pair{"injectMad", &rc->inject_mad},
+                          std::pair{"ncclEnv", &rc->nccl_env}, std::pair{"cdi", &rc->cdi}}) {
     if (auto it = e.find(key); it != e.end() && !it->is_null()) {
       if (!it->is_boolean()) return Bad(where + "." + key, "must be true or false");
       *dst = it->get<bool>();
@@ -114,17 +118,22 @@ Result<ResourceConfig> ParseEntry(const json& e, const std::string& where) {
   if (!e.is_object()) return Bad(where, "must be an object");
   ResourceConfig rc;
   auto name = e.find("resourceName");
-  if (name == e.end() || !name->is_string()) return Bad(where + ".resourceName", "is required (a string)");
+  if (name == e.end() || !name->is_string())
+    return Bad(where + ".resourceName", "is required (a string)");
   rc.resource_name = name->get<std::string>();
   if (!ValidName(rc.resource_name)) {
-    return Bad(where + ".resourceName", "'" + rc.resource_name + "' must be 1-63 of [A-Za-z0-9_.-], starting and ending alphanumeric");
+    return Bad(where + ".resourceName",
+               "'" + rc.resource_name +
+                   "' must be 1-63 of [A-Za-z0-9_.-], starting and ending alphanumeric");
   }
   if (auto it = e.find("resourcePrefix"); it != e.end() && !it->is_null()) {
-    if (!it->is_string() || it->get<std::string>().empty()) return Bad(where + ".resourcePrefix", "must be a non-empty string");
+    if (!it->is_string() || it->get<std::string>().empty())
+      return Bad(where + ".resourcePrefix", "must be a non-empty string");
     rc.resource_prefix = it->get<std::string>();
   }
   auto max = e.find("rdmaHcaMax");
-  if (max == e.end() || !max->is_number_unsigned() || max->get<uint64_t>() == 0 || max->get<uint64_t>() > 100000) {
+  if (max == e.end() || !max->is_number_unsigned() || max->get<uint64_t>() == 0 ||
+      max->get<uint64_t>() > 100000) {
     return Bad(where + ".rdmaHcaMax", "is required: the number of slots, 1..100000");
   }
   rc.rdma_hca_max = static_cast<uint32_t>(max->get<uint64_t>());
@@ -141,11 +150,14 @@ Result<Config> ParseConfig(std::string_view text) {
   if (!j.is_object()) return Bad("(top level)", "must be an object");
   Config cfg;
   if (auto it = j.find("periodicUpdateInterval"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_unsigned()) return Bad("periodicUpdateInterval", "must be a non-negative integer (seconds)");
-    cfg.periodic_update_interval_s = static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 86400));
+    if (!it->is_number_unsigned())
+      return Bad("periodicUpdateInterval", "must be a non-negative integer (seconds)");
+    cfg.periodic_update_interval_s =
+        static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 86400));
   }
   if (auto it = j.find("healthPollMs"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_unsigned() || it->get<uint64_t>() < 50) return Bad("healthPollMs", "must be an integer >= 50");
+    if (!it->is_number_unsigned() || it->get<uint64_t>() < 50)
+      return Bad("healthPollMs", "must be an integer >= 50");
     cfg.health_poll_ms = static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 60000));
   }
   if (auto it = j.find("cdiSpecDir"); it != j.end() && !it->is_null()) {
@@ -160,7 +172,8 @@ Result<Config> ParseConfig(std::string_view text) {
   for (size_t i = 0; i < list->size(); ++i) {
     std::string where = "configList[" + std::to_string(i) + "]";
     KUBERDMA_ASSIGN_OR_RETURN(ResourceConfig rc, ParseEntry((*list)[i], where));
-    if (!names.insert(rc.FullName()).second) return Bad(where + ".resourceName", rc.FullName() + " is configured twice");
+    if (!names.insert(rc.FullName()).second)
+      return Bad(where + ".resourceName", rc.FullName() + " is configured twice");
     cfg.resources.push_back(std::move(rc));
   }
   return cfg;

@@ -18,10 +18,12 @@ KubeletStandIn::KubeletStandIn(std::string dir) : dir_(std::move(dir)) {
 
 KubeletStandIn::~KubeletStandIn() { Stop(); }
 
-grpc::Status KubeletStandIn::Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req, v1beta1::Empty*) {
+grpc::Status KubeletStandIn::Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req,
+                                      v1beta1::Empty*) {
   std::lock_guard lock(mu_);
   if (req->version() != "v1beta1") {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unsupported version " + req->version());
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "unsupported version " + req->version());
   }
   registrations_.push_back(*req);
   endpoints_[req->resource_name()] = req->endpoint();
@@ -61,11 +63,13 @@ void KubeletStandIn::Stop() {
 }
 
 size_t KubeletStandIn::Registrations(const std::string& resource) const {
-  return static_cast<size_t>(std::count_if(registrations_.begin(), registrations_.end(),
-                                            [&](const auto& r) { return r.resource_name() == resource; }));
+  return static_cast<size_t>(
+      std::count_if(registrations_.begin(), registrations_.end(),
+                    [&](const auto& r) { return r.resource_name() == resource; }));
 }
 
-Result<std::unique_ptr<v1beta1::DevicePlugin::Stub>> KubeletStandIn::StubFor(const std::string& resource) {
+Result<std::unique_ptr<v1beta1::DevicePlugin::Stub>> KubeletStandIn::StubFor(
+    const std::string& resource) {
   std::lock_guard lock(mu_);
   auto it = endpoints_.find(resource);
   if (it == endpoints_.end()) return Fail(ErrorCode::kNotFound, resource + " has not registered");
@@ -73,8 +77,8 @@ Result<std::unique_ptr<v1beta1::DevicePlugin::Stub>> KubeletStandIn::StubFor(con
       grpc::CreateChannel("unix:" + dir_ + "/" + it->second, grpc::InsecureChannelCredentials()));
 }
 
-Result<std::vector<std::string>> KubeletStandIn::Preferred(const std::string& resource,
-                                                           const std::vector<std::string>& available, int size) {
+Result<std::vector<std::string>> KubeletStandIn::Preferred(
+    const std::string& resource, const std::vector<std::string>& available, int size) {
   KUBERDMA_ASSIGN_OR_RETURN(auto stub, StubFor(resource));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -84,14 +88,16 @@ Result<std::vector<std::string>> KubeletStandIn::Preferred(const std::string& re
   c->set_allocation_size(size);
   v1beta1::PreferredAllocationResponse resp;
   auto st = stub->GetPreferredAllocation(&ctx, req, &resp);
-  if (!st.ok()) return Fail(ErrorCode::kInvalidArgument, "GetPreferredAllocation " + resource + ": " + st.error_message());
+  if (!st.ok())
+    return Fail(ErrorCode::kInvalidArgument,
+                "GetPreferredAllocation " + resource + ": " + st.error_message());
   if (resp.container_responses_size() == 0) return std::vector<std::string>{};
   const auto& ids = resp.container_responses(0).deviceids();
   return std::vector<std::string>(ids.begin(), ids.end());
 }
 
 Result<ContainerAllocation> KubeletStandIn::Allocate(const std::string& resource,
-                                                           const std::vector<std::string>& ids) {
+                                                     const std::vector<std::string>& ids) {
   KUBERDMA_ASSIGN_OR_RETURN(auto stub, StubFor(resource));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -100,11 +106,13 @@ Result<ContainerAllocation> KubeletStandIn::Allocate(const std::string& resource
   for (const auto& id : ids) c->add_devices_ids(id);
   v1beta1::AllocateResponse resp;
   auto st = stub->Allocate(&ctx, req, &resp);
-  if (!st.ok()) return Fail(ErrorCode::kInvalidArgument, "Allocate " + resource + ": " + st.error_message());
+  if (!st.ok())
+    return Fail(ErrorCode::kInvalidArgument, "Allocate " + resource + ": " + st.error_message());
   ContainerAllocation out;
   if (resp.container_responses_size() == 0) return out;
   const auto& c0 = resp.container_responses(0);
-  for (const auto& d : c0.devices()) out.devices.push_back({d.container_path(), d.host_path(), d.permissions()});
+  for (const auto& d : c0.devices())
+    out.devices.push_back({d.container_path(), d.host_path(), d.permissions()});
   for (const auto& [k, v] : c0.envs()) out.envs[k] = v;
   for (const auto& cdi : c0.cdi_devices()) out.cdi_devices.push_back(cdi.name());
   return out;

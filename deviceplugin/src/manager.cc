@@ -3,6 +3,7 @@
 #include "kuberdma/deviceplugin/manager.h"
 
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -11,11 +12,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include <malloc.h>
-
 #include <chrono>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "api.grpc.pb.h"
@@ -33,7 +31,9 @@ constexpr uint64_t kReload = 4;
 constexpr uint64_t kStreamClosed = 8;
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string SocketName(const std::string& full_name) {
@@ -46,9 +46,21 @@ std::string SocketName(const std::string& full_name) {
 
 std::string Fingerprint(const ResourceConfig& r) {
   const Selectors& s = r.selectors;
-  nlohmann::json j = {r.resource_name, r.resource_prefix, r.rdma_hca_max, s.vendors, s.device_ids, s.drivers,
-                      s.if_names, s.link_types, s.pci_addresses, s.hca_names, r.policy == Policy::kPerHca,
-                      r.inject_mad, r.nccl_env, r.extra_env, r.cdi};
+  nlohmann::json j = {r.resource_name,
+                      r.resource_prefix,
+                      r.rdma_hca_max,
+                      s.vendors,
+                      s.device_ids,
+                      s.drivers,
+                      s.if_names,
+                      s.link_types,
+                      s.pci_addresses,
+                      s.hca_names,
+                      r.policy == Policy::kPerHca,
+                      r.inject_mad,
+                      r.nccl_env,
+                      r.extra_env,
+                      r.cdi};
   return j.dump();
 }
 
@@ -71,20 +83,23 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
   m->inotify_ = UniqueFd(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
   if (!m->inotify_.valid()) return FailErrno(errno, "inotify_init1");
   KUBERDMA_TRY(MakeDirs(m->opts_.plugin_dir));
-  if (::inotify_add_watch(m->inotify_.get(), m->opts_.plugin_dir.c_str(), IN_CREATE | IN_DELETE | IN_MOVED_TO) < 0) {
+  if (::inotify_add_watch(m->inotify_.get(), m->opts_.plugin_dir.c_str(),
+                          IN_CREATE | IN_DELETE | IN_MOVED_TO) < 0) {
     return FailErrno(errno, "watch " + m->opts_.plugin_dir);
   }
   if (!m->opts_.config_path.empty()) {
     std::string dir = Dirname(m->opts_.config_path);
     // ConfigMap volumes swap a "..data" symlink: watch the directory, not the file.
-    if (::inotify_add_watch(m->inotify_.get(), dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
+    if (::inotify_add_watch(m->inotify_.get(), dir.c_str(),
+                            IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
       return FailErrno(errno, "watch config directory " + dir);
     }
   }
   if (m->opts_.metrics_port >= 0) {
     Manager* raw = m.get();
-    KUBERDMA_ASSIGN_OR_RETURN(m->http_, HttpEndpoint::Start(static_cast<uint16_t>(m->opts_.metrics_port), m->metrics_,
-                                                            [raw] { return raw->running_.load(); }));
+    KUBERDMA_ASSIGN_OR_RETURN(
+        m->http_, HttpEndpoint::Start(static_cast<uint16_t>(m->opts_.metrics_port), m->metrics_,
+                                      [raw] { return raw->running_.load(); }));
   }
   return m;
 }
@@ -111,17 +126,22 @@ Result<void> Manager::StartResources() {
     if (servers_.contains(rc.FullName())) continue;
     auto shared = std::make_shared<SharedResource>(Resource(rc, opts_.sysfs));
     shared->resource.Refresh(*hcas);
-    KUBERDMA_ASSIGN_OR_RETURN(auto srv, ResourceServer::Start(shared, SocketPath(rc.FullName()), metrics_,
-                                                              [this] { Wake(kStreamClosed); }));
+    KUBERDMA_ASSIGN_OR_RETURN(auto srv,
+                              ResourceServer::Start(shared, SocketPath(rc.FullName()), metrics_,
+                                                    [this] { Wake(kStreamClosed); }));
     spdlog::info("event=serving resource={} socket={} hcas={} healthy={} policy={}", rc.FullName(),
-                 srv->socket_path(), shared->resource.hcas().size(), shared->resource.healthy_hcas(),
+                 srv->socket_path(), shared->resource.hcas().size(),
+                 shared->resource.healthy_hcas(),
                  rc.policy == Policy::kPerHca ? "per-hca" : "pool");
     if (shared->resource.hcas().empty()) {
       spdlog::warn("event=no_devices resource={} (no HCA matches its selectors)", rc.FullName());
     }
     if (rc.cdi) {
-      auto w = WriteFileAtomic(cfg_.cdi_dir + "/kube-rdma-" + rc.resource_name + ".json", shared->resource.CdiSpec());
-      if (!w) spdlog::error("event=cdi_spec_failed resource={} error=\"{}\"", rc.FullName(), w.error().message());
+      auto w = WriteFileAtomic(cfg_.cdi_dir + "/kube-rdma-" + rc.resource_name + ".json",
+                               shared->resource.CdiSpec());
+      if (!w)
+        spdlog::error("event=cdi_spec_failed resource={} error=\"{}\"", rc.FullName(),
+                      w.error().message());
     }
     registered_[rc.FullName()] = false;
     servers_[rc.FullName()] = std::move(srv);
@@ -135,7 +155,8 @@ void Manager::StopResources() {
 }
 
 void Manager::RegisterOne(const std::string& full_name, ResourceServer& srv) {
-  auto channel = grpc::CreateChannel("unix:" + opts_.plugin_dir + "/" + kKubeletSocket, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel("unix:" + opts_.plugin_dir + "/" + kKubeletSocket,
+                                     grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -145,16 +166,19 @@ void Manager::RegisterOne(const std::string& full_name, ResourceServer& srv) {
   req.set_resource_name(full_name);
   {
     std::lock_guard lock(srv.shared()->mu);
-    req.mutable_options()->set_get_preferred_allocation_available(srv.shared()->resource.config().policy == Policy::kPerHca);
+    req.mutable_options()->set_get_preferred_allocation_available(
+        srv.shared()->resource.config().policy == Policy::kPerHca);
   }
   v1beta1::Empty resp;
   grpc::Status st = stub->Register(&ctx, req, &resp);
   registered_[full_name] = st.ok();
-  metrics_.Inc("kuberdma_registrations_total", {{"resource", full_name}, {"result", st.ok() ? "ok" : "error"}});
+  metrics_.Inc("kuberdma_registrations_total",
+               {{"resource", full_name}, {"result", st.ok() ? "ok" : "error"}});
   if (st.ok()) {
     spdlog::info("event=registered resource={} endpoint={}", full_name, req.endpoint());
   } else {
-    spdlog::warn("event=register_failed resource={} error=\"{}\" (retrying in 1 s)", full_name, st.error_message());
+    spdlog::warn("event=register_failed resource={} error=\"{}\" (retrying in 1 s)", full_name,
+                 st.error_message());
     retry_at_ms_ = NowMs() + 1000;
   }
 }
@@ -188,16 +212,19 @@ void Manager::Rescan() {
       for (const auto& [h, st] : r.hcas()) {
         auto was = before.find(h);
         if (was == before.end() || was->second != st.healthy) {
-          spdlog::info("event=health resource={} hca={} healthy={} reason=\"{}\"", name, h, st.healthy, st.reason);
+          spdlog::info("event=health resource={} hca={} healthy={} reason=\"{}\"", name, h,
+                       st.healthy, st.reason);
         }
         metrics_.Set("kuberdma_hca_healthy", {{"resource", name}, {"hca", h}}, st.healthy ? 1 : 0);
       }
       size_t healthy = r.healthy_slots();
-      metrics_.Set("kuberdma_devices", {{"resource", name}, {"health", "Healthy"}}, static_cast<double>(healthy));
+      metrics_.Set("kuberdma_devices", {{"resource", name}, {"health", "Healthy"}},
+                   static_cast<double>(healthy));
       metrics_.Set("kuberdma_devices", {{"resource", name}, {"health", "Unhealthy"}},
                    static_cast<double>(r.slots() - healthy));
     }
-    metrics_.Set("kuberdma_list_and_watch_streams", {{"resource", name}}, static_cast<double>(srv->streams()));
+    metrics_.Set("kuberdma_list_and_watch_streams", {{"resource", name}},
+                 static_cast<double>(srv->streams()));
     if (changed) {
       srv->Publish();
       trim = true;
@@ -214,7 +241,8 @@ void Manager::Reload() {
   auto cfg = text ? ParseConfig(*text) : Result<Config>(Fail(text.error()));
   if (!cfg) {
     metrics_.Inc("kuberdma_config_reloads_total", {{"result", "rejected"}});
-    spdlog::error("event=reload_rejected error=\"{}\" (the last good config keeps serving)", cfg.error().message());
+    spdlog::error("event=reload_rejected error=\"{}\" (the last good config keeps serving)",
+                  cfg.error().message());
     return;
   }
   std::map<std::string, std::string> next;
@@ -228,7 +256,8 @@ void Manager::Reload() {
   for (const auto& [name, fp] : now) {
     auto it = next.find(name);
     if (it == next.end() || it->second != fp) {
-      servers_.erase(name);  // stops serving and removes the socket; re-created below if still configured
+      servers_.erase(
+          name);  // stops serving and removes the socket; re-created below if still configured
       registered_.erase(name);
       spdlog::info("event=resource_stopped resource={}", name);
     }
@@ -257,7 +286,8 @@ void Manager::HandleInotify() {
       std::string name = ev->len > 0 ? ev->name : "";
       if (name == kKubeletSocket && (ev->mask & (IN_CREATE | IN_MOVED_TO)) != 0) kubelet = true;
       if ((ev->mask & IN_DELETE) != 0 && name.rfind("kuberdma-", 0) == 0) ours_gone = true;
-      if (!opts_.config_path.empty() && (name == Basename(opts_.config_path) || name == "..data")) config = true;
+      if (!opts_.config_path.empty() && (name == Basename(opts_.config_path) || name == "..data"))
+        config = true;
       p += sizeof(inotify_event) + ev->len;
     }
   }
@@ -273,7 +303,8 @@ void Manager::HandleInotify() {
     }
     if (!gone.empty()) {
       spdlog::info("event=socket_removed count={} (restarting servers)", gone.size());
-      if (auto s = StartResources(); !s) spdlog::error("event=restart_failed error=\"{}\"", s.error().message());
+      if (auto s = StartResources(); !s)
+        spdlog::error("event=restart_failed error=\"{}\"", s.error().message());
       kubelet = kubelet || ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0;
     }
   }
@@ -301,7 +332,8 @@ Result<void> Manager::Run(bool handle_signals) {
     if (ev) {
       kernel = std::move(*ev);
     } else {
-      spdlog::warn("event=no_kernel_events error=\"{}\" (port-state timer only)", ev.error().message());
+      spdlog::warn("event=no_kernel_events error=\"{}\" (port-state timer only)",
+                   ev.error().message());
     }
   }
   KUBERDMA_TRY(StartResources());
@@ -350,7 +382,8 @@ Result<void> Manager::Run(bool handle_signals) {
       // A stream the kubelet closed without opening another means it lost us: register again.
       recheck_at_ms_ = -1;
       for (auto& [name, srv] : servers_) {
-        if (srv->streams() == 0 && ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0) {
+        if (srv->streams() == 0 &&
+            ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0) {
           spdlog::info("event=stream_closed resource={} (registering again)", name);
           RegisterOne(name, *srv);
         }

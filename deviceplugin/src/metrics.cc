@@ -79,7 +79,8 @@ std::string Metrics::Render() const {
   std::string out;
   for (const auto& [name, series] : series_) {
     if (auto h = Help().find(name); h != Help().end()) {
-      out += "# HELP " + name + " " + h->second.second + "\n# TYPE " + name + " " + h->second.first + "\n";
+      out += "# HELP " + name + " " + h->second.second + "\n# TYPE " + name + " " +
+             h->second.first + "\n";
     }
     for (const auto& [labels, value] : series) {
       char num[64];
@@ -106,11 +107,15 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(uint16_t port, const M
   if (::listen(fd.get(), 16) != 0) return FailErrno(errno, "listen on metrics port");
   socklen_t len = sizeof addr;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return std::unique_ptr<HttpEndpoint>(new HttpEndpoint(std::move(fd), ntohs(addr.sin_port), metrics, std::move(healthy)));
+  return std::unique_ptr<HttpEndpoint>(
+      new HttpEndpoint(std::move(fd), ntohs(addr.sin_port), metrics, std::move(healthy)));
 }
 
-HttpEndpoint::HttpEndpoint(UniqueFd fd, uint16_t port, const Metrics& m, std::function<bool()> healthy)
-    : fd_(std::move(fd)), port_(port), metrics_(m), healthy_(std::move(healthy)), thread_([this] { Serve(); }) {}
+HttpEndpoint::HttpEndpoint(UniqueFd fd, uint16_t port, const Metrics& m,
+                           std::function<bool()> healthy)
+    : fd_(std::move(fd)), port_(port), metrics_(m), healthy_(std::move(healthy)), thread_([this] {
+        Serve();
+      }) {}
 
 HttpEndpoint::~HttpEndpoint() {
   stop_ = true;
@@ -143,7 +148,8 @@ void HttpEndpoint::Serve() {
       body = ok ? "ok\n" : "not serving\n";
     }
     std::string resp = "HTTP/1.0 " + status + "\r\nContent-Type: " + type +
-                       "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+                       "\r\nContent-Length: " + std::to_string(body.size()) +
+                       "\r\nConnection: close\r\n\r\n" + body;
     (void)!::send(c.get(), resp.data(), resp.size(), MSG_NOSIGNAL);
   }
 }

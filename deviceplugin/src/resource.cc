@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 namespace kuberdma::deviceplugin {
@@ -35,7 +34,8 @@ std::string Health(const Hca& h, bool* healthy) {
   for (const auto& p : h.ports) {
     if (p.state != sysfs::kPortActive) {
       *healthy = false;
-      return "port " + std::to_string(p.number) + " " + (p.state_name.empty() ? "DOWN" : p.state_name);
+      return "port " + std::to_string(p.number) + " " +
+             (p.state_name.empty() ? "DOWN" : p.state_name);
     }
   }
   *healthy = true;
@@ -44,15 +44,16 @@ std::string Health(const Hca& h, bool* healthy) {
 
 }  // namespace
 
-Resource::Resource(ResourceConfig cfg, sysfs::SysfsRoot root) : cfg_(std::move(cfg)), root_(std::move(root)) {}
+Resource::Resource(ResourceConfig cfg, sysfs::SysfsRoot root)
+    : cfg_(std::move(cfg)), root_(std::move(root)) {}
 
 bool Resource::Selects(const Hca& h) const {
   const Selectors& s = cfg_.selectors;
   if (!s.vendors.empty() && !Any(s.vendors, Strip0x(h.vendor))) return false;
   if (!s.device_ids.empty() && !Any(s.device_ids, Strip0x(h.device_id))) return false;
   if (!s.drivers.empty() && !Any(s.drivers, h.driver)) return false;
-  if (!s.if_names.empty() &&
-      std::none_of(h.netdevs.begin(), h.netdevs.end(), [&](const auto& n) { return Any(s.if_names, n); })) {
+  if (!s.if_names.empty() && std::none_of(h.netdevs.begin(), h.netdevs.end(),
+                                          [&](const auto& n) { return Any(s.if_names, n); })) {
     return false;
   }
   if (!s.link_types.empty()) {
@@ -109,7 +110,8 @@ size_t Resource::slots() const {
 }
 
 size_t Resource::healthy_hcas() const {
-  return static_cast<size_t>(std::count_if(hcas_.begin(), hcas_.end(), [](const auto& kv) { return kv.second.healthy; }));
+  return static_cast<size_t>(
+      std::count_if(hcas_.begin(), hcas_.end(), [](const auto& kv) { return kv.second.healthy; }));
 }
 
 std::vector<DeviceView> Resource::Devices() const {
@@ -117,8 +119,9 @@ std::vector<DeviceView> Resource::Devices() const {
   if (hcas_.empty()) return out;
   std::vector<const HcaHealth*> ordered;
   for (const auto& [n, st] : hcas_) ordered.push_back(&st);
-  std::sort(ordered.begin(), ordered.end(),
-            [](const HcaHealth* a, const HcaHealth* b) { return sysfs::NaturalLess(a->hca.name, b->hca.name); });
+  std::sort(ordered.begin(), ordered.end(), [](const HcaHealth* a, const HcaHealth* b) {
+    return sysfs::NaturalLess(a->hca.name, b->hca.name);
+  });
   if (cfg_.policy == Policy::kPerHca) {
     for (const auto* st : ordered) {
       std::vector<int64_t> numa;
@@ -155,7 +158,8 @@ std::string Resource::HcaOfSlot(const std::string& id) const {
 
 bool Resource::IsPoolSlot(const std::string& id) const {
   if (hcas_.empty() || id.rfind(cfg_.resource_name + "-", 0) != 0) return false;
-  auto n = static_cast<uint32_t>(std::strtoul(id.c_str() + cfg_.resource_name.size() + 1, nullptr, 10));
+  auto n =
+      static_cast<uint32_t>(std::strtoul(id.c_str() + cfg_.resource_name.size() + 1, nullptr, 10));
   return n < cfg_.rdma_hca_max && id == SlotId(cfg_.resource_name, n, cfg_.rdma_hca_max);
 }
 
@@ -183,7 +187,8 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
     std::string hca = cfg_.policy == Policy::kPerHca ? HcaOfSlot(id) : "";
     bool exists = cfg_.policy == Policy::kPerHca ? !hca.empty() : IsPoolSlot(id);
     if (!exists) {
-      return Fail(ErrorCode::kInvalidArgument, "unknown device ID '" + id + "' for resource " + cfg_.FullName());
+      return Fail(ErrorCode::kInvalidArgument,
+                  "unknown device ID '" + id + "' for resource " + cfg_.FullName());
     }
     if (!hca.empty()) pick(hca);
   }
@@ -192,8 +197,9 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
       if (st.present) pick(name);
     }
   }
-  std::sort(chosen.begin(), chosen.end(),
-            [](const HcaHealth* a, const HcaHealth* b) { return sysfs::NaturalLess(a->hca.name, b->hca.name); });
+  std::sort(chosen.begin(), chosen.end(), [](const HcaHealth* a, const HcaHealth* b) {
+    return sysfs::NaturalLess(a->hca.name, b->hca.name);
+  });
   ContainerAllocation out;
   std::string nccl;
   std::string all_ports;
@@ -211,24 +217,32 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
       std::string hp = h.name + ":" + std::to_string(p.number);
       all_ports += (all_ports.empty() ? "" : ",") + hp;
       if (p.state == sysfs::kPortActive) nccl += (nccl.empty() ? "" : ",") + hp;
-      json pj = {{"port", p.number}, {"state", p.state_name}, {"rateGbps", p.rate_gbps},
+      json pj = {{"port", p.number},
+                 {"state", p.state_name},
+                 {"rateGbps", p.rate_gbps},
                  {"linkLayer", std::string(sysfs::LinkLayerName(p.link_layer))}};
       if (!p.netdev.empty()) pj["netdev"] = p.netdev;
       if (!p.umad.empty()) pj["umad"] = "/dev/infiniband/" + p.umad;
       if (!p.issm.empty()) pj["issm"] = "/dev/infiniband/" + p.issm;
       ports.push_back(pj);
     }
-    desc.push_back({{"name", h.name}, {"pciAddress", h.pci_address}, {"busAddress", h.address},
-                    {"numaNode", h.numa_node}, {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
-                    {"nodeGuid", h.node_guid}, {"netdevs", h.netdevs},
+    desc.push_back({{"name", h.name},
+                    {"pciAddress", h.pci_address},
+                    {"busAddress", h.address},
+                    {"numaNode", h.numa_node},
+                    {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
+                    {"nodeGuid", h.node_guid},
+                    {"netdevs", h.netdevs},
                     {"uverbs", h.uverbs.empty() ? "" : "/dev/infiniband/" + h.uverbs},
-                    {"healthy", st->healthy}, {"ports", ports}});
+                    {"healthy", st->healthy},
+                    {"ports", ports}});
   }
   if (!cfg_.cdi && !chosen.empty()) {
     out.devices.push_back({"/dev/infiniband/rdma_cm", root_.Dev("infiniband/rdma_cm"), "rw"});
   }
   if (cfg_.nccl_env && !chosen.empty()) {
-    // Exact-match form ("=") so mlx5_1 never also selects mlx5_10; active ports only, unless none is.
+    // Exact-match form ("=") so mlx5_1 never also selects mlx5_10; active ports only, unless none
+    // is.
     out.envs["NCCL_IB_HCA"] = "=" + (nccl.empty() ? all_ports : nccl);
     out.envs[kHcasEnv] = desc.dump();
   }
@@ -240,7 +254,9 @@ std::vector<std::string> Resource::Preferred(const std::vector<std::string>& ava
                                              const std::vector<std::string>& must_include,
                                              size_t size) const {
   std::vector<std::string> out;
-  auto taken = [&](const std::string& id) { return std::find(out.begin(), out.end(), id) != out.end(); };
+  auto taken = [&](const std::string& id) {
+    return std::find(out.begin(), out.end(), id) != out.end();
+  };
   for (const auto& id : must_include) {
     if (out.size() < size && !taken(id)) out.push_back(id);
   }
@@ -304,14 +320,17 @@ std::string Resource::CdiSpec() const {
     ContainerAllocation nodes;
     AddDeviceNodes(st.hca, &nodes);
     json dn = json::array();
-    for (const auto& d : nodes.devices) dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
+    for (const auto& d : nodes.devices)
+      dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
     devices.push_back({{"name", name}, {"containerEdits", {{"deviceNodes", dn}}}});
   }
-  json spec = {{"cdiVersion", "0.5.0"},
-               {"kind", CdiKind()},
-               {"devices", devices},
-               {"containerEdits",
-                {{"deviceNodes", {{{"path", "/dev/infiniband/rdma_cm"}, {"hostPath", root_.Dev("infiniband/rdma_cm")}}}}}}};
+  json spec = {
+      {"cdiVersion", "0.5.0"},
+      {"kind", CdiKind()},
+      {"devices", devices},
+      {"containerEdits",
+       {{"deviceNodes",
+         {{{"path", "/dev/infiniband/rdma_cm"}, {"hostPath", root_.Dev("infiniband/rdma_cm")}}}}}}};
   return spec.dump(2);
 }
 

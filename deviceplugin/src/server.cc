@@ -117,7 +117,8 @@ class Watchers {
   std::function<void()> on_closed_;
 };
 
-Watcher::Watcher(std::shared_ptr<Watchers> hub, v1beta1::ListAndWatchResponse first) : hub_(std::move(hub)) {
+Watcher::Watcher(std::shared_ptr<Watchers> hub, v1beta1::ListAndWatchResponse first)
+    : hub_(std::move(hub)) {
   hub_->Add(this);
   Push(std::move(first));
 }
@@ -130,10 +131,13 @@ void Watcher::OnDone() {
 class Service final : public v1beta1::DevicePlugin::CallbackService {
  public:
   Service(std::shared_ptr<SharedResource> res, std::shared_ptr<Watchers> hub, Metrics& m)
-      : res_(std::move(res)), hub_(std::move(hub)), metrics_(m),
+      : res_(std::move(res)),
+        hub_(std::move(hub)),
+        metrics_(m),
         per_hca_(res_->resource.config().policy == Policy::kPerHca) {}
 
-  grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx, const v1beta1::Empty*,
+  grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx,
+                                                   const v1beta1::Empty*,
                                                    v1beta1::DevicePluginOptions* out) override {
     out->set_pre_start_required(false);
     out->set_get_preferred_allocation_available(per_hca_);
@@ -142,8 +146,8 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     return r;
   }
 
-  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(grpc::CallbackServerContext*,
-                                                                         const v1beta1::Empty*) override {
+  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
+      grpc::CallbackServerContext*, const v1beta1::Empty*) override {
     std::vector<DeviceView> devs;
     {
       std::lock_guard lock(res_->mu);
@@ -152,14 +156,16 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     return new Watcher(hub_, ToResponse(devs));
   }
 
-  grpc::ServerUnaryReactor* GetPreferredAllocation(grpc::CallbackServerContext* ctx,
-                                                   const v1beta1::PreferredAllocationRequest* req,
-                                                   v1beta1::PreferredAllocationResponse* out) override {
+  grpc::ServerUnaryReactor* GetPreferredAllocation(
+      grpc::CallbackServerContext* ctx, const v1beta1::PreferredAllocationRequest* req,
+      v1beta1::PreferredAllocationResponse* out) override {
     grpc::Status status = Guard([&] {
       std::lock_guard lock(res_->mu);
       for (const auto& c : req->container_requests()) {
-        std::vector<std::string> avail(c.available_deviceids().begin(), c.available_deviceids().end());
-        std::vector<std::string> must(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
+        std::vector<std::string> avail(c.available_deviceids().begin(),
+                                       c.available_deviceids().end());
+        std::vector<std::string> must(c.must_include_deviceids().begin(),
+                                      c.must_include_deviceids().end());
         size_t size = c.allocation_size() < 0 ? 0 : static_cast<size_t>(c.allocation_size());
         auto* resp = out->add_container_responses();
         for (auto& id : res_->resource.Preferred(avail, must, size)) resp->add_deviceids(id);
@@ -171,7 +177,8 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     return r;
   }
 
-  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx, const v1beta1::AllocateRequest* req,
+  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
+                                     const v1beta1::AllocateRequest* req,
                                      v1beta1::AllocateResponse* out) override {
     std::string name;
     grpc::Status status = Guard([&] {
@@ -180,7 +187,8 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
       for (const auto& c : req->container_requests()) {
         std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
         auto alloc = res_->resource.Allocate(ids);
-        if (!alloc) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, alloc.error().message());
+        if (!alloc)
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, alloc.error().message());
         auto* resp = out->add_container_responses();
         for (const auto& d : alloc->devices) {
           auto* spec = resp->add_devices();
@@ -197,13 +205,15 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     });
     metrics_.Inc(status.ok() ? "kuberdma_allocations_total" : "kuberdma_allocation_errors_total",
                  {{"resource", name}});
-    if (!status.ok()) spdlog::warn("event=allocate_failed resource={} error=\"{}\"", name, status.error_message());
+    if (!status.ok())
+      spdlog::warn("event=allocate_failed resource={} error=\"{}\"", name, status.error_message());
     auto* r = ctx->DefaultReactor();
     r->Finish(status);
     return r;
   }
 
-  grpc::ServerUnaryReactor* PreStartContainer(grpc::CallbackServerContext* ctx, const v1beta1::PreStartContainerRequest*,
+  grpc::ServerUnaryReactor* PreStartContainer(grpc::CallbackServerContext* ctx,
+                                              const v1beta1::PreStartContainerRequest*,
                                               v1beta1::PreStartContainerResponse*) override {
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);  // not required (pre_start_required = false); answered anyway
@@ -229,9 +239,9 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
 ResourceServer::ResourceServer(std::shared_ptr<SharedResource> res, std::string socket_path)
     : res_(std::move(res)), socket_path_(std::move(socket_path)) {}
 
-Result<std::unique_ptr<ResourceServer>> ResourceServer::Start(std::shared_ptr<SharedResource> res,
-                                                              std::string socket_path, Metrics& metrics,
-                                                              std::function<void()> on_stream_closed) {
+Result<std::unique_ptr<ResourceServer>> ResourceServer::Start(
+    std::shared_ptr<SharedResource> res, std::string socket_path, Metrics& metrics,
+    std::function<void()> on_stream_closed) {
   std::unique_ptr<ResourceServer> s(new ResourceServer(std::move(res), std::move(socket_path)));
   ::unlink(s->socket_path_.c_str());  // a stale socket from a previous run would block bind
   s->watchers_ = std::make_shared<Watchers>(std::move(on_stream_closed));

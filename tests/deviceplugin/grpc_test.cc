@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-device-plugin over real gRPC against a fake kubelet: registration, kubelet restarts and
 // closed streams, health flaps, config reloads, concurrent Allocates, and SIGTERM on the binary.
-#include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -77,7 +77,8 @@ TEST_CASE("Each resource registers with the kubelet and streams its device list"
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
-  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); }));
+  REQUIRE(
+      k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); }));
   std::map<std::string, v1beta1::RegisterRequest> regs;
   for (const auto& r : k.registrations()) regs[r.resource_name()] = r;
   CHECK(regs["rdma/shared"].version() == "v1beta1");
@@ -94,7 +95,9 @@ TEST_CASE("Each resource registers with the kubelet and streams its device list"
   CHECK(hca.devices(8 * 5).topology().nodes(0).id() == 1);
 }
 
-TEST_CASE("A kubelet restart (sockets removed, kubelet.sock re-created) is followed by a new registration") {
+TEST_CASE(
+    "A kubelet restart (sockets removed, kubelet.sock re-created) is followed by a new "
+    "registration") {
   Node n;
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
@@ -105,7 +108,8 @@ TEST_CASE("A kubelet restart (sockets removed, kubelet.sock re-created) is follo
   auto t0 = Clock::now();
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   auto& k = *n.kubelet;
-  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); }, 3000ms));
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); },
+                    3000ms));
   CHECK(Clock::now() - t0 < 2s);
   CHECK(k.Lists("rdma/shared").back().devices_size() == 1000);  // never left at zero
   CHECK(fs::exists(n.mgr->SocketPath("rdma/shared")));
@@ -119,7 +123,9 @@ TEST_CASE("A ListAndWatch stream closed by the kubelet leads to a new registrati
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return k.Lists("rdma/shared").size() == 1; }));
   k.CloseStreams();
-  REQUIRE(k.WaitFor([&] { return k.Registrations("rdma/shared") == 2 && k.Lists("rdma/shared").size() == 2; }, 3000ms));
+  REQUIRE(k.WaitFor(
+      [&] { return k.Registrations("rdma/shared") == 2 && k.Lists("rdma/shared").size() == 2; },
+      3000ms));
 }
 
 TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so does its return") {
@@ -143,23 +149,29 @@ TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so do
   CHECK(k.Lists("rdma/hca").back().devices(8 * 2).health() == "Healthy");
   CHECK(k.Lists("rdma/shared").back().devices(0).health() == "Healthy");  // 7 of 8 still up
   REQUIRE(WriteFileAtomic(state, "4: ACTIVE\n"));
-  REQUIRE(k.WaitFor([&] { return k.Lists("rdma/hca").back().devices(8 * 3).health() == "Healthy"; }, 2000ms));
+  REQUIRE(k.WaitFor([&] { return k.Lists("rdma/hca").back().devices(8 * 3).health() == "Healthy"; },
+                    2000ms));
 }
 
-TEST_CASE("A new config is applied when its file changes; a bad one is rejected and the old keeps serving") {
+TEST_CASE(
+    "A new config is applied when its file changes; a bad one is rejected and the old keeps "
+    "serving") {
   Node n;
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty(); }));
-  REQUIRE(WriteFileAtomic(n.dir + "/etc/config.json",
-                          R"({"configList":[{"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
+  REQUIRE(WriteFileAtomic(
+      n.dir + "/etc/config.json",
+      R"({"configList":[{"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
                              {"resourceName":"numa1","rdmaHcaMax":2,"policy":"per-hca","selectors":{"hcaNames":["mlx5_4","mlx5_5"]}}]})"));
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/numa1").empty(); }, 3000ms));
   CHECK(k.Lists("rdma/numa1").back().devices_size() == 4);
   CHECK_FALSE(fs::exists(n.mgr->SocketPath("rdma/hca")));
   REQUIRE(WriteFileAtomic(n.dir + "/etc/config.json", R"({"configList":[{"resourceName":"x"}]})"));
-  for (int i = 0; i < 50 && n.mgr->metrics().Get("kuberdma_config_reloads_total", {{"result", "rejected"}}) == 0; ++i) {
+  for (int i = 0; i < 50 && n.mgr->metrics().Get("kuberdma_config_reloads_total",
+                                                 {{"result", "rejected"}}) == 0;
+       ++i) {
     std::this_thread::sleep_for(50ms);
   }
   CHECK(n.mgr->metrics().Get("kuberdma_config_reloads_total", {{"result", "rejected"}}) >= 1);
@@ -187,7 +199,8 @@ TEST_CASE("Two hundred concurrent Allocates all succeed; unknown IDs are INVALID
       ctx.set_deadline(std::chrono::system_clock::now() + 10s);
       v1beta1::AllocateRequest req;
       bool bad = t % 20 == 0;
-      req.add_container_requests()->add_devices_ids(bad ? "mlx5_9-0" : "mlx5_" + std::to_string(t % 8) + "-" + std::to_string(t % 8));
+      req.add_container_requests()->add_devices_ids(
+          bad ? "mlx5_9-0" : "mlx5_" + std::to_string(t % 8) + "-" + std::to_string(t % 8));
       v1beta1::AllocateResponse resp;
       auto st = stub->Allocate(&ctx, req, &resp);
       if (bad) {
@@ -209,19 +222,22 @@ TEST_CASE("Two hundred concurrent Allocates all succeed; unknown IDs are INVALID
 TEST_CASE("GetPreferredAllocation and GetDevicePluginOptions answer over gRPC") {
   Node n;
   n.Start();  // no kubelet: the plugin serves anyway and waits for kubelet.sock
-  for (int i = 0; i < 50 && !fs::exists(n.mgr->SocketPath("rdma/hca")); ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 50 && !fs::exists(n.mgr->SocketPath("rdma/hca")); ++i)
+    std::this_thread::sleep_for(20ms);
   auto stub = n.Stub("rdma/hca");
   grpc::ClientContext ctx;
   v1beta1::PreferredAllocationRequest req;
   auto* c = req.add_container_requests();
   for (int h = 0; h < 8; ++h) {
-    for (int s = 0; s < 8; ++s) c->add_available_deviceids("mlx5_" + std::to_string(h) + "-" + std::to_string(s));
+    for (int s = 0; s < 8; ++s)
+      c->add_available_deviceids("mlx5_" + std::to_string(h) + "-" + std::to_string(s));
   }
   c->add_must_include_deviceids("mlx5_6-3");
   c->set_allocation_size(4);
   v1beta1::PreferredAllocationResponse resp;
   REQUIRE(stub->GetPreferredAllocation(&ctx, req, &resp).ok());
-  std::vector<std::string> got(resp.container_responses(0).deviceids().begin(), resp.container_responses(0).deviceids().end());
+  std::vector<std::string> got(resp.container_responses(0).deviceids().begin(),
+                               resp.container_responses(0).deviceids().end());
   CHECK(got == std::vector<std::string>{"mlx5_6-3", "mlx5_4-0", "mlx5_5-0", "mlx5_7-0"});
   grpc::ClientContext ctx2;
   v1beta1::DevicePluginOptions opts;
@@ -237,8 +253,9 @@ TEST_CASE("SIGTERM stops the binary with exit 0 and removes its sockets") {
     std::string cfg = n.dir + "/etc/config.json";
     std::string plugins = n.dir + "/plugins";
     std::string root = n.dir + "/root";
-    execl(KUBERDMA_DP_BIN, KUBERDMA_DP_BIN, "--config", cfg.c_str(), "--device-plugin-dir", plugins.c_str(),
-          "--sysfs-root", root.c_str(), "--metrics-port", "-1", "--log-level", "warn", nullptr);
+    execl(KUBERDMA_DP_BIN, KUBERDMA_DP_BIN, "--config", cfg.c_str(), "--device-plugin-dir",
+          plugins.c_str(), "--sysfs-root", root.c_str(), "--metrics-port", "-1", "--log-level",
+          "warn", nullptr);
     _exit(127);
   }
   std::string sock = n.dir + "/plugins/kuberdma-rdma-shared.sock";
@@ -255,9 +272,11 @@ TEST_CASE("SIGTERM stops the binary with exit 0 and removes its sockets") {
 
 TEST_CASE("A bad config at start exits 2 naming the entry and field") {
   Node n;
-  REQUIRE(WriteFileAtomic(n.dir + "/etc/bad.json", R"({"configList":[{"resourceName":"a","rdmaHcaMax":"many"}]})"));
-  std::string cmd = std::string(KUBERDMA_DP_BIN) + " --config " + n.dir + "/etc/bad.json --device-plugin-dir " +
-                    n.dir + "/plugins --metrics-port -1 2>" + n.dir + "/err";
+  REQUIRE(WriteFileAtomic(n.dir + "/etc/bad.json",
+                          R"({"configList":[{"resourceName":"a","rdmaHcaMax":"many"}]})"));
+  std::string cmd = std::string(KUBERDMA_DP_BIN) + " --config " + n.dir +
+                    "/etc/bad.json --device-plugin-dir " + n.dir + "/plugins --metrics-port -1 2>" +
+                    n.dir + "/err";
   int rc = std::system(cmd.c_str());
   CHECK(WEXITSTATUS(rc) == 2);
   CHECK_THAT(*ReadFile(n.dir + "/err"), Catch::Contains("configList[0].rdmaHcaMax"));

@@ -10,7 +10,9 @@ namespace kuberdma::fakes {
 Result<void> FakeWorld::Tick(const std::string& what) {
   ++calls;
   trace.push_back(what);
-  if (fail_at == calls) return Fail(ErrorCode::kIo, "injected failure of call " + std::to_string(calls) + " (" + what + ")");
+  if (fail_at == calls)
+    return Fail(ErrorCode::kIo,
+                "injected failure of call " + std::to_string(calls) + " (" + what + ")");
   return {};
 }
 
@@ -45,7 +47,8 @@ class FakeNamespaces final : public netns::NamespaceOps {
     KUBERDMA_TRY(w_.Tick("open " + path));
     auto it = w_.ns_by_path_.find(path);
     if (it == w_.ns_by_path_.end()) {
-      return Fail(ErrorCode::kNotFound, "open netns " + path + ": No such file or directory", ENOENT);
+      return Fail(ErrorCode::kNotFound, "open netns " + path + ": No such file or directory",
+                  ENOENT);
     }
     return NetNs::ForTesting(path, it->second);
   }
@@ -80,10 +83,12 @@ class FakeLinks final : public link::LinkOps {
     if (l == nullptr) return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
     return Apply(ns.inode(), *l, c);
   }
-  Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to, const LinkChange& c) override {
+  Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to,
+                      const LinkChange& c) override {
     KUBERDMA_TRY(w_.Tick("link move #" + std::to_string(ifindex) + " to " + to.path()));
     auto& src = w_.LinksOf(from.inode());
-    auto it = std::find_if(src.begin(), src.end(), [&](const LinkInfo& l) { return l.ifindex == ifindex; });
+    auto it = std::find_if(src.begin(), src.end(),
+                           [&](const LinkInfo& l) { return l.ifindex == ifindex; });
     if (it == src.end()) return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
     auto& dst = w_.LinksOf(to.inode());
     auto taken = [&](const std::string& n) {
@@ -92,7 +97,8 @@ class FakeLinks final : public link::LinkOps {
     LinkInfo moved = *it;
     // __dev_change_net_namespace: keep the name if free, else use the requested one, else EEXIST.
     if (taken(moved.name)) {
-      if (!c.name || taken(*c.name)) return Fail(ErrorCode::kAlreadyExists, "move: File exists", EEXIST);
+      if (!c.name || taken(*c.name))
+        return Fail(ErrorCode::kAlreadyExists, "move: File exists", EEXIST);
       moved.name = *c.name;
     }
     moved.admin_up = false;  // dev_close() on the way
@@ -161,7 +167,8 @@ class FakeRdma final : public rdma::RdmaOps {
     }
     auto& src = w_.rdma_[from.inode()];
     auto it = std::find_if(src.begin(), src.end(), [&](const auto& d) { return d.index == idx; });
-    if (it == src.end()) return Fail(ErrorCode::kNotFound, "no RDMA device " + std::to_string(idx), ENODEV);
+    if (it == src.end())
+      return Fail(ErrorCode::kNotFound, "no RDMA device " + std::to_string(idx), ENODEV);
     w_.rdma_[to.inode()].push_back(*it);
     src.erase(it);
     return {};
@@ -176,7 +183,8 @@ class FakeRdma final : public rdma::RdmaOps {
 
  private:
   Result<void> Present() {
-    if (!w_.mode_) return Fail(ErrorCode::kUnsupported, "this kernel has no RDMA subsystem", EPROTONOSUPPORT);
+    if (!w_.mode_)
+      return Fail(ErrorCode::kUnsupported, "this kernel has no RDMA subsystem", EPROTONOSUPPORT);
     return {};
   }
   FakeWorld& w_;

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "empty corpus in %s\n", argv[1]);
     return 2;
   }
-  for (const auto& c : corpus) LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(c.data()), c.size());
+  for (const auto& c : corpus)
+    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(c.data()), c.size());
   std::mt19937 rng(12345);
   long n = std::atol(argv[2]);
   for (long i = 0; i < n; ++i) {
@@ -39,10 +40,18 @@ int main(int argc, char** argv) {
     for (int e = 0; e < edits && !s.empty(); ++e) {
       size_t at = rng() % s.size();
       switch (rng() % 4) {
-        case 0: s[at] = static_cast<char>(rng()); break;
-        case 1: s.resize(at); break;
-        case 2: s.insert(at, corpus[rng() % corpus.size()]); break;
-        case 3: s.insert(at, 1, "{}[]\",:0\\"[rng() % 9]); break;
+        case 0:
+          s[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          s.resize(at);
+          break;
+        case 2:
+          s.insert(at, corpus[rng() % corpus.size()]);
+          break;
+        case 3:
+          s.insert(at, 1, "{}[]\",:0\\"[rng() % 9]);
+          break;
       }
     }
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size());

@@ -13,15 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/sim/sim_node.h"
@@ -44,34 +43,55 @@ int Wait(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-pid_t SpawnInPod(const SimNode& node, const std::string& pod, const std::vector<std::string>& argv, int gpu,
-                 const std::string& out_file) {
+pid_t SpawnInPod(const SimNode& node, const std::string& pod, const std::vector<std::string>& argv,
+                 int gpu, const std::string& out_file) {
   int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu),
-                                  "HOME=/tmp"};
-  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env.push_back(std::string("LD_LIBRARY_PATH=") + ld);
+  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                                  "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu), "HOME=/tmp"};
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
+    env.push_back(std::string("LD_LIBRARY_PATH=") + ld);
   auto pid = kuberdma::netns::SpawnIn(node.Pod(pod), argv, env, -1, fd, fd);
   ::close(fd);
   return pid ? *pid : -1;
 }
 
 // Runs rdma-validate in both pods at once; rank 0 in pod A.
-std::vector<RankRun> Validate(const SimNode& node, const std::vector<std::string>& pods, const std::string& bin,
-                              const std::string& out, const std::string& tag, const std::string& size,
+std::vector<RankRun> Validate(const SimNode& node, const std::vector<std::string>& pods,
+                              const std::string& bin, const std::string& out,
+                              const std::string& tag, const std::string& size,
                               const std::string& nccl_devices, int timeout) {
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
-    std::vector<std::string> argv = {bin, "--mode", "multi-pod", "--transport", "socket", "--expect", "net1,net2",
-                                     "--rank", std::to_string(r), "--world-size", "2", "--comm-id", "10.1.0.1:29500",
-                                     "--size", size, "--iters", "20", "--timeout", std::to_string(timeout),
-                                     "--json", out + "/" + tag + ".rank" + std::to_string(r) + ".json",
-                                     "--log-dir", out + "/" + tag + ".logs" + std::to_string(r)};
+    std::vector<std::string> argv = {bin,
+                                     "--mode",
+                                     "multi-pod",
+                                     "--transport",
+                                     "socket",
+                                     "--expect",
+                                     "net1,net2",
+                                     "--rank",
+                                     std::to_string(r),
+                                     "--world-size",
+                                     "2",
+                                     "--comm-id",
+                                     "10.1.0.1:29500",
+                                     "--size",
+                                     size,
+                                     "--iters",
+                                     "20",
+                                     "--timeout",
+                                     std::to_string(timeout),
+                                     "--json",
+                                     out + "/" + tag + ".rank" + std::to_string(r) + ".json",
+                                     "--log-dir",
+                                     out + "/" + tag + ".logs" + std::to_string(r)};
     if (!nccl_devices.empty()) {
       argv.push_back("--nccl-devices");
       argv.push_back(nccl_devices);
     }
     std::filesystem::create_directories(out + "/" + tag + ".logs" + std::to_string(r));
-    pids.push_back(SpawnInPod(node, pods[static_cast<size_t>(r)], argv, r, out + "/" + tag + ".rank" + std::to_string(r) + ".txt"));
+    pids.push_back(SpawnInPod(node, pods[static_cast<size_t>(r)], argv, r,
+                              out + "/" + tag + ".rank" + std::to_string(r) + ".txt"));
   }
   std::vector<RankRun> runs(2);
   for (int r = 0; r < 2; ++r) {
@@ -85,7 +105,8 @@ std::vector<RankRun> Validate(const SimNode& node, const std::vector<std::string
 }
 
 bool Mentions(const RankRun& r, const std::string& what) {
-  return r.report.is_object() && r.report.contains("problems") && r.report["problems"].dump().find(what) != std::string::npos;
+  return r.report.is_object() && r.report.contains("problems") &&
+         r.report["problems"].dump().find(what) != std::string::npos;
 }
 
 }  // namespace
@@ -126,11 +147,14 @@ int main(int argc, char** argv) {
   std::printf("setup: two pods joined by two veth pairs, attached by the rdma CNI\n");
   for (int p = 0; p < 2; ++p) {
     for (int i = 0; i < 2; ++i) {
-      std::string conf = R"({"cniVersion":"1.0.0","name":"rdma-net","type":"rdma","mtu":9000,"linkState":"up","device":")" +
-                         std::string(hcas[p][i]) + R"(","stateDir":")" + node.state_dir() + R"("})";
-      auto r = node.Run(rdma, {"ADD", "pod" + std::to_string(p), pods[static_cast<size_t>(p)], "net" + std::to_string(i + 1), conf});
-      check(r.exit_code == 0, "CNI ADD pod " + std::string(p == 0 ? "A" : "B") + " net" + std::to_string(i + 1) +
-                                  " <- " + hcas[p][i] + (r.exit_code == 0 ? "" : ": " + r.out));
+      std::string conf =
+          R"({"cniVersion":"1.0.0","name":"rdma-net","type":"rdma","mtu":9000,"linkState":"up","device":")" +
+          std::string(hcas[p][i]) + R"(","stateDir":")" + node.state_dir() + R"("})";
+      auto r = node.Run(rdma, {"ADD", "pod" + std::to_string(p), pods[static_cast<size_t>(p)],
+                               "net" + std::to_string(i + 1), conf});
+      check(r.exit_code == 0, "CNI ADD pod " + std::string(p == 0 ? "A" : "B") + " net" +
+                                  std::to_string(i + 1) + " <- " + hcas[p][i] +
+                                  (r.exit_code == 0 ? "" : ": " + r.out));
     }
     auto pod = node.Pod(pods[static_cast<size_t>(p)]);
     auto lo = links.GetByName(pod, "lo");
@@ -138,8 +162,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 2; ++i) {
       auto l = links.GetByName(pod, "net" + std::to_string(i + 1));
       if (!l) continue;
-      auto a = links.AddAddress(pod, l->ifindex, "10." + std::to_string(i + 1) + ".0." + std::to_string(p + 1) + "/24");
-      check(a.has_value(), "address 10." + std::to_string(i + 1) + ".0." + std::to_string(p + 1) + " on net" + std::to_string(i + 1));
+      auto a = links.AddAddress(
+          pod, l->ifindex, "10." + std::to_string(i + 1) + ".0." + std::to_string(p + 1) + "/24");
+      check(a.has_value(), "address 10." + std::to_string(i + 1) + ".0." + std::to_string(p + 1) +
+                               " on net" + std::to_string(i + 1));
     }
   }
 
@@ -149,18 +175,22 @@ int main(int argc, char** argv) {
   double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   for (int r = 0; r < 2; ++r) {
     const auto& rr = pass[static_cast<size_t>(r)];
-    check(rr.exit_code == 0, "rank " + std::to_string(r) + " exit 0 (got " + std::to_string(rr.exit_code) + ")");
+    check(rr.exit_code == 0,
+          "rank " + std::to_string(r) + " exit 0 (got " + std::to_string(rr.exit_code) + ")");
     if (rr.report.is_object()) {
       for (const auto& d : rr.report["devices"]) {
         check(d["carriedTraffic"].get<bool>() && d["chosenByNccl"].get<bool>(),
-              "rank " + std::to_string(r) + " " + d["name"].get<std::string>() + ": chosen by NCCL, " +
-                  std::to_string(d["bytesSent"].get<uint64_t>() + d["bytesReceived"].get<uint64_t>()) + " bytes, share " +
-                  std::to_string(d["share"].get<double>()));
+              "rank " + std::to_string(r) + " " + d["name"].get<std::string>() +
+                  ": chosen by NCCL, " +
+                  std::to_string(d["bytesSent"].get<uint64_t>() +
+                                 d["bytesReceived"].get<uint64_t>()) +
+                  " bytes, share " + std::to_string(d["share"].get<double>()));
       }
     }
     std::fputs(rr.out.c_str(), stdout);
   }
-  double busbw = pass[0].report.is_object() ? pass[0].report["collective"]["busbwGBps"].get<double>() : 0;
+  double busbw =
+      pass[0].report.is_object() ? pass[0].report["collective"]["busbwGBps"].get<double>() : 0;
   std::printf("  validation wall time (both ranks): %.1f s (target < 15 s)\n", wall);
 
   if (!bare.empty()) {
@@ -168,11 +198,13 @@ int main(int argc, char** argv) {
     std::vector<pid_t> pids;
     for (int r = 0; r < 2; ++r) {
       std::string bytes = std::to_string(static_cast<size_t>(256) << 20);
-      pids.push_back(SpawnInPod(node, pods[static_cast<size_t>(r)],
-                                {"/usr/bin/env", "NCCL_COMM_ID=10.1.0.1:29501", "NCCL_NET=Socket", "NCCL_SOCKET_IFNAME==net1,net2",
-                                 "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1", "NCCL_NVLS_ENABLE=0",
-                                 "NCCL_HOSTID=bare-r" + std::to_string(r), bare, std::to_string(r), "2", bytes, "20"},
-                                r, out + "/bare.rank" + std::to_string(r) + ".txt"));
+      pids.push_back(SpawnInPod(
+          node, pods[static_cast<size_t>(r)],
+          {"/usr/bin/env", "NCCL_COMM_ID=10.1.0.1:29501", "NCCL_NET=Socket",
+           "NCCL_SOCKET_IFNAME==net1,net2", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1",
+           "NCCL_SHM_DISABLE=1", "NCCL_NVLS_ENABLE=0", "NCCL_HOSTID=bare-r" + std::to_string(r),
+           bare, std::to_string(r), "2", bytes, "20"},
+          r, out + "/bare.rank" + std::to_string(r) + ".txt"));
     }
     for (auto p : pids) Wait(p);
     auto text = kuberdma::ReadFile(out + "/bare.rank0.txt");
@@ -184,16 +216,19 @@ int main(int argc, char** argv) {
         if (!j.is_discarded()) bare_bw = j["busbw"].get<double>();
       }
     }
-    std::printf("  busbw: rdma-validate %.3f GB/s, bare NCCL loop %.3f GB/s, ratio %.3f (target >= 0.95)\n", busbw,
-                bare_bw, bare_bw > 0 ? busbw / bare_bw : 0);
+    std::printf(
+        "  busbw: rdma-validate %.3f GB/s, bare NCCL loop %.3f GB/s, ratio %.3f (target >= 0.95)\n",
+        busbw, bare_bw, bare_bw > 0 ? busbw / bare_bw : 0);
   }
 
   std::printf("\nscenario left-out: NCCL told to use net1 only\n");
   auto left = Validate(node, pods, validate, out, "leftout", "64M", "net1", 30);
   for (int r = 0; r < 2; ++r) {
     const auto& rr = left[static_cast<size_t>(r)];
-    check(rr.exit_code == 1, "rank " + std::to_string(r) + " exit 1 (got " + std::to_string(rr.exit_code) + ")");
-    check(Mentions(rr, "net2: NCCL did not use it"), "rank " + std::to_string(r) + " names net2 as unused by NCCL");
+    check(rr.exit_code == 1,
+          "rank " + std::to_string(r) + " exit 1 (got " + std::to_string(rr.exit_code) + ")");
+    check(Mentions(rr, "net2: NCCL did not use it"),
+          "rank " + std::to_string(r) + " names net2 as unused by NCCL");
   }
   std::fputs(left[0].out.c_str(), stdout);
 
@@ -206,15 +241,19 @@ int main(int argc, char** argv) {
   auto down = Validate(node, pods, validate, out, "down", "64M", "", 15);
   check(down[0].exit_code == 1, "rank 0 exit 1 (got " + std::to_string(down[0].exit_code) + ")");
   check(Mentions(down[0], "net2: link is"), "rank 0 names net2 as down");
-  check(down[1].exit_code == 3 || down[1].exit_code == 1, "rank 1 fails or times out (got " + std::to_string(down[1].exit_code) + ")");
+  check(down[1].exit_code == 3 || down[1].exit_code == 1,
+        "rank 1 fails or times out (got " + std::to_string(down[1].exit_code) + ")");
   std::fputs(down[0].out.c_str(), stdout);
   std::fputs(down[1].out.c_str(), stdout);
 
   for (int p = 0; p < 2; ++p) {
     for (int i = 2; i >= 1; --i) {
-      std::string conf = R"({"cniVersion":"1.0.0","name":"rdma-net","type":"rdma","stateDir":")" + node.state_dir() + R"("})";
-      auto r = node.Run(rdma, {"DEL", "pod" + std::to_string(p), pods[static_cast<size_t>(p)], "net" + std::to_string(i), conf});
-      check(r.exit_code == 0, "CNI DEL pod " + std::string(p == 0 ? "A" : "B") + " net" + std::to_string(i));
+      std::string conf = R"({"cniVersion":"1.0.0","name":"rdma-net","type":"rdma","stateDir":")" +
+                         node.state_dir() + R"("})";
+      auto r = node.Run(rdma, {"DEL", "pod" + std::to_string(p), pods[static_cast<size_t>(p)],
+                               "net" + std::to_string(i), conf});
+      check(r.exit_code == 0,
+            "CNI DEL pod " + std::string(p == 0 ? "A" : "B") + " net" + std::to_string(i));
     }
   }
   std::printf("\n%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);

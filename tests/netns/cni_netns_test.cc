@@ -2,16 +2,16 @@
 // The real `rdma` binary on real namespaces: veths stand in for HCA netdevs (the roce8 fixture maps
 // them to mlx5_0..7), a private namespace stands in for the node. Every namespace and link is
 // removed by SimNode's destructor, also when an assertion fails.
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "kuberdma/base/files.h"
-#include "kuberdma/sysfs/sysfs.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/sysfs/sysfs.h"
 
 namespace kuberdma::sim {
 namespace {
@@ -30,7 +30,8 @@ std::vector<std::string> Roce8Netdevs() {
 std::string SeedConf(const SimNode& node, const std::string& version = "0.3.1",
                      const std::string& extra = "") {
   return R"({"cniVersion":")" + version + R"(","name":"rdma-net","type":"rdma","pkey":"0xffff",
-    "linkState":"up","mtu":9000,"stateDir":")" + node.state_dir() + "\"" + extra + "}";
+    "linkState":"up","mtu":9000,"stateDir":")" +
+         node.state_dir() + "\"" + extra + "}";
 }
 
 link::LinkInfo MustGet(SimNode& node, const netns::NetNs& ns, const std::string& name) {
@@ -39,7 +40,8 @@ link::LinkInfo MustGet(SimNode& node, const netns::NetNs& ns, const std::string&
   return *l;
 }
 
-TEST_CASE("ADD of the seed NAD moves a veth into the pod as net1 with MTU 9000, up; DEL restores it") {
+TEST_CASE(
+    "ADD of the seed NAD moves a veth into the pod as net1 with MTU 9000, up; DEL restores it") {
   SimNode node(kRoce8, Roce8Netdevs());
   auto host_before = MustGet(node, node.node(), "ens1f0np0");
   std::string pod = node.AddPod("pod");
@@ -82,21 +84,23 @@ TEST_CASE("Eight attachments of rdma-net, as the seed StatefulSet asks, take all
   CHECK(extra.exit_code != 0);
   CHECK(json::parse(extra.out)["code"] == 7);
   for (int i = 8; i >= 1; --i) {
-    REQUIRE(node.Run(kBin, {"DEL", "trainer0", pod, "net" + std::to_string(i), SeedConf(node)}).exit_code == 0);
+    REQUIRE(node.Run(kBin, {"DEL", "trainer0", pod, "net" + std::to_string(i), SeedConf(node)})
+                .exit_code == 0);
   }
   for (const auto& n : Roce8Netdevs()) CHECK(node.links().GetByName(node.node(), n));
 }
 
 TEST_CASE("An MTU the device refuses after the kernel moved it is rolled back for real") {
-  // A macvlan (here on a veth, 1500) cannot exceed its lower device's MTU: the kernel moves and renames it, then rejects
-  // IFLA_MTU, exactly the partial failure the plugin must undo.
+  // A macvlan (here on a veth, 1500) cannot exceed its lower device's MTU: the kernel moves and
+  // renames it, then rejects IFLA_MTU, exactly the partial failure the plugin must undo.
   SimNode node(kRoce8, {"ens1f0np0"});
   REQUIRE(node.links().CreateVeth(node.node(), "lower0", node.node(), "lower0p"));
   REQUIRE(node.links().Delete(node.node(), "ens1f0np0"));
   REQUIRE(node.links().Create(node.node(), "ens1f0np0", "macvlan", "lower0"));
   auto before = MustGet(node, node.node(), "ens1f0np0");
   std::string pod = node.AddPod("pod");
-  auto add = node.Run(kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"ens1f0np0")")});
+  auto add = node.Run(
+      kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"ens1f0np0")")});
   REQUIRE(add.exit_code != 0);
   json err = json::parse(add.out);
   CHECK(err["code"] == 7);
@@ -112,12 +116,14 @@ TEST_CASE("DEL after the pod namespace died restores the device the kernel hande
   SimNode node(kRoce8, Roce8Netdevs());
   auto before = MustGet(node, node.node(), "ens3f0np0");
   std::string pod = node.AddPod("pod");
-  REQUIRE(node.Run(kBin, {"ADD", "c2", pod, "net1", SeedConf(node, "1.0.0", R"(,"hca":"mlx5_2")")}).exit_code == 0);
+  REQUIRE(node.Run(kBin, {"ADD", "c2", pod, "net1", SeedConf(node, "1.0.0", R"(,"hca":"mlx5_2")")})
+              .exit_code == 0);
   // A physical netdev is returned to init_net when its namespace dies, keeping the pod's name or
   // becoming devN. veths are destroyed instead, so play the kernel's part: move it back as devN.
   auto pod_ns = node.Pod(pod);
   auto in_pod = MustGet(node, pod_ns, "net1");
-  REQUIRE(node.links().MoveTo(pod_ns, in_pod.ifindex, node.node(), {.name = "dev" + std::to_string(in_pod.ifindex)}));
+  REQUIRE(node.links().MoveTo(pod_ns, in_pod.ifindex, node.node(),
+                              {.name = "dev" + std::to_string(in_pod.ifindex)}));
   node.DeletePod(pod);
   auto del = node.Run(kBin, {"DEL", "c2", pod, "net1", SeedConf(node, "1.0.0")});
   INFO(del.err);
@@ -180,7 +186,8 @@ TEST_CASE("Errors are CNI error documents on stdout with the specification's cod
   CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "0.2.0")}) == 1);
   CHECK(code({"ADD", "c6", pod, "", SeedConf(node)}) == 4);
   CHECK(code({"ADD", "c6", "/run/netns/krt-does-not-exist", "net1", SeedConf(node)}) == 4);
-  CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "1.0.0", R"(,"deviceID":"0000:99:00.0")")}) == 7);
+  CHECK(code({"ADD", "c6", pod, "net1",
+              SeedConf(node, "1.0.0", R"(,"deviceID":"0000:99:00.0")")}) == 7);
   CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "1.0.0", R"(,"mtu":"9000")")}) == 7);
   CHECK(code({"FROB", "c6", pod, "net1", SeedConf(node)}) == 4);
   auto version = node.Run(kBin, {"VERSION", "", "", "", R"({"cniVersion":"1.1.0"})"});
@@ -194,8 +201,10 @@ TEST_CASE("GC gives back attachments that are no longer valid") {
   std::string pod = node.AddPod("pod");
   REQUIRE(node.Run(kBin, {"ADD", "live", pod, "net1", SeedConf(node, "1.1.0")}).exit_code == 0);
   REQUIRE(node.Run(kBin, {"ADD", "gone", pod, "net2", SeedConf(node, "1.1.0")}).exit_code == 0);
-  auto gc = node.Run(kBin, {"GC", "", "", "", SeedConf(node, "1.1.0",
-      R"(,"cni.dev/valid-attachments":[{"containerID":"live","ifname":"net1"}])")});
+  auto gc = node.Run(
+      kBin, {"GC", "", "", "",
+             SeedConf(node, "1.1.0",
+                      R"(,"cni.dev/valid-attachments":[{"containerID":"live","ifname":"net1"}])")});
   INFO(gc.err);
   REQUIRE(gc.exit_code == 0);
   CHECK(node.links().GetByName(node.node(), "ens2f0np0"));
@@ -206,8 +215,9 @@ TEST_CASE("Logs go to stderr and the log file, tagged with the container ID") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string log = node.state_dir() + "/rdma.log";
-  auto add = node.Run(kBin, {"ADD", "feedface1234", pod, "net1",
-                             SeedConf(node, "1.0.0", R"(,"logFile":")" + log + R"(","logLevel":"debug")")});
+  auto add = node.Run(
+      kBin, {"ADD", "feedface1234", pod, "net1",
+             SeedConf(node, "1.0.0", R"(,"logFile":")" + log + R"(","logLevel":"debug")")});
   REQUIRE(add.exit_code == 0);
   CHECK_THAT(add.err, Catch::Contains("feedface1234/net1") && Catch::Contains("attached mlx5_0"));
   auto text = ReadFile(log);
@@ -219,16 +229,19 @@ TEST_CASE("Links are found by alternative name and by bus address, also inside a
   SimNode node(kRoce8, Roce8Netdevs());
   // Give ens4f0np0 an alternative name the way `ip link property add` does.
   std::string ns_name = node.node().path().substr(node.node().path().find_last_of('/') + 1);
-  REQUIRE(std::system(("ip -n " + ns_name + " link property add dev ens4f0np0 altname rdma-slot-4").c_str()) == 0);
+  REQUIRE(std::system(("ip -n " + ns_name + " link property add dev ens4f0np0 altname rdma-slot-4")
+                          .c_str()) == 0);
   auto by_alt = node.links().GetByName(node.node(), "rdma-slot-4");
   REQUIRE(by_alt);
   CHECK(by_alt->name == "ens4f0np0");
-  auto by_bus = link::FindByBusAddress(node.links(), node.node(), sysfs::SysfsRoot(kRoce8), "0000:3d:00.0");
+  auto by_bus =
+      link::FindByBusAddress(node.links(), node.node(), sysfs::SysfsRoot(kRoce8), "0000:3d:00.0");
   REQUIRE(by_bus);
   CHECK(by_bus->name == "ens4f0np0");
   CHECK(by_bus->ifindex == by_alt->ifindex);
   std::string pod = node.AddPod("pod");
-  auto add = node.Run(kBin, {"ADD", "c7", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"rdma-slot-4")")});
+  auto add = node.Run(
+      kBin, {"ADD", "c7", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"rdma-slot-4")")});
   INFO(add.err);
   REQUIRE(add.exit_code == 0);
   auto in_pod = MustGet(node, node.Pod(pod), "net1");
@@ -237,7 +250,8 @@ TEST_CASE("Links are found by alternative name and by bus address, also inside a
   REQUIRE(node.Run(kBin, {"DEL", "c7", pod, "net1", SeedConf(node, "1.0.0")}).exit_code == 0);
 }
 
-TEST_CASE("Sixteen pods attaching and detaching at once each get their own device, and all come back") {
+TEST_CASE(
+    "Sixteen pods attaching and detaching at once each get their own device, and all come back") {
   std::string dir = SimNode(kRoce8, {}).state_dir() + "-mini";  // a unique path; the node is gone
   std::vector<std::string> netdevs;
   for (int i = 0; i < 16; ++i) netdevs.push_back("hca" + std::to_string(i));
@@ -251,7 +265,8 @@ TEST_CASE("Sixteen pods attaching and detaching at once each get their own devic
   std::vector<std::string> pods;
   for (int i = 0; i < 16; ++i) {
     pods.push_back(node.AddPod("p" + std::to_string(i)));
-    adds.push_back({"ADD", "pod" + std::to_string(i), pods.back(), "net1", SeedConf(node, "1.0.0")});
+    adds.push_back(
+        {"ADD", "pod" + std::to_string(i), pods.back(), "net1", SeedConf(node, "1.0.0")});
   }
   auto runs = node.RunAll(kBin, adds);
   std::set<std::string> macs;

@@ -12,16 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
@@ -74,7 +73,8 @@ int RunShown(const kuberdma::netns::NetNs& ns, const std::vector<std::string>& a
   size_t pos = 0;
   while (pos < body.size()) {
     size_t e = body.find('\n', pos);
-    std::printf("    %s\n", body.substr(pos, e == std::string::npos ? std::string::npos : e - pos).c_str());
+    std::printf("    %s\n",
+                body.substr(pos, e == std::string::npos ? std::string::npos : e - pos).c_str());
     if (e == std::string::npos) break;
     pos = e + 1;
   }
@@ -87,8 +87,9 @@ pid_t StartPlugin(const std::string& bin, const std::string& dir, const std::str
     std::string log = dir + "/device-plugin.log";
     FILE* f = std::freopen(log.c_str(), "w", stderr);
     (void)f;
-    execl(bin.c_str(), bin.c_str(), "--config", (dir + "/device-plugin.json").c_str(), "--device-plugin-dir",
-          (dir + "/plugins").c_str(), "--sysfs-root", root.c_str(), "--metrics-port", "-1", nullptr);
+    execl(bin.c_str(), bin.c_str(), "--config", (dir + "/device-plugin.json").c_str(),
+          "--device-plugin-dir", (dir + "/plugins").c_str(), "--sysfs-root", root.c_str(),
+          "--metrics-port", "-1", nullptr);
     _exit(127);
   }
   return pid;
@@ -131,13 +132,15 @@ int main(int argc, char** argv) {
   for (const auto& h : *hcas) {
     netdevs.push_back(h.netdevs.front());
     std::printf("  %-8s %-14s %-5d %-12s %-9s %s\n", h.name.c_str(), h.address.c_str(), h.numa_node,
-                h.netdevs.front().c_str(), std::string(kuberdma::sysfs::LinkLayerName(h.link_layer())).c_str(),
+                h.netdevs.front().c_str(),
+                std::string(kuberdma::sysfs::LinkLayerName(h.link_layer())).c_str(),
                 h.ports.front().rate.c_str());
   }
   SimNode node(fixture, netdevs);
   std::map<std::string, kuberdma::link::LinkInfo> before;
   for (const auto& n : netdevs) before[n] = *node.links().GetByName(node.node(), n);
-  std::printf("  node namespace: %s (state in %s)\n", node.node().path().c_str(), node.state_dir().c_str());
+  std::printf("  node namespace: %s (state in %s)\n", node.node().path().c_str(),
+              node.state_dir().c_str());
 
   Heading(2, "rdma-device-plugin registers rdma/shared and rdma/hca with a kubelet stand-in");
   std::string dpdir = node.state_dir() + "/kubelet";
@@ -148,15 +151,19 @@ int main(int argc, char** argv) {
   bool registered = kubelet.WaitFor(
       [&] { return !kubelet.Lists("rdma/shared").empty() && !kubelet.Lists("rdma/hca").empty(); },
       std::chrono::milliseconds(10000));
-  if (!registered) fail("the device plugin did not register (log: " + dpdir + "/device-plugin.log)");
+  if (!registered)
+    fail("the device plugin did not register (log: " + dpdir + "/device-plugin.log)");
   std::vector<std::string> free_ids;
   if (registered) {
     for (const auto& r : kubelet.registrations()) {
-      std::printf("  registered %-12s endpoint %s\n", r.resource_name().c_str(), r.endpoint().c_str());
+      std::printf("  registered %-12s endpoint %s\n", r.resource_name().c_str(),
+                  r.endpoint().c_str());
     }
     const auto& hca_list = kubelet.Lists("rdma/hca").back();
-    std::printf("  rdma/shared: %d slots over all 8 HCAs; rdma/hca: %d slots, 8 per HCA, with NUMA topology\n",
-                kubelet.Lists("rdma/shared").back().devices_size(), hca_list.devices_size());
+    std::printf(
+        "  rdma/shared: %d slots over all 8 HCAs; rdma/hca: %d slots, 8 per HCA, with NUMA "
+        "topology\n",
+        kubelet.Lists("rdma/shared").back().devices_size(), hca_list.devices_size());
     for (const auto& d : hca_list.devices()) {
       if (d.health() == "Healthy") free_ids.push_back(d.id());
     }
@@ -176,13 +183,15 @@ int main(int argc, char** argv) {
       continue;
     }
     pod_ids[up] = *pref;
-    for (const auto& id : *pref) free_ids.erase(std::remove(free_ids.begin(), free_ids.end(), id), free_ids.end());
+    for (const auto& id : *pref)
+      free_ids.erase(std::remove(free_ids.begin(), free_ids.end(), id), free_ids.end());
     // Each slot's HCA is taken: later pods get other HCAs.
     for (const auto& id : *pref) {
       std::string hca = id.substr(0, id.find('-'));
-      free_ids.erase(std::remove_if(free_ids.begin(), free_ids.end(),
-                                    [&](const std::string& f) { return f.substr(0, f.find('-')) == hca; }),
-                     free_ids.end());
+      free_ids.erase(
+          std::remove_if(free_ids.begin(), free_ids.end(),
+                         [&](const std::string& f) { return f.substr(0, f.find('-')) == hca; }),
+          free_ids.end());
     }
     auto alloc = kubelet.Allocate("rdma/hca", *pref);
     if (!alloc) {
@@ -190,32 +199,41 @@ int main(int argc, char** argv) {
       continue;
     }
     pod_env[up] = alloc->envs;
-    std::printf("  trainer-%d  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, rdma_cm)\n",
-                p, pod_paths.back().c_str(), alloc->devices.size());
+    std::printf(
+        "  trainer-%d  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, "
+        "rdma_cm)\n",
+        p, pod_paths.back().c_str(), alloc->devices.size());
     std::printf("             NCCL_IB_HCA=%s\n", alloc->envs["NCCL_IB_HCA"].c_str());
     auto hcas_env = json::parse(alloc->envs["KUBERDMA_HCAS"], nullptr, false);
     std::string desc;
     if (!hcas_env.is_discarded()) {
       for (const auto& h : hcas_env) {
-        desc += (desc.empty() ? "" : ", ") + h["name"].get<std::string>() + " numa" + std::to_string(h["numaNode"].get<int>());
+        desc += (desc.empty() ? "" : ", ") + h["name"].get<std::string>() + " numa" +
+                std::to_string(h["numaNode"].get<int>());
       }
     }
     std::printf("             KUBERDMA_HCAS: [%s]\n", desc.c_str());
   }
 
   Heading(4, "Multus delivers the seed NAD to `rdma` for every attachment (CNI ADD)");
-  std::printf("  spec.config: %s\n  (annotated k8s.v1.cni.cncf.io/resourceName: rdma/hca, so each attachment carries\n"
-              "   one allocated device ID in runtimeConfig.deviceID)\n", kSeedNad);
+  std::printf(
+      "  spec.config: %s\n  (annotated k8s.v1.cni.cncf.io/resourceName: rdma/hca, so each "
+      "attachment carries\n"
+      "   one allocated device ID in runtimeConfig.deviceID)\n",
+      kSeedNad);
   std::vector<CniCall> attached;
   for (int p = 0; p < pods; ++p) {
     auto up = static_cast<size_t>(p);
     for (int i = 1; i <= per_pod; ++i) {
-      std::string id = static_cast<size_t>(i - 1) < pod_ids[up].size() ? pod_ids[up][static_cast<size_t>(i - 1)] : "";
-      CniCall call{"ADD", "trainer" + std::to_string(p) + "-sandbox", pod_paths[up], "net" + std::to_string(i),
-                   Conf(node, id)};
+      std::string id = static_cast<size_t>(i - 1) < pod_ids[up].size()
+                           ? pod_ids[up][static_cast<size_t>(i - 1)]
+                           : "";
+      CniCall call{"ADD", "trainer" + std::to_string(p) + "-sandbox", pod_paths[up],
+                   "net" + std::to_string(i), Conf(node, id)};
       auto t0 = std::chrono::steady_clock::now();
       auto r = node.Run(rdma_bin, call);
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (r.exit_code != 0) {
         fail("ADD trainer-" + std::to_string(p) + "/" + call.ifname + ": " + r.out);
         continue;
@@ -227,10 +245,11 @@ int main(int argc, char** argv) {
       for (size_t h = 0; h < netdevs.size(); ++h) {
         if (before[netdevs[h]].mac == mac) which = (*hcas)[h].name + " (" + netdevs[h] + ")";
       }
-      std::printf("  trainer-%d %-5s deviceID %-9s <- %-20s %.1f ms\n", p, call.ifname.c_str(), id.c_str(),
-                  which.c_str(), ms);
+      std::printf("  trainer-%d %-5s deviceID %-9s <- %-20s %.1f ms\n", p, call.ifname.c_str(),
+                  id.c_str(), which.c_str(), ms);
       if (!id.empty() && which.rfind(id.substr(0, id.find('-')) + " ", 0) != 0) {
-        fail("trainer-" + std::to_string(p) + "/" + call.ifname + " got " + which + ", not the allocated " + id);
+        fail("trainer-" + std::to_string(p) + "/" + call.ifname + " got " + which +
+             ", not the allocated " + id);
       }
       attached.push_back(call);
     }
@@ -249,18 +268,21 @@ int main(int argc, char** argv) {
       for (const auto& [n, info] : before) {
         if (info.mac == l.mac) host_name = n;
       }
-      std::printf("  trainer-%d  %-5s mtu %-5u %-4s mac %s  (was %s on the node)\n", p, l.name.c_str(),
-                  l.mtu, l.admin_up ? "UP" : "DOWN", l.mac.c_str(), host_name.c_str());
-      if (l.mtu != 9000 || !l.admin_up) fail(l.name + " in trainer-" + std::to_string(p) + " is not mtu 9000 and up");
+      std::printf("  trainer-%d  %-5s mtu %-5u %-4s mac %s  (was %s on the node)\n", p,
+                  l.name.c_str(), l.mtu, l.admin_up ? "UP" : "DOWN", l.mac.c_str(),
+                  host_name.c_str());
+      if (l.mtu != 9000 || !l.admin_up)
+        fail(l.name + " in trainer-" + std::to_string(p) + " is not mtu 9000 and up");
     }
   }
-  std::printf("  node namespace now holds %zu of its %zu HCA netdevs\n",
-              [&] {
-                size_t n = 0;
-                for (const auto& nd : netdevs) n += node.links().GetByName(node.node(), nd) ? 1u : 0u;
-                return n;
-              }(),
-              netdevs.size());
+  std::printf(
+      "  node namespace now holds %zu of its %zu HCA netdevs\n",
+      [&] {
+        size_t n = 0;
+        for (const auto& nd : netdevs) n += node.links().GetByName(node.node(), nd) ? 1u : 0u;
+        return n;
+      }(),
+      netdevs.size());
 
   Heading(6, "rdma-validate in each pod (inventory; the NCCL run needs GPUs: tests/gpu/run.sh)");
   for (int p = 0; p < pods; ++p) {
@@ -268,16 +290,19 @@ int main(int argc, char** argv) {
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "KUBERDMA_SYSFS_ROOT=" + fixture};
     for (const auto& [k, v] : pod_env[up]) env.push_back(k + "=" + v);
     std::printf("  trainer-%d:\n", p);
-    int rc = RunShown(node.Pod(pod_paths[up]), {validate_bin, "--termination-log", "/nonexistent"}, env,
-                      node.state_dir() + "/validate-" + std::to_string(p) + ".txt");
-    if (rc != 0) fail("rdma-validate in trainer-" + std::to_string(p) + " exited " + std::to_string(rc));
+    int rc = RunShown(node.Pod(pod_paths[up]), {validate_bin, "--termination-log", "/nonexistent"},
+                      env, node.state_dir() + "/validate-" + std::to_string(p) + ".txt");
+    if (rc != 0)
+      fail("rdma-validate in trainer-" + std::to_string(p) + " exited " + std::to_string(rc));
   }
 
   Heading(7, "rdma-doctor on the node, and the GPU-HCA topology seen from trainer-0");
   {
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "KUBERDMA_SYSFS_ROOT=" + fixture};
     std::printf("  rdma-doctor node:\n");
-    int rc = RunShown(node.node(), {doctor_bin, "--state-dir", node.state_dir(), "--device-plugin-dir", dpdir + "/plugins", "node"},
+    int rc = RunShown(node.node(),
+                      {doctor_bin, "--state-dir", node.state_dir(), "--device-plugin-dir",
+                       dpdir + "/plugins", "node"},
                       env, node.state_dir() + "/doctor-node.txt");
     if (rc != 0) fail("rdma-doctor node found a failure");
     for (const auto& [k, v] : pod_env[0]) env.push_back(k + "=" + v);
@@ -285,8 +310,10 @@ int main(int argc, char** argv) {
     // trainer-0 holds the node's first four GPUs (NUMA 0), as its allocation of HCAs does.
     auto gpus = kuberdma::sysfs::DiscoverGpus(root);
     std::string mine;
-    for (size_t i = 0; gpus && i < gpus->size() / static_cast<size_t>(pods); ++i) mine += (mine.empty() ? "" : ",") + (*gpus)[i].address;
-    int rc_topo = RunShown(node.Pod(pod_paths[0]), {doctor_bin, "topo", "--gpus", mine}, env, node.state_dir() + "/doctor-topo.txt");
+    for (size_t i = 0; gpus && i < gpus->size() / static_cast<size_t>(pods); ++i)
+      mine += (mine.empty() ? "" : ",") + (*gpus)[i].address;
+    int rc_topo = RunShown(node.Pod(pod_paths[0]), {doctor_bin, "topo", "--gpus", mine}, env,
+                           node.state_dir() + "/doctor-topo.txt");
     if (rc_topo != 0) fail("rdma-doctor topo found a failure");
   }
 
@@ -331,12 +358,14 @@ int main(int argc, char** argv) {
   waitpid(plugin, &status, 0);
   bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
                !std::filesystem::exists(dpdir + "/plugins/kuberdma-rdma-hca.sock");
-  std::printf("  rdma-device-plugin: SIGTERM -> %s\n", clean ? "exit 0, sockets removed" : "DID NOT STOP CLEANLY");
+  std::printf("  rdma-device-plugin: SIGTERM -> %s\n",
+              clean ? "exit 0, sockets removed" : "DID NOT STOP CLEANLY");
   if (!clean) fail("device plugin did not stop cleanly");
   kubelet.Stop();
 
-  std::printf("\nSummary: %zu attachments across %d pods, %d checked, %d of %zu devices restored.\n",
-              attached.size(), pods, checked, restored, before.size());
+  std::printf(
+      "\nSummary: %zu attachments across %d pods, %d checked, %d of %zu devices restored.\n",
+      attached.size(), pods, checked, restored, before.size());
   std::printf("Verdict: %s\n", fail.count == 0 ? "PASS" : "FAIL");
   return fail.count == 0 ? 0 : 1;
 }

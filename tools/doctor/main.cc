@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-doctor: node, pod and topo views of RDMA injection, with named checks and their fixes.
 //
-//   rdma-doctor node|pod|topo [--json] [--state-dir DIR] [--device-plugin-dir DIR] [--checkpoint FILE]
+//   rdma-doctor node|pod|topo [--json] [--state-dir DIR] [--device-plugin-dir DIR] [--checkpoint
+//   FILE]
 //
 // Exit: 0 no failed check, 1 a check failed, 2 usage.
 #include <CLI/CLI.hpp>
@@ -22,10 +23,14 @@ int main(int argc, char** argv) {
     app.add_option("--device-plugin-dir", in.plugin_dir, "kubelet's device plugin directory");
     app.add_option("--checkpoint", in.checkpoint, "kubelet device-manager checkpoint file");
     app.require_subcommand(1);
-    auto* node = app.add_subcommand("node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");
-    auto* pod = app.add_subcommand("pod", "(inside a pod) what was injected, and NCCL configuration sanity");
-    auto* topo = app.add_subcommand("topo", "GPU-to-HCA affinity matrix (PIX, PXB, PHB, NODE, SYS)");
-    topo->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")->delimiter(',');
+    auto* node = app.add_subcommand(
+        "node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");
+    auto* pod = app.add_subcommand(
+        "pod", "(inside a pod) what was injected, and NCCL configuration sanity");
+    auto* topo =
+        app.add_subcommand("topo", "GPU-to-HCA affinity matrix (PIX, PXB, PHB, NODE, SYS)");
+    topo->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")
+        ->delimiter(',');
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -36,7 +41,8 @@ int main(int argc, char** argv) {
     in.links = &links;
     in.rdma = &rdma;
     in.getenv = [](const char* k) { return std::getenv(k); };
-    kuberdma::doctor::View v = node->parsed() ? NodeView(in) : (pod->parsed() ? PodView(in) : TopoView(in));
+    kuberdma::doctor::View v =
+        node->parsed() ? NodeView(in) : (pod->parsed() ? PodView(in) : TopoView(in));
     (void)topo;
     std::fputs(json ? (v.ToJson().dump(2) + "\n").c_str() : Render(v).c_str(), stdout);
     return v.ExitCode();

@@ -33,20 +33,30 @@ size_t ParseSize(const std::string& s) {
 int Run(int argc, char** argv) {
   CLI::App app{"rdma-validate: prove that NCCL uses every RDMA device this pod was given"};
   Options o;
-  std::string mode = "single", transport = "ib", size = "256M", json_path, term = "/dev/termination-log";
+  std::string mode = "single", transport = "ib", size = "256M", json_path,
+              term = "/dev/termination-log";
   app.add_option("--mode", mode, "single (every rank in this pod) or multi-pod (one rank per pod)")
       ->check(CLI::IsMember({"single", "multi-pod"}));
-  app.add_option("--transport", transport, "ib (default; no silent fallback) or socket (TCP-only fabrics, tests)")
+  app.add_option("--transport", transport,
+                 "ib (default; no silent fallback) or socket (TCP-only fabrics, tests)")
       ->check(CLI::IsMember({"ib", "socket"}));
-  app.add_option("--expect", o.expect, "expected HCAs (ib) or netdevs (socket); default: the device plugin's env");
-  app.add_option("--nccl-devices", o.nccl_devices, "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
+  app.add_option("--expect", o.expect,
+                 "expected HCAs (ib) or netdevs (socket); default: the device plugin's env");
+  app.add_option(
+      "--nccl-devices", o.nccl_devices,
+      "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
   app.add_option("--size", size, "AllReduce size (e.g. 256M)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
-  app.add_option("--timeout", o.timeout_s, "seconds for communicator init and each collective phase")->check(CLI::Range(1, 3600));
+  app.add_option("--timeout", o.timeout_s,
+                 "seconds for communicator init and each collective phase")
+      ->check(CLI::Range(1, 3600));
   app.add_option("--min-busbw", o.min_busbw_gbps, "fail below this busbw (GB/s)");
-  app.add_option("--min-busbw-fraction", o.min_busbw_fraction, "fail below this fraction of the ports' link rate");
-  app.add_option("--min-share", o.min_share, "each device must carry this fraction of an even split")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--min-busbw-fraction", o.min_busbw_fraction,
+                 "fail below this fraction of the ports' link rate");
+  app.add_option("--min-share", o.min_share,
+                 "each device must carry this fraction of an even split")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--gpus", o.gpus, "single mode: local ranks (default: every GPU)");
   app.add_option("--rank", o.rank, "multi-pod: this pod's rank (default: from the environment)");
   app.add_option("--world-size", o.world_size, "multi-pod: number of ranks");
@@ -65,11 +75,14 @@ int Run(int argc, char** argv) {
   o.transport = transport == "ib" ? Transport::kIb : Transport::kSocket;
   o.bytes = ParseSize(size);
   if (o.bytes < 4096) {
-    std::fprintf(stderr, "rdma-validate: --size %s is too small to measure bandwidth (at least 4K)\n", size.c_str());
+    std::fprintf(stderr,
+                 "rdma-validate: --size %s is too small to measure bandwidth (at least 4K)\n",
+                 size.c_str());
     return 2;
   }
   kuberdma::link::NetlinkLinkOps links;
-  Validator v(o, kuberdma::sysfs::SysfsRoot::FromEnv(), links, [](const char* k) { return std::getenv(k); });
+  Validator v(o, kuberdma::sysfs::SysfsRoot::FromEnv(), links,
+              [](const char* k) { return std::getenv(k); });
   Report r = v.Run();
   std::fputs(r.Table().c_str(), json_path == "-" ? stderr : stdout);
   if (!json_path.empty()) {

@@ -13,15 +13,24 @@ namespace kuberdma {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kAlreadyExists: return "already exists";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kPermissionDenied: return "permission denied";
-    case ErrorCode::kBusy: return "busy";
-    case ErrorCode::kTimeout: return "timeout";
-    case ErrorCode::kIo: return "i/o error";
-    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kAlreadyExists:
+      return "already exists";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kPermissionDenied:
+      return "permission denied";
+    case ErrorCode::kBusy:
+      return "busy";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kIo:
+      return "i/o error";
+    case ErrorCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
@@ -29,14 +38,32 @@ std::string_view ErrorCodeName(ErrorCode code) {
 namespace {
 ErrorCode CodeFromErrno(int err) {
   switch (err) {
-    case ENOENT: case ENODEV: case ENXIO: case ESRCH: return ErrorCode::kNotFound;
-    case EEXIST: case ENOTEMPTY: return ErrorCode::kAlreadyExists;
-    case EINVAL: case ERANGE: case E2BIG: return ErrorCode::kInvalidArgument;
-    case EPERM: case EACCES: return ErrorCode::kPermissionDenied;
-    case EBUSY: case EAGAIN: return ErrorCode::kBusy;
-    case ETIMEDOUT: return ErrorCode::kTimeout;
-    case EOPNOTSUPP: case EPROTONOSUPPORT: case EAFNOSUPPORT: return ErrorCode::kUnsupported;
-    default: return ErrorCode::kIo;
+    case ENOENT:
+    case ENODEV:
+    case ENXIO:
+    case ESRCH:
+      return ErrorCode::kNotFound;
+    case EEXIST:
+    case ENOTEMPTY:
+      return ErrorCode::kAlreadyExists;
+    case EINVAL:
+    case ERANGE:
+    case E2BIG:
+      return ErrorCode::kInvalidArgument;
+    case EPERM:
+    case EACCES:
+      return ErrorCode::kPermissionDenied;
+    case EBUSY:
+    case EAGAIN:
+      return ErrorCode::kBusy;
+    case ETIMEDOUT:
+      return ErrorCode::kTimeout;
+    case EOPNOTSUPP:
+    case EPROTONOSUPPORT:
+    case EAFNOSUPPORT:
+      return ErrorCode::kUnsupported;
+    default:
+      return ErrorCode::kIo;
   }
 }
 }  // namespace

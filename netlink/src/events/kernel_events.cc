@@ -36,9 +36,10 @@ bool UeventIsRelevant(const char* msg, size_t len) {
   size_t pos = 0;
   while (pos < all.size()) {
     size_t end = all.find('\0', pos);
-    std::string_view kv = all.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
-    if (kv == "SUBSYSTEM=infiniband" || kv == "SUBSYSTEM=infiniband_verbs" || kv == "SUBSYSTEM=net" ||
-        kv == "SUBSYSTEM=infiniband_mad") {
+    std::string_view kv =
+        all.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
+    if (kv == "SUBSYSTEM=infiniband" || kv == "SUBSYSTEM=infiniband_verbs" ||
+        kv == "SUBSYSTEM=net" || kv == "SUBSYSTEM=infiniband_mad") {
       return true;
     }
     if (end == std::string_view::npos) break;

@@ -20,7 +20,8 @@ Result<LinkInfo> FindByMac(LinkOps& ops, const NetNs& ns, std::string_view mac) 
   for (auto& l : links) {
     if (!want.empty() && NormalizeMac(l.mac) == want) return std::move(l);
   }
-  return Fail(ErrorCode::kNotFound, "no link with MAC " + std::string(mac) + " in netns " + ns.path());
+  return Fail(ErrorCode::kNotFound,
+              "no link with MAC " + std::string(mac) + " in netns " + ns.path());
 }
 
 Result<LinkInfo> FindByBusAddress(LinkOps& ops, const NetNs& ns, const sysfs::SysfsRoot& root,

@@ -88,7 +88,9 @@ std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
 NetlinkLinkOps::NetlinkLinkOps() = default;
 NetlinkLinkOps::~NetlinkLinkOps() = default;
 
-Result<nl_sock*> NetlinkLinkOps::Socket(const NetNs& ns) { return socks_.Get(ns, NETLINK_ROUTE, true); }
+Result<nl_sock*> NetlinkLinkOps::Socket(const NetNs& ns) {
+  return socks_.Get(ns, NETLINK_ROUTE, true);
+}
 
 Result<LinkInfo> NetlinkLinkOps::Get(const NetNs& ns, int ifindex, const std::string& name) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));

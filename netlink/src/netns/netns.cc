@@ -118,7 +118,8 @@ Result<pid_t> SpawnIn(const NetNs& ns, const std::vector<std::string>& argv,
   // posix_spawn (a vfork-style clone) starts the child from this thread, so it is born inside the
   // namespace the thread is in; unlike fork it does not copy the parent's page tables, which would
   // add milliseconds to every benchmarked start.
-  auto entered = ns.RunIn([&] { err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data()); });
+  auto entered = ns.RunIn(
+      [&] { err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data()); });
   posix_spawn_file_actions_destroy(&actions);
   KUBERDMA_TRY(entered);
   if (err != 0) return FailErrno(err, "spawn " + argv.at(0));

@@ -20,14 +20,32 @@ Error NlError(int nlerr, std::string_view what) {
   int e = nlerr < 0 ? -nlerr : nlerr;
   ErrorCode code = ErrorCode::kIo;
   switch (e) {
-    case NLE_OBJ_NOTFOUND: case NLE_NODEV: code = ErrorCode::kNotFound; break;
-    case NLE_EXIST: code = ErrorCode::kAlreadyExists; break;
-    case NLE_INVAL: case NLE_RANGE: case NLE_MSGSIZE: code = ErrorCode::kInvalidArgument; break;
-    case NLE_PERM: code = ErrorCode::kPermissionDenied; break;
-    case NLE_BUSY: case NLE_AGAIN: code = ErrorCode::kBusy; break;
-    case NLE_OPNOTSUPP: case NLE_PROTO_MISMATCH: case NLE_AF_NOSUPPORT:
-      code = ErrorCode::kUnsupported; break;
-    default: break;
+    case NLE_OBJ_NOTFOUND:
+    case NLE_NODEV:
+      code = ErrorCode::kNotFound;
+      break;
+    case NLE_EXIST:
+      code = ErrorCode::kAlreadyExists;
+      break;
+    case NLE_INVAL:
+    case NLE_RANGE:
+    case NLE_MSGSIZE:
+      code = ErrorCode::kInvalidArgument;
+      break;
+    case NLE_PERM:
+      code = ErrorCode::kPermissionDenied;
+      break;
+    case NLE_BUSY:
+    case NLE_AGAIN:
+      code = ErrorCode::kBusy;
+      break;
+    case NLE_OPNOTSUPP:
+    case NLE_PROTO_MISMATCH:
+    case NLE_AF_NOSUPPORT:
+      code = ErrorCode::kUnsupported;
+      break;
+    default:
+      break;
   }
   std::string msg(what);
   msg += ": ";
@@ -53,7 +71,9 @@ Result<nl_sock*> NlSocketCache::Get(const netns::NetNs& ns, int protocol, bool a
   if (!auto_ack) nl_socket_disable_auto_ack(sock.get());
   int err = 0;
   KUBERDMA_TRY(ns.RunIn([&] { err = nl_connect(sock.get(), protocol); }));
-  if (err < 0) return Fail(NlError(err, "connect netlink protocol " + std::to_string(protocol) + " in netns " + ns.path()));
+  if (err < 0)
+    return Fail(NlError(
+        err, "connect netlink protocol " + std::to_string(protocol) + " in netns " + ns.path()));
   timeval tv{kRecvTimeoutSec, 0};
   setsockopt(nl_socket_get_fd(sock.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   nl_sock* raw = sock.get();

@@ -55,8 +55,9 @@ Result<nl_sock*> NetlinkRdmaOps::Socket(const NetNs& ns) {
   return socks_.Get(ns, NETLINK_RDMA, false);
 }
 
-Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(
-    const NetNs& ns, const std::vector<uint8_t>& msg, const std::string& what) {
+Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(const NetNs& ns,
+                                                                  const std::vector<uint8_t>& msg,
+                                                                  const std::string& what) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
   std::vector<uint8_t> copy = msg;
   std::unique_ptr<nl_msg, MsgDeleter> m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
@@ -108,16 +109,16 @@ Result<NetnsMode> NetlinkRdmaOps::GetNetnsMode(const NetNs& ns) {
 }
 
 Result<void> NetlinkRdmaOps::SetNetnsMode(const NetNs& ns, NetnsMode mode) {
-  auto r = Request(ns, EncodeSysSet(mode),
-                   "set RDMA netns mode " + std::string(NetnsModeName(mode)));
+  auto r =
+      Request(ns, EncodeSysSet(mode), "set RDMA netns mode " + std::string(NetnsModeName(mode)));
   if (!r) return Fail(r.error());
   return {};
 }
 
 Result<void> NetlinkRdmaOps::MoveTo(const NetNs& from, uint32_t dev_index, const NetNs& to) {
   auto r = Request(from, EncodeMove(dev_index, to.fd()),
-                   "move RDMA device " + std::to_string(dev_index) + " from netns " +
-                       from.path() + " to netns " + to.path());
+                   "move RDMA device " + std::to_string(dev_index) + " from netns " + from.path() +
+                       " to netns " + to.path());
   if (!r) return Fail(r.error());
   return {};
 }

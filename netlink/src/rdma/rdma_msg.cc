@@ -149,7 +149,8 @@ Result<RdmaPort> DecodePort(std::span<const uint8_t> raw) {
     RdmaPort p;
     p.dev_index = nla_get_u32(tb[RDMA_NLDEV_ATTR_DEV_INDEX]);
     p.port = nla_get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]);
-    if (Has(tb, RDMA_NLDEV_ATTR_PORT_STATE, 1)) p.state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_STATE]);
+    if (Has(tb, RDMA_NLDEV_ATTR_PORT_STATE, 1))
+      p.state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_STATE]);
     if (Has(tb, RDMA_NLDEV_ATTR_PORT_PHYS_STATE, 1)) {
       p.phys_state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_PHYS_STATE]);
     }

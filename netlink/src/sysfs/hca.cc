@@ -105,9 +105,12 @@ Result<void> ReadPorts(const SysfsRoot& root, const std::string& ib, HcaDetail d
 
 std::string_view LinkLayerName(LinkLayer ll) {
   switch (ll) {
-    case LinkLayer::kInfiniBand: return "InfiniBand";
-    case LinkLayer::kEthernet: return "Ethernet";
-    case LinkLayer::kUnknown: break;
+    case LinkLayer::kInfiniBand:
+      return "InfiniBand";
+    case LinkLayer::kEthernet:
+      return "Ethernet";
+    case LinkLayer::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -192,7 +195,8 @@ Result<Hca> HcaForAddress(const SysfsRoot& root, const std::string& address, Hca
   return Fail(ErrorCode::kNotFound, "no RDMA device at bus address " + address);
 }
 
-Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root, const std::string& address) {
+Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root,
+                                                  const std::string& address) {
   for (const char* bus : {"bus/pci/devices/", "bus/auxiliary/devices/"}) {
     std::string dev = bus + address;
     if (!root.Exists(dev)) continue;
@@ -224,11 +228,13 @@ Result<std::vector<Gpu>> DiscoverGpus(const SysfsRoot& root) {
     out.push_back(std::move(g));
   }
   // Fixed-width hex addresses sort as text (a natural sort would put 3a before 18).
-  std::sort(out.begin(), out.end(), [](const Gpu& x, const Gpu& y) { return x.address < y.address; });
+  std::sort(out.begin(), out.end(),
+            [](const Gpu& x, const Gpu& y) { return x.address < y.address; });
   return out;
 }
 
-std::string PciDistance(const std::string& a_path, int a_numa, const std::string& b_path, int b_numa) {
+std::string PciDistance(const std::string& a_path, int a_numa, const std::string& b_path,
+                        int b_numa) {
   auto split = [](const std::string& p) {
     std::vector<std::string> parts;
     size_t pos = 0;

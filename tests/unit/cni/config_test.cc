@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Network config parsing: the seed NAD, every field's type, hostile input, versions.
-#include <catch2/catch.hpp>
-
 #include "kuberdma/cni/config.h"
+
+#include <catch2/catch.hpp>
 
 namespace kuberdma::cni {
 namespace {
@@ -30,7 +30,10 @@ TEST_CASE("The seed article's NAD config parses as written") {
 }
 
 TEST_CASE("Unknown fields are ignored") {
-  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","ipam":{},"whatever":[1,2],"capabilities":{"x":true}})") == 0);
+  CHECK(
+      CodeOf(
+          R"({"cniVersion":"1.0.0","name":"n","ipam":{},"whatever":[1,2],"capabilities":{"x":true}})") ==
+      0);
 }
 
 TEST_CASE("Known fields of the wrong type are error 7 naming the field") {
@@ -38,17 +41,18 @@ TEST_CASE("Known fields of the wrong type are error 7 naming the field") {
     const char* json;
     const char* field;
   };
-  for (auto [json, field] : {Case{R"({"cniVersion":"1.0.0","name":"n","mtu":"9000"})", "'mtu'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","mtu":9000.5})", "'mtu'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","pkey":true})", "'pkey'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","linkState":1})", "'linkState'"},
-                             Case{R"({"cniVersion":"1.0.0","name":7})", "'name'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","deviceID":3})", "'deviceID'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":[]})", "'runtimeConfig'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":{"deviceID":{}}})",
-                                  "'runtimeConfig.deviceID'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","prevResult":"x"})", "'prevResult'"},
-                             Case{R"({"cniVersion":"1.0.0","name":"n","lockTimeoutMs":-5})", "'lockTimeoutMs'"}}) {
+  for (auto [json, field] :
+       {Case{R"({"cniVersion":"1.0.0","name":"n","mtu":"9000"})", "'mtu'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","mtu":9000.5})", "'mtu'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","pkey":true})", "'pkey'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","linkState":1})", "'linkState'"},
+        Case{R"({"cniVersion":"1.0.0","name":7})", "'name'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","deviceID":3})", "'deviceID'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":[]})", "'runtimeConfig'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":{"deviceID":{}}})",
+             "'runtimeConfig.deviceID'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","prevResult":"x"})", "'prevResult'"},
+        Case{R"({"cniVersion":"1.0.0","name":"n","lockTimeoutMs":-5})", "'lockTimeoutMs'"}}) {
     INFO(json);
     auto r = ParseConfig(json, Command::kAdd);
     REQUIRE_FALSE(r);
@@ -62,7 +66,8 @@ TEST_CASE("Out-of-range and unknown values are error 7 with the accepted values"
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":65536})") == kInvalidConfig);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","pkey":"0x1ffff"})") == kInvalidConfig);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","linkState":"sideways"})") == kInvalidConfig);
-  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","sharedNetnsPolicy":"maybe"})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","sharedNetnsPolicy":"maybe"})") ==
+        kInvalidConfig);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","logLevel":"loud"})") == kInvalidConfig);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","stateDir":"relative/dir"})") == kInvalidConfig);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0"})") == kInvalidConfig);  // name is required
@@ -82,7 +87,8 @@ TEST_CASE("Hostile input ends in an error, never a crash") {
                        std::string(5000, ']') + "}";
   CHECK(CodeOf(nested) == 0);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":1e309})") != 0);
-  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":99999999999999999999999})") == kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":99999999999999999999999})") ==
+        kInvalidConfig);
   // A raw NUL (like any control character) inside a JSON string is malformed JSON.
   CHECK(CodeOf(std::string("{\"cniVersion\":\"1.0.0\",\"name\":\"n\0x\"}", 32)) == kDecodeFailure);
 }
@@ -101,17 +107,19 @@ TEST_CASE("Versions outside 0.3.0..1.1.0 are error 1; CHECK needs 0.4.0, STATUS 
 }
 
 TEST_CASE("Device selection follows the documented precedence") {
-  auto c = ParseConfig(R"({"cniVersion":"1.0.0","name":"n","mac":"aa:bb:cc:dd:ee:ff","device":"ens1f0np0",
+  auto c = ParseConfig(
+      R"({"cniVersion":"1.0.0","name":"n","mac":"aa:bb:cc:dd:ee:ff","device":"ens1f0np0",
       "hca":"mlx5_2","pciBusID":"0000:1a:00.0","deviceID":"0000:3d:00.0",
       "runtimeConfig":{"deviceID":"mlx5_3-017"}})",
-                       Command::kAdd);
+      Command::kAdd);
   REQUIRE(c);
   CHECK(c->selector.kind == SelectorKind::kRuntimeDeviceId);
   CHECK(c->selector.value == "mlx5_3-017");
   REQUIRE(c->other_selectors.size() == 5);
   CHECK(c->other_selectors[0].kind == SelectorKind::kDeviceId);
   CHECK(c->other_selectors[4].kind == SelectorKind::kMac);
-  auto hca = ParseConfig(R"({"cniVersion":"1.0.0","name":"n","hca":"mlx5_2","device":"x"})", Command::kAdd);
+  auto hca = ParseConfig(R"({"cniVersion":"1.0.0","name":"n","hca":"mlx5_2","device":"x"})",
+                         Command::kAdd);
   CHECK(hca->selector.kind == SelectorKind::kHca);
 }
 
@@ -124,8 +132,8 @@ TEST_CASE("runtimeConfig carries the device-info file; GC reads valid attachment
   CHECK(c->device_info_file == "/var/run/k8s.cni.cncf.io/devinfo/cni/x");
   REQUIRE(c->valid_attachments);
   CHECK(c->valid_attachments->at(0).container_id == "c1");
-  CHECK(CodeOf(R"({"cniVersion":"1.1.0","name":"n","cni.dev/valid-attachments":{}})", Command::kGc) ==
-        kInvalidConfig);
+  CHECK(CodeOf(R"({"cniVersion":"1.1.0","name":"n","cni.dev/valid-attachments":{}})",
+               Command::kGc) == kInvalidConfig);
 }
 
 TEST_CASE("Version comparison is numeric per component") {

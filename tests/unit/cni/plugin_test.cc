@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The plugin's verbs over FakeWorld and the sysfs fixtures: selection, modes, pkeys, chaining,
 // idempotency, and every rollback path (each call of ADD made to fail in turn).
-#include <catch2/catch.hpp>
+#include "kuberdma/cni/plugin.h"
+
 #include <stdlib.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 
 #include "fake_world.h"
 #include "kuberdma/base/files.h"
-#include "kuberdma/cni/plugin.h"
 
 namespace kuberdma::cni {
 namespace {
@@ -21,7 +22,8 @@ constexpr const char* kPod = "/var/run/netns/pod-a";
 constexpr const char* kPod2 = "/var/run/netns/pod-b";
 
 struct Node {
-  explicit Node(const std::string& fixture = "roce8", bool ib = false) : root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + fixture) {
+  explicit Node(const std::string& fixture = "roce8", bool ib = false)
+      : root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + fixture) {
     char tmpl[] = "/tmp/kuberdma-plugin-XXXXXX";
     state_dir = mkdtemp(tmpl);
     for (int i = 0; i < 8; ++i) {
@@ -40,7 +42,8 @@ struct Node {
 
   NetConf Conf(const std::string& extra = "") const {
     std::string text = R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","pkey":"0xffff",
-        "linkState":"up","mtu":9000,"stateDir":")" + state_dir + "\"" + extra + "}";
+        "linkState":"up","mtu":9000,"stateDir":")" +
+                       state_dir + "\"" + extra + "}";
     auto c = ParseConfig(text, Command::kAdd);
     REQUIRE(c);
     return *c;
@@ -56,7 +59,8 @@ Request Req(const char* ns, const std::string& ifname, const std::string& cid = 
   return Request{.command = Command::kAdd, .container_id = cid, .netns = ns, .ifname = ifname};
 }
 
-TEST_CASE("ADD with the seed config moves the first free HCA into the pod, renamed and configured") {
+TEST_CASE(
+    "ADD with the seed config moves the first free HCA into the pod, renamed and configured") {
   Node n;
   Plugin p = n.MakePlugin();
   auto r = p.Add(Req(kPod, "net1"), n.Conf());
@@ -98,7 +102,7 @@ TEST_CASE("DEL restores name, MTU, admin state and the RDMA device, and is idemp
   REQUIRE(p.Del(Req(kPod, "net1"), n.Conf()));
   REQUIRE(p.Del(Req(kPod, "net2"), n.Conf()));
   CHECK(n.world.Snapshot() == before);
-  CHECK(p.Del(Req(kPod, "net1"), n.Conf()));      // repeated
+  CHECK(p.Del(Req(kPod, "net1"), n.Conf()));        // repeated
   CHECK(p.Del(Req(kPod, "net9", "zz"), n.Conf()));  // never added: no state
 }
 
@@ -139,8 +143,9 @@ TEST_CASE("Every failing call of ADD is undone completely and leaves no state") 
       Plugin p = n.MakePlugin();
       n.world.fail_at = fail_at;
       auto r = p.Add(Req(kPod, "net1"), n.Conf());
-      INFO(mode << ": failed call " << fail_at << " (" << n.world.trace.at(static_cast<size_t>(fail_at - 1))
-                << ") of " << total << (r ? "" : ": " + r.error().msg));
+      INFO(mode << ": failed call " << fail_at << " ("
+                << n.world.trace.at(static_cast<size_t>(fail_at - 1)) << ") of " << total
+                << (r ? "" : ": " + r.error().msg));
       if (r) {
         // A failed lookup during selection only skips that HCA; the attachment must still be
         // complete and fully reversible.
@@ -208,7 +213,8 @@ TEST_CASE("Shared RDMA netns mode continues by default and is rejected with poli
   CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", "net2")).netns_mode == "unavailable");
 }
 
-TEST_CASE("Devices are selected by deviceID, slot ID, HCA name, netdev and MAC; misses name the tries") {
+TEST_CASE(
+    "Devices are selected by deviceID, slot ID, HCA name, netdev and MAC; misses name the tries") {
   Node n;
   Plugin p = n.MakePlugin();
   auto pick = [&](const std::string& extra, const std::string& ifname) {
@@ -251,7 +257,8 @@ TEST_CASE("Pkeys: default everywhere, non-default on RoCE is error 7, on InfiniB
   c.pkey = 0x8005;
   auto missing = q.Add(Req(kPod, "net2"), c);
   REQUIRE_FALSE(missing);
-  CHECK_THAT(missing.error().msg, Catch::Contains("0x8005") && Catch::Contains("[0xffff, 0x8001, 0x0002]"));
+  CHECK_THAT(missing.error().msg,
+             Catch::Contains("0x8005") && Catch::Contains("[0xffff, 0x8001, 0x0002]"));
 }
 
 TEST_CASE("On InfiniBand the RDMA device moves before its IPoIB netdev") {
@@ -268,12 +275,14 @@ TEST_CASE("On InfiniBand the RDMA device moves before its IPoIB netdev") {
   CHECK(rdma_move < link_move);
 }
 
-TEST_CASE("Chained after another plugin, only the RDMA device moves and prevResult passes through") {
+TEST_CASE(
+    "Chained after another plugin, only the RDMA device moves and prevResult passes through") {
   Node n;
   n.world.AddLink(kPod, "net1", "02:11:22:33:44:55", 1500, true);
   Plugin p = n.MakePlugin();
   std::string prev = R"(,"deviceID":"0000:1a:00.0","prevResult":{"cniVersion":"1.1.0",
-      "interfaces":[{"name":"net1","sandbox":")" + std::string(kPod) + R"("}],
+      "interfaces":[{"name":"net1","sandbox":")" +
+                     std::string(kPod) + R"("}],
       "ips":[{"address":"10.1.0.5/24","interface":0}]})";
   auto conf = n.Conf(prev);
   conf.mtu.reset();
@@ -340,8 +349,11 @@ TEST_CASE("ADD writes the device-info file naming the RDMA device, keeping what 
   Node n;
   Plugin p = n.MakePlugin();
   std::string info = n.state_dir + "/devinfo/net1.json";
-  REQUIRE(WriteFileAtomic(info, R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"x","vhost-net":"/dev/vhost-net"}})"));
-  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf(R"(,"runtimeConfig":{"CNIDeviceInfoFile":")" + info + "\"}")));
+  REQUIRE(WriteFileAtomic(
+      info,
+      R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"x","vhost-net":"/dev/vhost-net"}})"));
+  REQUIRE(p.Add(Req(kPod, "net1"),
+                n.Conf(R"(,"runtimeConfig":{"CNIDeviceInfoFile":")" + info + "\"}")));
   auto j = json::parse(*ReadFile(info));
   CHECK(j["pci"]["rdma-device"] == "mlx5_0");
   CHECK(j["pci"]["pci-address"] == "0000:1a:00.0");

@@ -1,19 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // Result documents per version, VERSION and error documents, and CNI_* parsing.
-#include <catch2/catch.hpp>
+#include "kuberdma/cni/result.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 
 #include "kuberdma/cni/config.h"
-#include "kuberdma/cni/result.h"
 
 namespace kuberdma::cni {
 namespace {
 
 using nlohmann::json;
 
-const Interface kIface{.name = "net1", .mac = "b8:3f:d2:00:00:01", .mtu = 9000,
-                       .sandbox = "/var/run/netns/p", .pci_id = "0000:1a:00.0"};
+const Interface kIface{.name = "net1",
+                       .mac = "b8:3f:d2:00:00:01",
+                       .mtu = 9000,
+                       .sandbox = "/var/run/netns/p",
+                       .pci_id = "0000:1a:00.0"};
 
 TEST_CASE("Results carry the requested version and only the fields that version defines") {
   for (const auto& v : SupportedVersions()) {
@@ -50,7 +53,9 @@ TEST_CASE("VERSION lists every supported version; errors carry code and message"
   json v = VersionResult();
   CHECK(v["supportedVersions"] == json(SupportedVersions()));
   json e = ErrorResult("0.3.1", {kInvalidConfig, "bad mtu", "details here"});
-  CHECK(e == json{{"cniVersion", "0.3.1"}, {"code", 7}, {"msg", "bad mtu"}, {"details", "details here"}});
+  CHECK(
+      e ==
+      json{{"cniVersion", "0.3.1"}, {"code", 7}, {"msg", "bad mtu"}, {"details", "details here"}});
 }
 
 std::map<std::string, std::string> g_env;
@@ -60,7 +65,9 @@ const char* FakeGetenv(const char* k) {
 }
 
 TEST_CASE("CNI_* variables are validated per verb with error 4 naming the variable") {
-  g_env = {{"CNI_COMMAND", "ADD"}, {"CNI_CONTAINERID", "abc123"}, {"CNI_NETNS", "/var/run/netns/p"},
+  g_env = {{"CNI_COMMAND", "ADD"},
+           {"CNI_CONTAINERID", "abc123"},
+           {"CNI_NETNS", "/var/run/netns/p"},
            {"CNI_IFNAME", "net1"}};
   auto ok = ParseEnv(&FakeGetenv);
   REQUIRE(ok);
@@ -75,7 +82,8 @@ TEST_CASE("CNI_* variables are validated per verb with error 4 naming the variab
   for (auto [key, value, mentions] :
        {Case{"CNI_COMMAND", "FROB", "CNI_COMMAND"}, Case{"CNI_CONTAINERID", "", "CNI_CONTAINERID"},
         Case{"CNI_CONTAINERID", "-bad", "CNI_CONTAINERID"}, Case{"CNI_IFNAME", "", "CNI_IFNAME"},
-        Case{"CNI_IFNAME", "a/b", "CNI_IFNAME"}, Case{"CNI_IFNAME", "sixteen-chars-xx", "CNI_IFNAME"},
+        Case{"CNI_IFNAME", "a/b", "CNI_IFNAME"},
+        Case{"CNI_IFNAME", "sixteen-chars-xx", "CNI_IFNAME"},
         Case{"CNI_IFNAME", "..", "CNI_IFNAME"}, Case{"CNI_NETNS", "", "CNI_NETNS"}}) {
     auto env = g_env;
     g_env[key] = value;

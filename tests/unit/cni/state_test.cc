@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // State records and the node lock.
-#include <catch2/catch.hpp>
+#include "kuberdma/cni/state.h"
+
 #include <stdlib.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/scope_guard.h"
-#include "kuberdma/cni/state.h"
 
 namespace kuberdma::cni {
 namespace {
@@ -22,11 +23,24 @@ struct TempDir {
 };
 
 AttachmentRecord Sample() {
-  return {.network = "rdma-net", .container_id = "c1", .ifname = "net1", .netns = "/var/run/netns/p",
-          .done = true, .hca = "mlx5_0", .hca_address = "0000:1a:00.0", .link_layer = "Ethernet",
-          .netdev_moved = true, .host_name = "ens1f0np0", .host_ifindex = 12, .mac = "b8:3f:d2:00:00:01",
-          .host_mtu = 1500, .host_admin_up = true, .netns_mode = "exclusive", .rdma_moved = true,
-          .pkey = 0xffff, .pkey_index = -1};
+  return {.network = "rdma-net",
+          .container_id = "c1",
+          .ifname = "net1",
+          .netns = "/var/run/netns/p",
+          .done = true,
+          .hca = "mlx5_0",
+          .hca_address = "0000:1a:00.0",
+          .link_layer = "Ethernet",
+          .netdev_moved = true,
+          .host_name = "ens1f0np0",
+          .host_ifindex = 12,
+          .mac = "b8:3f:d2:00:00:01",
+          .host_mtu = 1500,
+          .host_admin_up = true,
+          .netns_mode = "exclusive",
+          .rdma_moved = true,
+          .pkey = 0xffff,
+          .pkey_index = -1};
 }
 
 TEST_CASE("A record round-trips through the store and is listed per network") {

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device plugin config and resources over the sysfs fixtures: selection, both policies, device
 // nodes and env, preference, health.
-#include <catch2/catch.hpp>
+#include "kuberdma/deviceplugin/resource.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/config.h"
-#include "kuberdma/deviceplugin/resource.h"
 
 namespace kuberdma::deviceplugin {
 namespace {
@@ -51,19 +51,28 @@ TEST_CASE("Config errors name the entry and the field") {
     const char* json;
     const char* says;
   };
-  for (auto [text, says] : {
-           Case{"{", "not valid JSON"},
-           Case{R"({"configList":[]})", "configList"},
-           Case{R"({"configList":[{"rdmaHcaMax":1}]})", "configList[0].resourceName"},
-           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":0}]})", "configList[0].rdmaHcaMax"},
-           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1},{"resourceName":"b","rdmaHcaMax":1,"selectors":{"vendors":"15b3"}}]})",
-                "configList[1].selectors.vendors"},
-           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["fddi"]}}]})", "linkTypes"},
-           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"policy":"greedy"}]})", "configList[0].policy"},
-           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1},{"resourceName":"a","rdmaHcaMax":1}]})", "configured twice"},
-           Case{R"({"configList":[{"resourceName":"bad/name","rdmaHcaMax":1}]})", "resourceName"},
-           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"extraEnv":{"X":1}}]})", "extraEnv.X"},
-       }) {
+  for (
+      auto [text, says] : {
+          Case{"{", "not valid JSON"},
+          Case{R"({"configList":[]})", "configList"},
+          Case{R"({"configList":[{"rdmaHcaMax":1}]})", "configList[0].resourceName"},
+          Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":0}]})",
+               "configList[0].rdmaHcaMax"},
+          Case{
+              R"({"configList":[{"resourceName":"a","rdmaHcaMax":1},{"resourceName":"b","rdmaHcaMax":1,"selectors":{"vendors":"15b3"}}]})",
+              "configList[1].selectors.vendors"},
+          Case{
+              R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["fddi"]}}]})",
+              "linkTypes"},
+          Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"policy":"greedy"}]})",
+               "configList[0].policy"},
+          Case{
+              R"({"configList":[{"resourceName":"a","rdmaHcaMax":1},{"resourceName":"a","rdmaHcaMax":1}]})",
+              "configured twice"},
+          Case{R"({"configList":[{"resourceName":"bad/name","rdmaHcaMax":1}]})", "resourceName"},
+          Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"extraEnv":{"X":1}}]})",
+               "extraEnv.X"},
+      }) {
     INFO(text);
     auto r = ParseConfig(text);
     REQUIRE_FALSE(r);
@@ -73,22 +82,43 @@ TEST_CASE("Config errors name the entry and the field") {
 }
 
 TEST_CASE("Selectors pick HCAs by vendor, device, driver, netdev, link type, address and name") {
-  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"vendors":["0x15B3"]}})")).size() == 8);
-  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["infiniband"]}})")).empty());
-  CHECK(Names(Make("ib8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["ib"]}})")).size() == 8);
-  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"ifNames":["ens3f0np0","ens5f0np0"]}})")) ==
-        std::vector<std::string>{"mlx5_2", "mlx5_4"});
-  CHECK(Names(Make("roce8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"pciAddresses":["3d:00.0"]}})")) ==
+  CHECK(Names(Make("roce8",
+                   R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"vendors":["0x15B3"]}})"))
+            .size() == 8);
+  CHECK(
+      Names(Make("roce8",
+                 R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["infiniband"]}})"))
+          .empty());
+  CHECK(
+      Names(Make("ib8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"linkTypes":["ib"]}})"))
+          .size() == 8);
+  CHECK(
+      Names(Make(
+          "roce8",
+          R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"ifNames":["ens3f0np0","ens5f0np0"]}})")) ==
+      std::vector<std::string>{"mlx5_2", "mlx5_4"});
+  CHECK(Names(Make(
+            "roce8",
+            R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"pciAddresses":["3d:00.0"]}})")) ==
         std::vector<std::string>{"mlx5_3"});
-  CHECK(Names(Make("sriov", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"deviceIDs":["101e"]}})")).size() == 8);
-  CHECK(Names(Make("sf", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"pciAddresses":["mlx5_core.sf.2"]}})")) ==
-        std::vector<std::string>{"mlx5_2"});
-  CHECK(Names(Make("ib8", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"hcaNames":["mlx5_7"],"drivers":["mlx5_core"]}})")) ==
-        std::vector<std::string>{"mlx5_7"});
+  CHECK(Names(Make("sriov",
+                   R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"deviceIDs":["101e"]}})"))
+            .size() == 8);
+  CHECK(
+      Names(Make(
+          "sf",
+          R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"pciAddresses":["mlx5_core.sf.2"]}})")) ==
+      std::vector<std::string>{"mlx5_2"});
+  CHECK(
+      Names(Make(
+          "ib8",
+          R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"hcaNames":["mlx5_7"],"drivers":["mlx5_core"]}})")) ==
+      std::vector<std::string>{"mlx5_7"});
 }
 
 TEST_CASE("The pool policy advertises rdmaHcaMax slots and gives every HCA to each allocation") {
-  Resource r = Make("roce8", R"({"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}})");
+  Resource r = Make(
+      "roce8", R"({"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}})");
   auto devs = r.Devices();
   REQUIRE(devs.size() == 1000);
   CHECK(devs[0].id == "shared-000");
@@ -109,10 +139,12 @@ TEST_CASE("The pool policy advertises rdmaHcaMax slots and gives every HCA to ea
   }
   auto bad = r.Allocate({"shared-1000"});
   REQUIRE_FALSE(bad);
-  CHECK_THAT(bad.error().message(), Catch::Contains("unknown device ID 'shared-1000'") && Catch::Contains("rdma/shared"));
+  CHECK_THAT(bad.error().message(),
+             Catch::Contains("unknown device ID 'shared-1000'") && Catch::Contains("rdma/shared"));
 }
 
-TEST_CASE("The per-HCA policy names slots after HCAs, carries NUMA and gives exactly the slots' HCAs") {
+TEST_CASE(
+    "The per-HCA policy names slots after HCAs, carries NUMA and gives exactly the slots' HCAs") {
   Resource r = Make("ib8", R"({"resourceName":"ib","rdmaHcaMax":32,"policy":"per-hca"})");
   auto devs = r.Devices();
   REQUIRE(devs.size() == 8 * 32);
@@ -125,8 +157,9 @@ TEST_CASE("The per-HCA policy names slots after HCAs, carries NUMA and gives exa
   CHECK(a->envs.at("NCCL_IB_HCA") == "=mlx5_0:1,mlx5_3:1");
   std::vector<std::string> paths;
   for (const auto& d : a->devices) paths.push_back(d.container_path);
-  CHECK(paths == std::vector<std::string>{"/dev/infiniband/uverbs0", "/dev/infiniband/umad0", "/dev/infiniband/issm0",
-                                          "/dev/infiniband/uverbs3", "/dev/infiniband/umad3", "/dev/infiniband/issm3",
+  CHECK(paths == std::vector<std::string>{"/dev/infiniband/uverbs0", "/dev/infiniband/umad0",
+                                          "/dev/infiniband/issm0", "/dev/infiniband/uverbs3",
+                                          "/dev/infiniband/umad3", "/dev/infiniband/issm3",
                                           "/dev/infiniband/rdma_cm"});
   auto hcas = json::parse(a->envs.at("KUBERDMA_HCAS"));
   REQUIRE(hcas.size() == 2);
@@ -142,7 +175,8 @@ TEST_CASE("The per-HCA policy names slots after HCAs, carries NUMA and gives exa
 }
 
 TEST_CASE("injectMad off leaves only uverbs and rdma_cm; extraEnv and ncclEnv apply") {
-  Resource r = Make("ib8", R"({"resourceName":"ib","rdmaHcaMax":1,"policy":"per-hca","injectMad":false,
+  Resource r =
+      Make("ib8", R"({"resourceName":"ib","rdmaHcaMax":1,"policy":"per-hca","injectMad":false,
                                 "ncclEnv":false,"extraEnv":{"NCCL_IB_GID_INDEX":"3"}})");
   auto a = r.Allocate({"mlx5_1-0"});
   REQUIRE(a);
@@ -151,12 +185,14 @@ TEST_CASE("injectMad off leaves only uverbs and rdma_cm; extraEnv and ncclEnv ap
   CHECK(a->envs.at("NCCL_IB_GID_INDEX") == "3");
 }
 
-TEST_CASE("Preferred allocation spreads over distinct HCAs, keeps NUMA locality, honours must_include") {
+TEST_CASE(
+    "Preferred allocation spreads over distinct HCAs, keeps NUMA locality, honours must_include") {
   Resource r = Make("roce8", R"({"resourceName":"hca","rdmaHcaMax":4,"policy":"per-hca"})");
   std::vector<std::string> all;
   for (const auto& d : r.Devices()) all.push_back(d.id);
   auto four = r.Preferred(all, {}, 4);
-  CHECK(four == std::vector<std::string>{"mlx5_0-0", "mlx5_1-0", "mlx5_2-0", "mlx5_3-0"});  // NUMA 0
+  CHECK(four ==
+        std::vector<std::string>{"mlx5_0-0", "mlx5_1-0", "mlx5_2-0", "mlx5_3-0"});  // NUMA 0
   auto with_must = r.Preferred(all, {"mlx5_5-2"}, 3);
   REQUIRE(with_must.size() == 3);
   CHECK(with_must[0] == "mlx5_5-2");
@@ -179,10 +215,12 @@ struct FixtureCopy {
   std::string dir;
 };
 
-TEST_CASE("An HCA is Unhealthy when its port leaves ACTIVE or it disappears, Healthy when it returns") {
+TEST_CASE(
+    "An HCA is Unhealthy when its port leaves ACTIVE or it disappears, Healthy when it returns") {
   FixtureCopy copy("roce8");
   sysfs::SysfsRoot root(copy.dir);
-  auto cfg = ParseConfig(R"({"configList":[{"resourceName":"hca","rdmaHcaMax":2,"policy":"per-hca"}]})");
+  auto cfg =
+      ParseConfig(R"({"configList":[{"resourceName":"hca","rdmaHcaMax":2,"policy":"per-hca"}]})");
   Resource r(cfg->resources[0], root);
   auto scan = [&] { return r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts)); };
   CHECK(scan());
@@ -200,7 +238,7 @@ TEST_CASE("An HCA is Unhealthy when its port leaves ACTIVE or it disappears, Hea
   CHECK(r.Devices()[4].healthy);
   fs::rename(root.Sys("class/infiniband/mlx5_6"), copy.dir + "/mlx5_6.away");
   CHECK(scan());
-  CHECK(r.Devices().size() == 16);  // still listed,
+  CHECK(r.Devices().size() == 16);       // still listed,
   CHECK_FALSE(r.Devices()[12].healthy);  // but Unhealthy
   CHECK(r.hcas().at("mlx5_6").reason == "gone");
   fs::rename(copy.dir + "/mlx5_6.away", root.Sys("class/infiniband/mlx5_6"));
@@ -213,7 +251,8 @@ TEST_CASE("The CDI spec lists each HCA's device nodes under the resource's kind"
   auto spec = json::parse(r.CdiSpec());
   CHECK(spec["kind"] == "kube-rdma.io/shared");
   CHECK(spec["devices"].size() == 8);
-  CHECK(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/infiniband/uverbs0");
+  CHECK(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] ==
+        "/dev/infiniband/uverbs0");
   auto a = r.Allocate({"shared-0"});
   REQUIRE(a);
   CHECK(a->devices.empty());

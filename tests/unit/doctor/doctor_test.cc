@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-doctor's views over the sysfs fixtures: topology, pod checks (the seed's pitfalls), node
 // records and stranded devices, NCCL_IB_HCA semantics, and both kubelet checkpoint formats.
-#include <catch2/catch.hpp>
+#include "kuberdma/doctor/doctor.h"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
-#include "kuberdma/doctor/doctor.h"
 #include "kuberdma/link/netlink_link_ops.h"
 
 namespace kuberdma::doctor {
@@ -56,16 +56,21 @@ TEST_CASE("NCCL_IB_HCA selects by prefix unless '=' makes it exact; '^' excludes
   CHECK(NcclIbHcaMatches("^=mlx5_1", present) == std::vector<std::string>{"mlx5_10", "mlx5_2"});
 }
 
-TEST_CASE("The topology matrix uses nvidia-smi's terms and flags GPUs whose nearest HCA is not in the pod") {
+TEST_CASE(
+    "The topology matrix uses nvidia-smi's terms and flags GPUs whose nearest HCA is not in the "
+    "pod") {
   Fixture f;
-  f.in.getenv = Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_4"},{"name":"mlx5_5"},{"name":"mlx5_6"},{"name":"mlx5_7"}])"}});
+  f.in.getenv =
+      Env({{"KUBERDMA_HCAS",
+            R"([{"name":"mlx5_4"},{"name":"mlx5_5"},{"name":"mlx5_6"},{"name":"mlx5_7"}])"}});
   View v = TopoView(f.in);
   REQUIRE(v.doc["matrix"].size() == 8);
   CHECK(v.doc["matrix"][0]["distances"][0] == "PIX");
   CHECK(v.doc["matrix"][0]["distances"][7] == "SYS");
   CHECK(v.doc["matrix"][0]["nearest"] == nlohmann::json({"mlx5_0", "mlx5_1"}));
   int flagged = 0;
-  for (const auto& x : v.findings) flagged += x.status == Status::kWarn && x.check.rfind("pitfall-5", 0) == 0 ? 1 : 0;
+  for (const auto& x : v.findings)
+    flagged += x.status == Status::kWarn && x.check.rfind("pitfall-5", 0) == 0 ? 1 : 0;
   CHECK(flagged == 4);  // the four NUMA-0 GPUs
   f.in.getenv = Env({{"NCCL_IB_HCA", "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"}});
   CHECK(f.Find(TopoView(f.in), "pitfall-5", Status::kOk) != nullptr);
@@ -73,8 +78,11 @@ TEST_CASE("The topology matrix uses nvidia-smi's terms and flags GPUs whose near
 
 TEST_CASE("Pod checks name the seed's pitfalls with their fixes") {
   Fixture f;
-  f.in.getenv = Env({{"NCCL_IB_DISABLE", "1"}, {"NCCL_IB_HCA", "mlx5_0,mlx5_9"}, {"NCCL_SOCKET_IFNAME", "eth-none7"},
-                     {"NCCL_MAX_NCHANNELS", "1"}, {"KUBERDMA_HCAS", R"([{"name":"mlx5_0"},{"name":"mlx5_3"}])"}});
+  f.in.getenv = Env({{"NCCL_IB_DISABLE", "1"},
+                     {"NCCL_IB_HCA", "mlx5_0,mlx5_9"},
+                     {"NCCL_SOCKET_IFNAME", "eth-none7"},
+                     {"NCCL_MAX_NCHANNELS", "1"},
+                     {"KUBERDMA_HCAS", R"([{"name":"mlx5_0"},{"name":"mlx5_3"}])"}});
   View v = PodView(f.in);
   CHECK(v.ExitCode() == 1);
   CHECK(f.Find(v, "pitfall-1", Status::kOk) != nullptr);  // the fixture has uverbs0..7
@@ -100,8 +108,10 @@ TEST_CASE("Pod checks name the seed's pitfalls with their fixes") {
 TEST_CASE("A pod configured as the device plugin intends passes the NCCL checks") {
   Fixture f;
   REQUIRE(WriteFileAtomic(f.dir + "/libnccl.so.2.28.3", ""));
-  f.in.getenv = Env({{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
-                     {"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_IB_DISABLE", "0"}});
+  f.in.getenv = Env(
+      {{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
+       {"NCCL_SOCKET_IFNAME", "lo"},
+       {"NCCL_IB_DISABLE", "0"}});
   View v = PodView(f.in);
   for (const auto& x : v.findings) {
     INFO(x.check << ": " << x.message);
@@ -110,13 +120,20 @@ TEST_CASE("A pod configured as the device plugin intends passes the NCCL checks"
   CHECK(f.Find(v, "pitfall-7", Status::kOk) != nullptr);
 }
 
-TEST_CASE("The node view lists HCAs, records, allocations, and names stranded devices and a missing plugin") {
+TEST_CASE(
+    "The node view lists HCAs, records, allocations, and names stranded devices and a missing "
+    "plugin") {
   Fixture f;
-  cni::AttachmentRecord rec{.network = "rdma-net", .container_id = "c0ffee", .ifname = "net1",
-                            .netns = "/run/netns/kuberdma-gone-xyz", .done = true, .hca = "mlx5_2",
+  cni::AttachmentRecord rec{.network = "rdma-net",
+                            .container_id = "c0ffee",
+                            .ifname = "net1",
+                            .netns = "/run/netns/kuberdma-gone-xyz",
+                            .done = true,
+                            .hca = "mlx5_2",
                             .hca_address = "0000:3c:00.0"};
   REQUIRE(cni::StateStore(f.in.state_dir).Save(rec));
-  REQUIRE(WriteFileAtomic(f.dir + "/plugins/kubelet_internal_checkpoint", R"({"Data":{"PodDeviceEntries":[
+  REQUIRE(WriteFileAtomic(f.dir + "/plugins/kubelet_internal_checkpoint",
+                          R"({"Data":{"PodDeviceEntries":[
       {"PodUID":"u1","ContainerName":"trainer","ResourceName":"rdma/shared","DeviceIDs":{"0":["shared-001"],"1":["shared-002"]}},
       {"PodUID":"u2","ContainerName":"old","ResourceName":"rdma/hca","DeviceIDs":["mlx5_3-0"]},
       {"PodUID":"u3","ContainerName":"gpu","ResourceName":"nvidia.com/gpu","DeviceIDs":["GPU-1"]}]},"Checksum":1})"));
@@ -135,7 +152,9 @@ TEST_CASE("The node view lists HCAs, records, allocations, and names stranded de
 
 TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error") {
   Fixture f;
-  REQUIRE(WriteFileAtomic(f.dir + "/cp", R"({"Data":{"PodDeviceEntries":[{"PodUID":"a","ContainerName":"c","ResourceName":"rdma/x","DeviceIDs":["1","2"]}]}})"));
+  REQUIRE(WriteFileAtomic(
+      f.dir + "/cp",
+      R"({"Data":{"PodDeviceEntries":[{"PodUID":"a","ContainerName":"c","ResourceName":"rdma/x","DeviceIDs":["1","2"]}]}})"));
   auto a = ReadCheckpoint(f.dir + "/cp");
   REQUIRE(a);
   CHECK(a->at(0).device_ids == std::vector<std::string>{"1", "2"});

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for the base types: Error, ScopeGuard, file helpers.
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -44,7 +44,9 @@ TEST_CASE("ASSIGN_OR_RETURN propagates the error and unwraps the value") {
 
 TEST_CASE("ScopeGuard runs on scope exit unless cancelled") {
   int ran = 0;
-  { ScopeGuard g([&] { ++ran; }); }
+  {
+    ScopeGuard g([&] { ++ran; });
+  }
   CHECK(ran == 1);
   {
     ScopeGuard g([&] { ++ran; });

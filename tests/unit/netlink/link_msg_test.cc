@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one-message move: RTM_NEWLINK bytes against the uapi layout.
-#include <catch2/catch.hpp>
 #include <linux/if.h>
 #include <linux/rtnetlink.h>
+
+#include <catch2/catch.hpp>
 
 #include "kuberdma/link/netlink_link_ops.h"
 #include "nl_bytes.h"

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // NETLINK_RDMA encoding and decoding, byte for byte against the kernel uapi constants.
-#include <catch2/catch.hpp>
 #include <rdma/rdma_netlink.h>
+
+#include <catch2/catch.hpp>
 
 #include "kuberdma/rdma/netlink_rdma_ops.h"
 #include "kuberdma/rdma/rdma_ops.h"
@@ -12,7 +13,9 @@ namespace {
 
 using testing::NlBytes;
 
-constexpr uint16_t T(int cmd) { return static_cast<uint16_t>(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd)); }
+constexpr uint16_t T(int cmd) {
+  return static_cast<uint16_t>(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd));
+}
 
 TEST_CASE("A move is RDMA_NLDEV_CMD_SET with the device index and RDMA_NLDEV_NET_NS_FD") {
   auto want = NlBytes(T(RDMA_NLDEV_CMD_SET), NLM_F_REQUEST | NLM_F_ACK)
@@ -83,7 +86,8 @@ TEST_CASE("Port and sys replies decode") {
   CHECK(port->phys_state == 5);
   CHECK(port->netdev_index == 7);
   CHECK(port->netdev_name == "ens2f0np0");
-  auto sys = DecodeSys(NlBytes(T(RDMA_NLDEV_CMD_SYS_GET), 0).U8(RDMA_NLDEV_SYS_ATTR_NETNS_MODE, 1).Done());
+  auto sys =
+      DecodeSys(NlBytes(T(RDMA_NLDEV_CMD_SYS_GET), 0).U8(RDMA_NLDEV_SYS_ATTR_NETNS_MODE, 1).Done());
   REQUIRE(sys);
   CHECK(*sys == NetnsMode::kShared);
 }

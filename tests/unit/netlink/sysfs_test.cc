@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The HCA model over the fixture trees of real node shapes.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "kuberdma/sysfs/hca.h"
@@ -9,7 +8,9 @@
 namespace kuberdma::sysfs {
 namespace {
 
-SysfsRoot Fixture(const std::string& name) { return SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + name); }
+SysfsRoot Fixture(const std::string& name) {
+  return SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + name);
+}
 
 TEST_CASE("The 8-GPU RoCE node has eight ConnectX-7 HCAs in natural order across two NUMA nodes") {
   auto hcas = DiscoverHcas(Fixture("roce8"), HcaDetail::kPorts);
@@ -32,7 +33,7 @@ TEST_CASE("The 8-GPU RoCE node has eight ConnectX-7 HCAs in natural order across
     CHECK(h.ports[0].rate_gbps == 400.0);
     CHECK(h.ports[0].netdev == h.netdevs[0]);
     CHECK(h.ports[0].umad == "umad" + std::to_string(i));
-    CHECK(h.ports[0].issm.empty());  // RoCE-only nodes have no issm requirement
+    CHECK(h.ports[0].issm.empty());   // RoCE-only nodes have no issm requirement
     CHECK(h.ports[0].pkeys.empty());  // tables are only read with kTables
   }
   CHECK((*hcas)[3].address == "0000:3d:00.0");
@@ -77,7 +78,8 @@ TEST_CASE("HCAs are found by netdev and by bus address, short BDFs included") {
   auto aux = HcaForAddress(Fixture("sf"), "mlx5_core.sf.2", HcaDetail::kIdentity);
   REQUIRE(aux);
   CHECK(aux->name == "mlx5_2");
-  CHECK(HcaForAddress(root, "0000:ff:00.0", HcaDetail::kIdentity).error().code() == ErrorCode::kNotFound);
+  CHECK(HcaForAddress(root, "0000:ff:00.0", HcaDetail::kIdentity).error().code() ==
+        ErrorCode::kNotFound);
   CHECK(HcaForNetdev(root, "eth9", HcaDetail::kIdentity).error().code() == ErrorCode::kNotFound);
 }
 
@@ -123,7 +125,8 @@ TEST_CASE("Fixture trees have no dangling links (git drops empty directories)") 
   namespace fs = std::filesystem;
   int links = 0;
   for (const char* node : {"roce8", "ib8", "sriov", "sf"}) {
-    for (const auto& e : fs::recursive_directory_iterator(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + node)) {
+    for (const auto& e :
+         fs::recursive_directory_iterator(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + node)) {
       if (!e.is_symlink()) continue;
       ++links;
       INFO(e.path().string() << " -> " << fs::read_symlink(e.path()).string());
@@ -140,8 +143,10 @@ namespace kuberdma::sysfs {
 namespace {
 
 TEST_CASE("Netdevs are listed by PCI address and by auxiliary device name") {
-  CHECK(*NetdevsAtAddress(Fixture("roce8"), "0000:3d:00.0") == std::vector<std::string>{"ens4f0np0"});
-  CHECK(*NetdevsAtAddress(Fixture("sf"), "mlx5_core.sf.2") == std::vector<std::string>{"enp27s0f0s88"});
+  CHECK(*NetdevsAtAddress(Fixture("roce8"), "0000:3d:00.0") ==
+        std::vector<std::string>{"ens4f0np0"});
+  CHECK(*NetdevsAtAddress(Fixture("sf"), "mlx5_core.sf.2") ==
+        std::vector<std::string>{"enp27s0f0s88"});
   CHECK(NetdevsAtAddress(Fixture("roce8"), "0000:ee:00.0").error().code() == ErrorCode::kNotFound);
 }
 
@@ -160,11 +165,16 @@ TEST_CASE("GPUs are found on the PCI bus and their distance to HCAs uses nvidia-
   CHECK((*gpus)[7].numa_node == 1);
   auto hcas = *DiscoverHcas(root, HcaDetail::kIdentity);
   const Gpu& g0 = (*gpus)[0];
-  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[0].device_path, hcas[0].numa_node) == "PIX");  // same switch
-  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[2].device_path, hcas[2].numa_node) == "NODE");  // other root, NUMA 0
-  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[7].device_path, hcas[7].numa_node) == "SYS");   // other socket
-  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0, "devices/pci0000:15/0000:15:01.0/0000:17:00.0", 0) == "PXB");
-  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0, "devices/pci0000:15/0000:15:02.0/0000:17:00.0", 0) == "PHB");
+  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[0].device_path, hcas[0].numa_node) ==
+        "PIX");  // same switch
+  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[2].device_path, hcas[2].numa_node) ==
+        "NODE");  // other root, NUMA 0
+  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[7].device_path, hcas[7].numa_node) ==
+        "SYS");  // other socket
+  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0,
+                    "devices/pci0000:15/0000:15:01.0/0000:17:00.0", 0) == "PXB");
+  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0,
+                    "devices/pci0000:15/0000:15:02.0/0000:17:00.0", 0) == "PHB");
   CHECK(PciDistanceRank("PIX") < PciDistanceRank("SYS"));
 }
 

@@ -3,7 +3,6 @@
 // IB/RoCE/PXN/merged forms), counter math with wrap, busbw, rank detection, inventory over the
 // sysfs fixtures, the verdict, and the report schema.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <map>
 
@@ -25,7 +24,8 @@ std::function<const char*(const char*)> Env(std::map<std::string, std::string> m
   };
 }
 
-TEST_CASE("Real NCCL 2.28.3 Socket-transport lines give the device list and the channels per device") {
+TEST_CASE(
+    "Real NCCL 2.28.3 Socket-transport lines give the device list and the channels per device") {
   NcclLog log;
   log.AddText(*ReadFile(Fx("nccl/socket-2.28.3-rank0.log")));
   CHECK(log.version() == "2.28.3");
@@ -40,7 +40,8 @@ TEST_CASE("Real NCCL 2.28.3 Socket-transport lines give the device list and the 
 TEST_CASE("IB, RoCE, PXN and merged-NIC lines are read; P2P, SHM and NVLS count as bypasses") {
   NcclLog log;
   log.AddText(
-      "node-0:12:40 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1+mlx5_2:1/RoCE [2]mlx5_3:1/IB ; OOB eth0:10.244.1.5<0>\n"
+      "node-0:12:40 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1+mlx5_2:1/RoCE "
+      "[2]mlx5_3:1/IB ; OOB eth0:10.244.1.5<0>\n"
       "node-0:12:40 [0] NCCL INFO Using network IB\n"
       "node-0:12:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA\n"
       "node-0:12:40 [0] NCCL INFO Channel 01/0 : 1[1] -> 0[0] [receive] via NET/IB/1(0)/GDRDMA\n"
@@ -76,9 +77,12 @@ TEST_CASE("busbw follows nccl-tests: AllReduce busbw = algbw * 2(n-1)/n") {
   CHECK(AllReduceBandwidth(1000000000ULL, 1, 2).busbw_gbps == Approx(1.0));
 }
 
-TEST_CASE("Rank and world size come from flags, RANK, MPI, Slurm, an Indexed Job or a StatefulSet ordinal") {
+TEST_CASE(
+    "Rank and world size come from flags, RANK, MPI, Slurm, an Indexed Job or a StatefulSet "
+    "ordinal") {
   CHECK(DetectRank(Env({{"RANK", "3"}, {"WORLD_SIZE", "8"}}), "x", -1, -1)->rank == 3);
-  CHECK(DetectRank(Env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), "x", -1, -1)->world_size == 2);
+  CHECK(DetectRank(Env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), "x", -1, -1)
+            ->world_size == 2);
   CHECK(DetectRank(Env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}}), "x", -1, -1)->rank == 5);
   auto job = DetectRank(Env({{"JOB_COMPLETION_INDEX", "2"}, {"WORLD_SIZE", "4"}}), "x", -1, -1);
   CHECK(job->rank == 2);
@@ -89,7 +93,8 @@ TEST_CASE("Rank and world size come from flags, RANK, MPI, Slurm, an Indexed Job
   CHECK(DetectRank(Env({{"RANK", "1"}}), "x", -1, 4)->world_size == 4);
   CHECK(DetectRank(Env({}), "x", 0, 2)->rank == 0);
   CHECK_THAT(DetectRank(Env({}), "nohyphen", -1, 2).error().message(), Catch::Contains("rank"));
-  CHECK_THAT(DetectRank(Env({{"RANK", "1"}}), "x", -1, -1).error().message(), Catch::Contains("world size"));
+  CHECK_THAT(DetectRank(Env({{"RANK", "1"}}), "x", -1, -1).error().message(),
+             Catch::Contains("world size"));
   CHECK_THAT(DetectRank(Env({{"RANK", "4"}, {"WORLD_SIZE", "4"}}), "x", -1, -1).error().message(),
              Catch::Contains("not below"));
 }
@@ -99,14 +104,17 @@ TEST_CASE("The expected HCAs come from --expect, KUBERDMA_HCAS or NCCL_IB_HCA, w
   REQUIRE(e);
   CHECK(e->names == std::vector<std::string>{"mlx5_0", "mlx5_3"});
   CHECK(e->ports.at("mlx5_3") == std::vector<uint32_t>{1});
-  auto k = ExpectedHcas(Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_5"},{"name":"mlx5_6"}])"}, {"NCCL_IB_HCA", "=mlx5_5:1"}}), "");
+  auto k = ExpectedHcas(Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_5"},{"name":"mlx5_6"}])"},
+                             {"NCCL_IB_HCA", "=mlx5_5:1"}}),
+                        "");
   CHECK(k->names == std::vector<std::string>{"mlx5_5", "mlx5_6"});
   CHECK(k->source == "KUBERDMA_HCAS");
   CHECK(ExpectedHcas(Env({{"NCCL_IB_HCA", "mlx5_0"}}), "mlx5_2,mlx5_4")->names.size() == 2);
   CHECK_FALSE(ExpectedHcas(Env({{"NCCL_IB_HCA", "^mlx5_0"}}), ""));
   CHECK_FALSE(ExpectedHcas(Env({{"KUBERDMA_HCAS", "{"}}), ""));
   CHECK_FALSE(ExpectedHcas(Env({}), ""));
-  CHECK(ExpectedNetdevs(Env({{"NCCL_SOCKET_IFNAME", "=net1,net2"}}), "")->names == std::vector<std::string>{"net1", "net2"});
+  CHECK(ExpectedNetdevs(Env({{"NCCL_SOCKET_IFNAME", "=net1,net2"}}), "")->names ==
+        std::vector<std::string>{"net1", "net2"});
 }
 
 struct FixtureCopy {
@@ -125,7 +133,8 @@ Options Ib(const std::string& expect) {
   return o;
 }
 
-TEST_CASE("Inventory names every mismatch: missing, port down, uverbs unopenable, visible but not ours") {
+TEST_CASE(
+    "Inventory names every mismatch: missing, port down, uverbs unopenable, visible but not ours") {
   FixtureCopy fx;
   sysfs::SysfsRoot root(fx.dir);
   link::NetlinkLinkOps links;
@@ -138,15 +147,18 @@ TEST_CASE("Inventory names every mismatch: missing, port down, uverbs unopenable
   for (const auto& p : r.problems) all += p + "\n";
   CHECK_THAT(all, Catch::Contains("mlx5_9: expected (--expect) but missing"));
   CHECK_THAT(all, Catch::Contains("mlx5_1: port 1 is DOWN, not ACTIVE"));
-  CHECK_THAT(all, Catch::Contains("mlx5_2: /dev/infiniband/uverbs2 is missing or cannot be opened"));
+  CHECK_THAT(all,
+             Catch::Contains("mlx5_2: /dev/infiniband/uverbs2 is missing or cannot be opened"));
   REQUIRE(r.warnings.size() == 1);
-  CHECK_THAT(r.warnings[0], Catch::Contains("visible but not ours: mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"));
+  CHECK_THAT(r.warnings[0],
+             Catch::Contains("visible but not ours: mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"));
   CHECK(r.devices[0].usable);
   CHECK_FALSE(r.devices[1].usable);
   CHECK(r.devices[0].uverbs == "/dev/infiniband/uverbs0");
 }
 
-TEST_CASE("An inventory of exactly the pod's HCAs passes; no expected set is a usage error (exit 2)") {
+TEST_CASE(
+    "An inventory of exactly the pod's HCAs passes; no expected set is a usage error (exit 2)") {
   link::NetlinkLinkOps links;
   sysfs::SysfsRoot root(Fx("sysfs/roce8"));
   std::string all8 = "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7";
@@ -166,7 +178,8 @@ TEST_CASE("An inventory of exactly the pod's HCAs passes; no expected set is a u
 
 // A judged run over two RoCE HCAs: counters, NCCL's log and the collective's outcome.
 struct Judged {
-  explicit Judged(uint64_t mlx5_1_words = 500000000, const std::string& extra_log = "", bool init_ok = true) {
+  explicit Judged(uint64_t mlx5_1_words = 500000000, const std::string& extra_log = "",
+                  bool init_ok = true) {
     root = std::make_unique<sysfs::SysfsRoot>(Fx("sysfs/roce8"));
     Options o = Ib("mlx5_0,mlx5_1");
     o.bytes = 256u << 20;
@@ -176,18 +189,26 @@ struct Judged {
     r.world_size = 2;
     Snapshot before, after;
     before.bytes = {{"mlx5_0", {0xfffffff0ULL, 1000}}, {"mlx5_1", {0, 0}}};
-    after.bytes = {{"mlx5_0", {0x1dcd6500ULL, 500001000}}, {"mlx5_1", {mlx5_1_words, mlx5_1_words}}};
+    after.bytes = {{"mlx5_0", {0x1dcd6500ULL, 500001000}},
+                   {"mlx5_1", {mlx5_1_words, mlx5_1_words}}};
     before.word_counters = after.word_counters = {{"mlx5_0", true}, {"mlx5_1", true}};
     before.errors["mlx5_0"] = {{"symbol_error", 0}};
     after.errors["mlx5_0"] = {{"symbol_error", 3}};
     CollectiveOutcome run;
-    run.ranks = {{.rank = 0, .reported = true, .init_ok = init_ok, .ok = init_ok, .verified = init_ok, .seconds_per_iter = 0.05}};
+    run.ranks = {{.rank = 0,
+                  .reported = true,
+                  .init_ok = init_ok,
+                  .ok = init_ok,
+                  .verified = init_ok,
+                  .seconds_per_iter = 0.05}};
     NcclLog log;
-    log.AddText("x NCCL INFO NCCL version 2.28.3+cuda13.0\n"
-                "x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>\n"
-                "x NCCL INFO Using network IB\n"
-                "x NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA\n"
-                "x NCCL INFO Channel 01/0 : 0[0] -> 1[1] [send] via NET/IB/1(0)/GDRDMA\n" + extra_log);
+    log.AddText(
+        "x NCCL INFO NCCL version 2.28.3+cuda13.0\n"
+        "x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>\n"
+        "x NCCL INFO Using network IB\n"
+        "x NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA\n"
+        "x NCCL INFO Channel 01/0 : 0[0] -> 1[1] [send] via NET/IB/1(0)/GDRDMA\n" +
+        extra_log);
     v->Judge(r, before, after, run, log);
   }
   std::string Problems() const {
@@ -201,20 +222,22 @@ struct Judged {
   Report r;
 };
 
-TEST_CASE("A run where NCCL chose both HCAs and both carried their share passes, wrap and errors reported") {
+TEST_CASE(
+    "A run where NCCL chose both HCAs and both carried their share passes, wrap and errors "
+    "reported") {
   Judged j;
   INFO(j.Problems());
   CHECK(j.r.verdict == "pass");
   CHECK(j.r.exit_code == 0);
   CHECK(j.r.devices[0].bytes_sent == (0x1dcd6500ULL + 0x10) * 4);  // wrapped once, 4-byte words
-  CHECK(j.r.devices[0].notes.size() == 2);  // the wrap and symbol_error +3
+  CHECK(j.r.devices[0].notes.size() == 2);                         // the wrap and symbol_error +3
   CHECK(j.r.devices[0].error_deltas.at("symbol_error") == 3);
   CHECK(j.r.warnings.size() == 2);  // the leaked HCAs and symbol_error
   CHECK(j.r.devices[1].nccl_channels == 1);
   CHECK(j.r.bandwidth.busbw_gbps == Approx(static_cast<double>(256u << 20) / 0.05 / 1e9));
   auto doc = j.r.ToJson();
-  for (const char* k : {"version", "verdict", "exitCode", "mode", "transport", "rank", "worldSize", "devices",
-                        "unexpected", "nccl", "collective", "problems", "warnings"}) {
+  for (const char* k : {"version", "verdict", "exitCode", "mode", "transport", "rank", "worldSize",
+                        "devices", "unexpected", "nccl", "collective", "problems", "warnings"}) {
     CHECK(doc.contains(k));
   }
   CHECK(doc["devices"][1]["chosenByNccl"] == true);

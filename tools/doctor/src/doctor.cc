@@ -27,7 +27,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* StatusName(Status s) { return s == Status::kOk ? "ok" : (s == Status::kWarn ? "warn" : "FAIL"); }
+const char* StatusName(Status s) {
+  return s == Status::kOk ? "ok" : (s == Status::kWarn ? "warn" : "FAIL");
+}
 
 void Add(View& v, std::string check, Status s, std::string msg, std::string fix = "") {
   v.findings.push_back({std::move(check), s, std::move(msg), std::move(fix)});
@@ -79,13 +81,19 @@ std::string Join(const std::vector<std::string>& v) {
 }  // namespace
 
 int View::ExitCode() const {
-  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) { return f.status == Status::kFail; }) ? 1 : 0;
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& f) { return f.status == Status::kFail; })
+             ? 1
+             : 0;
 }
 
 json View::ToJson() const {
   json f = json::array();
   for (const auto& x : findings) {
-    f.push_back({{"check", x.check}, {"status", StatusName(x.status)}, {"message", x.message}, {"fix", x.fix}});
+    f.push_back({{"check", x.check},
+                 {"status", StatusName(x.status)},
+                 {"message", x.message},
+                 {"fix", x.fix}});
   }
   return {{"view", name}, {"result", doc}, {"findings", f}, {"exitCode", ExitCode()}};
 }
@@ -95,9 +103,10 @@ std::string Render(const View& v) {
   o << "rdma-doctor " << v.name << "\n";
   if (v.doc.contains("hcas")) {
     for (const auto& h : v.doc["hcas"]) {
-      o << "  " << h.value("name", "") << "  " << h.value("address", "") << "  numa " << h.value("numaNode", -1) << "  "
-        << h.value("linkLayer", "") << "  port " << h.value("portState", "") << "  netdev " << h.value("netdev", "-")
-        << " (" << h.value("where", "") << ")\n";
+      o << "  " << h.value("name", "") << "  " << h.value("address", "") << "  numa "
+        << h.value("numaNode", -1) << "  " << h.value("linkLayer", "") << "  port "
+        << h.value("portState", "") << "  netdev " << h.value("netdev", "-") << " ("
+        << h.value("where", "") << ")\n";
     }
   }
   if (v.doc.contains("matrix")) {
@@ -120,7 +129,8 @@ std::string Render(const View& v) {
       o << " " << Join(row["nearest"].get<std::vector<std::string>>()) << "\n";
     }
   }
-  for (const char* key : {"netnsMode", "devicePlugin", "allocations", "cniRecords", "netdevs", "devices", "env"}) {
+  for (const char* key :
+       {"netnsMode", "devicePlugin", "allocations", "cniRecords", "netdevs", "devices", "env"}) {
     if (v.doc.contains(key)) o << "  " << key << ": " << v.doc[key].dump() << "\n";
   }
   for (const auto& f : v.findings) {
@@ -130,7 +140,8 @@ std::string Render(const View& v) {
   return o.str();
 }
 
-std::vector<std::string> NcclIbHcaMatches(const std::string& value, const std::vector<std::string>& present) {
+std::vector<std::string> NcclIbHcaMatches(const std::string& value,
+                                          const std::vector<std::string>& present) {
   std::string v = value;
   bool exclude = !v.empty() && v[0] == '^';
   if (exclude) v = v.substr(1);
@@ -151,9 +162,11 @@ std::vector<std::string> NcclIbHcaMatches(const std::string& value, const std::v
 Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path) {
   KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   auto doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) return Fail(ErrorCode::kInvalidArgument, path + " is not a kubelet checkpoint");
+  if (doc.is_discarded() || !doc.is_object())
+    return Fail(ErrorCode::kInvalidArgument, path + " is not a kubelet checkpoint");
   std::vector<Allocation> out;
-  auto entries = doc.contains("Data") ? doc["Data"].value("PodDeviceEntries", json::array()) : json::array();
+  auto entries =
+      doc.contains("Data") ? doc["Data"].value("PodDeviceEntries", json::array()) : json::array();
   for (const auto& e : entries) {
     std::string res = e.value("ResourceName", "");
     if (res.rfind("rdma/", 0) != 0) continue;
@@ -184,31 +197,43 @@ View NodeView(const Inputs& in) {
   for (const auto& h : hcas ? *hcas : std::vector<sysfs::Hca>{}) {
     std::string nd = h.netdevs.empty() ? "" : h.netdevs.front();
     std::string where = "not in this namespace";
-    if (!nd.empty() && host && in.links != nullptr && in.links->GetByName(*host, nd)) where = "host";
+    if (!nd.empty() && host && in.links != nullptr && in.links->GetByName(*host, nd))
+      where = "host";
     for (const auto& r : records) {
-      if (r.hca_address == h.address) where = "pod " + r.container_id + "/" + r.ifname + " (" + r.netns + ")";
+      if (r.hca_address == h.address)
+        where = "pod " + r.container_id + "/" + r.ifname + " (" + r.netns + ")";
     }
-    list.push_back({{"name", h.name}, {"address", h.address}, {"numaNode", h.numa_node},
+    list.push_back({{"name", h.name},
+                    {"address", h.address},
+                    {"numaNode", h.numa_node},
                     {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
-                    {"portState", h.ports.empty() ? "" : h.ports.front().state_name}, {"netdev", nd}, {"where", where}});
+                    {"portState", h.ports.empty() ? "" : h.ports.front().state_name},
+                    {"netdev", nd},
+                    {"where", where}});
     if (!h.ports.empty() && h.ports.front().state != sysfs::kPortActive) {
       Add(v, "port state", Status::kWarn, h.name + " port 1 is " + h.ports.front().state_name,
           "check the cable and switch port; the device plugin marks it Unhealthy");
     }
   }
   v.doc["hcas"] = list;
-  if (list.empty()) Add(v, "HCAs present", Status::kFail, "no RDMA devices under " + in.root.Sys("class/infiniband"), "load the driver (mlx5_ib) and check ibv_devinfo");
+  if (list.empty())
+    Add(v, "HCAs present", Status::kFail,
+        "no RDMA devices under " + in.root.Sys("class/infiniband"),
+        "load the driver (mlx5_ib) and check ibv_devinfo");
   // Netns mode.
   std::string mode = "unknown";
   if (host && in.rdma != nullptr) {
     if (auto m = in.rdma->GetNetnsMode(*host)) mode = std::string(rdma::NetnsModeName(*m));
   }
   if (mode == "unknown") {
-    if (auto boot = sysfs::BootNetnsModeShared(in.root)) mode = std::string(*boot ? "shared" : "exclusive") + " (boot parameter)";
+    if (auto boot = sysfs::BootNetnsModeShared(in.root))
+      mode = std::string(*boot ? "shared" : "exclusive") + " (boot parameter)";
   }
   v.doc["netnsMode"] = mode;
   // Device plugin sockets and kubelet allocations.
-  json dp = {{"dir", in.plugin_dir}, {"kubeletSocket", fs::exists(in.plugin_dir + "/kubelet.sock")}, {"sockets", json::array()}};
+  json dp = {{"dir", in.plugin_dir},
+             {"kubeletSocket", fs::exists(in.plugin_dir + "/kubelet.sock")},
+             {"sockets", json::array()}};
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(in.plugin_dir, ec)) {
     std::string n = e.path().filename();
@@ -216,27 +241,40 @@ View NodeView(const Inputs& in) {
   }
   v.doc["devicePlugin"] = dp;
   if (dp["sockets"].empty()) {
-    Add(v, "pitfall-1: device plugin serving", Status::kFail, "no kuberdma-*.sock in " + in.plugin_dir,
-        "the rdma-device-plugin DaemonSet is not running on this node: kubectl -n kube-rdma get pods -o wide");
+    Add(v, "pitfall-1: device plugin serving", Status::kFail,
+        "no kuberdma-*.sock in " + in.plugin_dir,
+        "the rdma-device-plugin DaemonSet is not running on this node: kubectl -n kube-rdma get "
+        "pods -o wide");
   } else {
-    Add(v, "pitfall-1: device plugin serving", Status::kOk, Join(dp["sockets"].get<std::vector<std::string>>()));
+    Add(v, "pitfall-1: device plugin serving", Status::kOk,
+        Join(dp["sockets"].get<std::vector<std::string>>()));
   }
-  std::string cp = in.checkpoint.empty() ? in.plugin_dir + "/kubelet_internal_checkpoint" : in.checkpoint;
+  std::string cp =
+      in.checkpoint.empty() ? in.plugin_dir + "/kubelet_internal_checkpoint" : in.checkpoint;
   json allocs = json::array();
   if (auto a = ReadCheckpoint(cp)) {
     for (const auto& x : *a) {
-      allocs.push_back({{"podUID", x.pod_uid}, {"container", x.container}, {"resource", x.resource}, {"deviceIDs", x.device_ids}});
+      allocs.push_back({{"podUID", x.pod_uid},
+                        {"container", x.container},
+                        {"resource", x.resource},
+                        {"deviceIDs", x.device_ids}});
     }
   }
   v.doc["allocations"] = allocs;
   // CNI records and stranded devices.
   json recs = json::array();
   for (const auto& r : records) {
-    recs.push_back({{"network", r.network}, {"containerID", r.container_id}, {"ifname", r.ifname}, {"hca", r.hca}, {"netns", r.netns}});
+    recs.push_back({{"network", r.network},
+                    {"containerID", r.container_id},
+                    {"ifname", r.ifname},
+                    {"hca", r.hca},
+                    {"netns", r.netns}});
     if (!r.netns.empty() && !netns::NetNs::Open(r.netns)) {
       Add(v, "stranded devices", Status::kFail,
-          r.hca + " is recorded for " + r.container_id + "/" + r.ifname + " in " + r.netns + ", which no longer exists",
-          "CNI GC (or DEL of that container) restores it; the kernel has already returned the netdev to the host");
+          r.hca + " is recorded for " + r.container_id + "/" + r.ifname + " in " + r.netns +
+              ", which no longer exists",
+          "CNI GC (or DEL of that container) restores it; the kernel has already returned the "
+          "netdev to the host");
     }
   }
   v.doc["cniRecords"] = recs;
@@ -246,8 +284,10 @@ View NodeView(const Inputs& in) {
         bool devn = l.name.size() > 3 && l.name.rfind("dev", 0) == 0 &&
                     l.name.find_first_not_of("0123456789", 3) == std::string::npos;
         if (devn && sysfs::HcaForNetdev(in.root, l.name, sysfs::HcaDetail::kIdentity)) {
-          Add(v, "stranded devices", Status::kWarn, l.name + " is an HCA netdev the kernel renamed when a pod's namespace died",
-              "CNI DEL or GC for that pod restores its name; `rdma-doctor node --json` lists the records");
+          Add(v, "stranded devices", Status::kWarn,
+              l.name + " is an HCA netdev the kernel renamed when a pod's namespace died",
+              "CNI DEL or GC for that pod restores its name; `rdma-doctor node --json` lists the "
+              "records");
         }
       }
     }
@@ -268,7 +308,10 @@ View PodView(const Inputs& in) {
         if (l.name == "lo") continue;
         ifnames.push_back(l.name);
         auto h = sysfs::HcaForNetdev(in.root, l.name, sysfs::HcaDetail::kIdentity);
-        netdevs.push_back({{"name", l.name}, {"mtu", l.mtu}, {"up", l.admin_up && l.oper_up}, {"hca", h ? h->name : ""}});
+        netdevs.push_back({{"name", l.name},
+                           {"mtu", l.mtu},
+                           {"up", l.admin_up && l.oper_up},
+                           {"hca", h ? h->name : ""}});
       }
     }
   }
@@ -279,8 +322,10 @@ View PodView(const Inputs& in) {
   int uverbs = 0;
   std::error_code ec;
   std::vector<std::string> dev_names;
-  for (const auto& e : fs::directory_iterator(in.root.Dev("infiniband"), ec)) dev_names.push_back(e.path().filename().string());
-  std::sort(dev_names.begin(), dev_names.end(), [](const auto& a, const auto& b) { return sysfs::NaturalLess(a, b); });
+  for (const auto& e : fs::directory_iterator(in.root.Dev("infiniband"), ec))
+    dev_names.push_back(e.path().filename().string());
+  std::sort(dev_names.begin(), dev_names.end(),
+            [](const auto& a, const auto& b) { return sysfs::NaturalLess(a, b); });
   for (const auto& d : dev_names) devices.push_back(d);
   v.doc["devices"] = devices;
   for (const auto& h : visible) {
@@ -291,38 +336,49 @@ View PodView(const Inputs& in) {
     ++uverbs;
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
     if (!fd.valid()) {
-      Add(v, "pitfall-6: device permissions", Status::kFail, path + " (" + h.name + ") cannot be opened",
-          "the container needs the device plugin's injection of /dev/infiniband (request rdma/shared), not a bind mount");
+      Add(v, "pitfall-6: device permissions", Status::kFail,
+          path + " (" + h.name + ") cannot be opened",
+          "the container needs the device plugin's injection of /dev/infiniband (request "
+          "rdma/shared), not a bind mount");
     }
     if (S_ISCHR(st.st_mode)) {
       std::string want = in.root.ReadAttrOr("class/infiniband_verbs/" + h.uverbs + "/dev", "");
       std::string got = std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev));
       if (!want.empty() && want != got) {
-        Add(v, "uverbs ownership", Status::kFail, path + " is " + got + " but " + h.name + "'s uverbs is " + want,
-            "the container's /dev/infiniband was populated for other HCAs; let the device plugin inject it");
+        Add(v, "uverbs ownership", Status::kFail,
+            path + " is " + got + " but " + h.name + "'s uverbs is " + want,
+            "the container's /dev/infiniband was populated for other HCAs; let the device plugin "
+            "inject it");
       }
     }
   }
   if (uverbs == 0) {
-    Add(v, "pitfall-1: /dev/infiniband injected", Status::kFail, "no uverbs device in " + in.root.Dev("infiniband"),
-        "request rdma/shared (or rdma/hca) in the container's resources; check `kubectl describe node | grep rdma`");
+    Add(v, "pitfall-1: /dev/infiniband injected", Status::kFail,
+        "no uverbs device in " + in.root.Dev("infiniband"),
+        "request rdma/shared (or rdma/hca) in the container's resources; check `kubectl describe "
+        "node | grep rdma`");
   } else {
-    Add(v, "pitfall-1: /dev/infiniband injected", Status::kOk, std::to_string(uverbs) + " uverbs device(s)");
+    Add(v, "pitfall-1: /dev/infiniband injected", Status::kOk,
+        std::to_string(uverbs) + " uverbs device(s)");
   }
   // NCCL configuration sanity.
   json env = json::object();
-  for (const char* k : {"NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET", "NCCL_MAX_NCHANNELS", "KUBERDMA_HCAS"}) {
+  for (const char* k : {"NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
+                        "NCCL_MAX_NCHANNELS", "KUBERDMA_HCAS"}) {
     if (!Env(in, k).empty()) env[k] = Env(in, k);
   }
   v.doc["env"] = env;
   if (Env(in, "NCCL_IB_DISABLE") == "1" && !visible.empty()) {
-    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail, "NCCL_IB_DISABLE=1 while " + std::to_string(visible.size()) + " HCA(s) are present",
+    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail,
+        "NCCL_IB_DISABLE=1 while " + std::to_string(visible.size()) + " HCA(s) are present",
         "set NCCL_IB_DISABLE=0 (RoCE needs it too)");
   } else if (visible.empty()) {
-    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail, "no RDMA device is visible: NCCL can only use TCP",
+    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail,
+        "no RDMA device is visible: NCCL can only use TCP",
         "inject HCAs with rdma-device-plugin and attach them with the rdma CNI");
   } else {
-    Add(v, "pitfall-2: NCCL over RDMA", Status::kOk, std::to_string(visible.size()) + " HCA(s) visible");
+    Add(v, "pitfall-2: NCCL over RDMA", Status::kOk,
+        std::to_string(visible.size()) + " HCA(s) visible");
   }
   std::vector<std::string> ours = Ours(in);
   std::vector<std::string> present = Names(visible);
@@ -332,13 +388,16 @@ View PodView(const Inputs& in) {
     for (const auto& item : Split(list, ',')) {
       std::string name = item.substr(0, item.find(':'));
       if (std::find(present.begin(), present.end(), name) == present.end()) {
-        Add(v, "pitfall-3: NCCL_IB_HCA names present HCAs", Status::kFail, "NCCL_IB_HCA names " + name + ", which this pod does not have",
-            "use the device plugin's NCCL_IB_HCA (drop the pod spec's own value) or list the pod's HCAs");
+        Add(v, "pitfall-3: NCCL_IB_HCA names present HCAs", Status::kFail,
+            "NCCL_IB_HCA names " + name + ", which this pod does not have",
+            "use the device plugin's NCCL_IB_HCA (drop the pod spec's own value) or list the pod's "
+            "HCAs");
       }
       if (ib[0] != '=' && ib[0] != '^') {
         for (const auto& p : present) {
           if (p != name && p.rfind(name, 0) == 0) {
-            Add(v, "pitfall-3: NCCL_IB_HCA exact match", Status::kWarn, "NCCL_IB_HCA entry " + name + " also matches " + p + " by prefix",
+            Add(v, "pitfall-3: NCCL_IB_HCA exact match", Status::kWarn,
+                "NCCL_IB_HCA entry " + name + " also matches " + p + " by prefix",
                 "use the exact-match form: NCCL_IB_HCA==" + list);
           }
         }
@@ -347,40 +406,52 @@ View PodView(const Inputs& in) {
     auto selected = NcclIbHcaMatches(ib, present);
     for (const auto& o : ours) {
       if (std::find(selected.begin(), selected.end(), o) == selected.end()) {
-        Add(v, "pitfall-3: every HCA in NCCL_IB_HCA", Status::kFail, o + " was allocated to this pod but NCCL_IB_HCA leaves it out",
+        Add(v, "pitfall-3: every HCA in NCCL_IB_HCA", Status::kFail,
+            o + " was allocated to this pod but NCCL_IB_HCA leaves it out",
             "NCCL will not use it: include it, or let the device plugin's NCCL_IB_HCA stand");
       }
     }
   }
-  if (auto mc = Env(in, "NCCL_MAX_NCHANNELS"); !mc.empty() && std::atoi(mc.c_str()) < static_cast<int>(std::max(ours.size(), size_t{1}))) {
-    Add(v, "pitfall-3: channels per NIC", Status::kWarn, "NCCL_MAX_NCHANNELS=" + mc + " is fewer than the pod's " + std::to_string(ours.size()) + " HCAs",
+  if (auto mc = Env(in, "NCCL_MAX_NCHANNELS");
+      !mc.empty() && std::atoi(mc.c_str()) < static_cast<int>(std::max(ours.size(), size_t{1}))) {
+    Add(v, "pitfall-3: channels per NIC", Status::kWarn,
+        "NCCL_MAX_NCHANNELS=" + mc + " is fewer than the pod's " + std::to_string(ours.size()) +
+            " HCAs",
         "raise NCCL_MAX_NCHANNELS to at least the number of HCAs (the seed uses 32)");
   }
   auto gpus = sysfs::DiscoverGpus(in.root);
   size_t ngpu = gpus ? gpus->size() : 0;
   size_t nhca = ours.empty() ? visible.size() : ours.size();
   if (ngpu > 0 && nhca < ngpu) {
-    Add(v, "pitfall-3: one NIC per GPU", Status::kWarn, std::to_string(nhca) + " HCA(s) for " + std::to_string(ngpu) + " GPU(s)",
+    Add(v, "pitfall-3: one NIC per GPU", Status::kWarn,
+        std::to_string(nhca) + " HCA(s) for " + std::to_string(ngpu) + " GPU(s)",
         "attach one rdma-net per GPU (net1..netN) and request as many HCAs");
   }
   if (std::string ifn = Env(in, "NCCL_SOCKET_IFNAME"); ifn.empty()) {
-    Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kWarn, "NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself",
-        "set NCCL_SOCKET_IFNAME=eth0 (the pod's primary interface) so renamed NICs cannot surprise it");
+    Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kWarn,
+        "NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself",
+        "set NCCL_SOCKET_IFNAME=eth0 (the pod's primary interface) so renamed NICs cannot surprise "
+        "it");
   } else {
     std::string l = ifn[0] == '=' || ifn[0] == '^' ? ifn.substr(1) : ifn;
     bool any = false;
     for (const auto& item : Split(l, ',')) {
-      for (const auto& n : ifnames) any = any || (ifn[0] == '=' ? n == item : n.rfind(item, 0) == 0);
+      for (const auto& n : ifnames)
+        any = any || (ifn[0] == '=' ? n == item : n.rfind(item, 0) == 0);
       any = any || item == "lo";
     }
     if (!any && ifn[0] != '^') {
-      Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kFail, "NCCL_SOCKET_IFNAME=" + ifn + " names no interface of this pod (" + Join(ifnames) + ")",
+      Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kFail,
+          "NCCL_SOCKET_IFNAME=" + ifn + " names no interface of this pod (" + Join(ifnames) + ")",
           "name an interface that exists in the pod, e.g. eth0");
     }
   }
   rlimit rl{};
-  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (64u << 20)) {
-    Add(v, "pitfall-6: locked memory", Status::kWarn, "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur >> 10) + " KiB: RDMA registration pins memory",
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < (64u << 20)) {
+    Add(v, "pitfall-6: locked memory", Status::kWarn,
+        "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur >> 10) +
+            " KiB: RDMA registration pins memory",
         "raise the container runtime's memlock limit (e.g. LimitMEMLOCK=infinity for containerd)");
   }
   std::string nccl;
@@ -396,7 +467,8 @@ View PodView(const Inputs& in) {
     }
   }
   if (nccl.empty()) {
-    Add(v, "pitfall-7: NCCL version", Status::kWarn, "no libnccl.so.2.x.y in " + Join(in.lib_dirs), "use an NGC image, which ships a tuned NCCL");
+    Add(v, "pitfall-7: NCCL version", Status::kWarn, "no libnccl.so.2.x.y in " + Join(in.lib_dirs),
+        "use an NGC image, which ships a tuned NCCL");
   } else {
     auto parts = Split(nccl, '.');
     int minor = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 0;
@@ -411,7 +483,8 @@ View TopoView(const Inputs& in) {
   auto hcas = sysfs::DiscoverHcas(in.root, sysfs::HcaDetail::kIdentity);
   auto gpus = sysfs::DiscoverGpus(in.root);
   if (!hcas || !gpus || hcas->empty() || gpus->empty()) {
-    Add(v, "pitfall-5: GPU-NIC pairing", Status::kWarn, "no GPUs or no HCAs visible under " + in.root.Sys(""), "");
+    Add(v, "pitfall-5: GPU-NIC pairing", Status::kWarn,
+        "no GPUs or no HCAs visible under " + in.root.Sys(""), "");
     return v;
   }
   std::vector<std::string> ours = Ours(in);
@@ -425,7 +498,8 @@ View TopoView(const Inputs& in) {
   v.doc["ours"] = ours;
   json matrix = json::array();
   for (const auto& g : *gpus) {
-    if (!in.gpus.empty() && std::find(in.gpus.begin(), in.gpus.end(), g.address) == in.gpus.end()) continue;
+    if (!in.gpus.empty() && std::find(in.gpus.begin(), in.gpus.end(), g.address) == in.gpus.end())
+      continue;
     json dist = json::array();
     int best = 99;
     for (const auto& h : *hcas) {
@@ -437,17 +511,21 @@ View TopoView(const Inputs& in) {
     for (size_t i = 0; i < hcas->size(); ++i) {
       if (sysfs::PciDistanceRank(dist[i]) == best) nearest.push_back((*hcas)[i].name);
     }
-    matrix.push_back({{"gpu", g.address}, {"numaNode", g.numa_node}, {"distances", dist}, {"nearest", nearest}});
+    matrix.push_back(
+        {{"gpu", g.address}, {"numaNode", g.numa_node}, {"distances", dist}, {"nearest", nearest}});
     if (!ours.empty() && std::none_of(nearest.begin(), nearest.end(), [&](const std::string& n) {
           return std::find(ours.begin(), ours.end(), n) != ours.end();
         })) {
       Add(v, "pitfall-5: GPU-NIC pairing", Status::kWarn,
-          "GPU " + g.address + "'s nearest HCA (" + Join(nearest) + ") is not in this pod (" + Join(ours) + ")",
-          "request per-HCA resources (rdma/hca) so the kubelet's topology manager pairs NUMA-local HCAs; a mismatched pair loses 30%+ bandwidth");
+          "GPU " + g.address + "'s nearest HCA (" + Join(nearest) + ") is not in this pod (" +
+              Join(ours) + ")",
+          "request per-HCA resources (rdma/hca) so the kubelet's topology manager pairs NUMA-local "
+          "HCAs; a mismatched pair loses 30%+ bandwidth");
     }
   }
   v.doc["matrix"] = matrix;
-  if (v.findings.empty()) Add(v, "pitfall-5: GPU-NIC pairing", Status::kOk, "every GPU's nearest HCA is available");
+  if (v.findings.empty())
+    Add(v, "pitfall-5: GPU-NIC pairing", Status::kOk, "every GPU's nearest HCA is available");
   return v;
 }
 

@@ -105,7 +105,7 @@ CniRun SimNode::Run(const std::string& binary, const CniCall& call) const {
 }
 
 std::vector<CniRun> SimNode::RunAll(const std::string& binary,
-                                     const std::vector<CniCall>& calls) const {
+                                    const std::vector<CniCall>& calls) const {
   std::vector<pid_t> pids;
   std::vector<std::pair<int, int>> fds;
   for (const auto& c : calls) {
@@ -147,7 +147,8 @@ std::string WriteMiniNode(const std::string& dir, int n, const std::string& netd
     write(dev + "/device", "0x1021");
     write(dev + "/numa_node", std::to_string(i % 2));
     write(dev + "/net/" + nd + "/ifindex", std::to_string(i + 10));
-    write(dev + "/infiniband/" + name + "/node_guid", "b83f:d203:0000:000" + std::to_string(i % 10));
+    write(dev + "/infiniband/" + name + "/node_guid",
+          "b83f:d203:0000:000" + std::to_string(i % 10));
     std::string port = dev + "/infiniband/" + name + "/ports/1";
     write(port + "/state", "4: ACTIVE");
     write(port + "/phys_state", "5: LinkUp");

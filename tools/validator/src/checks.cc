@@ -4,7 +4,6 @@
 
 #include <cctype>
 #include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 namespace kuberdma::validator {
@@ -54,18 +53,27 @@ CounterDelta Delta(uint64_t before, uint64_t after) {
 }
 
 const std::vector<std::string>& IbErrorCounters() {
-  static const std::vector<std::string> kNames = {
-      "symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
-      "port_rcv_remote_physical_errors", "local_link_integrity_errors", "excessive_buffer_overrun_errors",
-      "port_xmit_constraint_errors", "port_rcv_constraint_errors"};
+  static const std::vector<std::string> kNames = {"symbol_error",
+                                                  "link_downed",
+                                                  "link_error_recovery",
+                                                  "port_rcv_errors",
+                                                  "port_xmit_discards",
+                                                  "port_rcv_remote_physical_errors",
+                                                  "local_link_integrity_errors",
+                                                  "excessive_buffer_overrun_errors",
+                                                  "port_xmit_constraint_errors",
+                                                  "port_rcv_constraint_errors"};
   return kNames;
 }
 
-Result<PortCounters> ReadPortCounters(const sysfs::SysfsRoot& root, const std::string& hca, uint32_t port) {
+Result<PortCounters> ReadPortCounters(const sysfs::SysfsRoot& root, const std::string& hca,
+                                      uint32_t port) {
   std::string dir = "class/infiniband/" + hca + "/ports/" + std::to_string(port) + "/counters/";
   auto x = root.ReadAttr(dir + "port_xmit_data");
   auto r = root.ReadAttr(dir + "port_rcv_data");
-  if (!x || !r) return Fail(ErrorCode::kNotFound, hca + " port " + std::to_string(port) + " has no data counters");
+  if (!x || !r)
+    return Fail(ErrorCode::kNotFound,
+                hca + " port " + std::to_string(port) + " has no data counters");
   PortCounters c;
   c.xmit_words = std::strtoull(x->c_str(), nullptr, 10);
   c.rcv_words = std::strtoull(r->c_str(), nullptr, 10);
@@ -83,16 +91,17 @@ Bandwidth AllReduceBandwidth(uint64_t bytes, double seconds, int nranks) {
   return b;
 }
 
-Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& getenv, const std::string& hostname,
-                            int flag_rank, int flag_world) {
+Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& getenv,
+                            const std::string& hostname, int flag_rank, int flag_world) {
   RankInfo r;
   struct Pair {
     const char* rank;
     const char* size;
   };
-  for (auto [rk, sz] : {Pair{"RANK", "WORLD_SIZE"}, Pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                        Pair{"PMI_RANK", "PMI_SIZE"}, Pair{"SLURM_PROCID", "SLURM_NTASKS"},
-                        Pair{"JOB_COMPLETION_INDEX", "WORLD_SIZE"}}) {
+  for (auto [rk, sz] :
+       {Pair{"RANK", "WORLD_SIZE"}, Pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        Pair{"PMI_RANK", "PMI_SIZE"}, Pair{"SLURM_PROCID", "SLURM_NTASKS"},
+        Pair{"JOB_COMPLETION_INDEX", "WORLD_SIZE"}}) {
     auto rank = Int(getenv(rk));
     if (!rank) continue;
     r.rank = *rank;
@@ -121,20 +130,24 @@ Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& geten
   if (flag_world >= 0) r.world_size = flag_world;
   if (r.rank < 0) {
     return Fail(ErrorCode::kInvalidArgument,
-                "multi-pod mode needs this pod's rank: set --rank, RANK, an MPI or Slurm rank, run as an Indexed "
+                "multi-pod mode needs this pod's rank: set --rank, RANK, an MPI or Slurm rank, run "
+                "as an Indexed "
                 "Job (JOB_COMPLETION_INDEX) or in a StatefulSet (hostname <name>-<ordinal>)");
   }
   if (r.world_size <= 0) {
-    return Fail(ErrorCode::kInvalidArgument, "multi-pod mode needs the world size: set --world-size or WORLD_SIZE");
+    return Fail(ErrorCode::kInvalidArgument,
+                "multi-pod mode needs the world size: set --world-size or WORLD_SIZE");
   }
   if (r.rank >= r.world_size) {
-    return Fail(ErrorCode::kInvalidArgument, "rank " + std::to_string(r.rank) + " (from " + r.source +
-                                                 ") is not below world size " + std::to_string(r.world_size));
+    return Fail(ErrorCode::kInvalidArgument, "rank " + std::to_string(r.rank) + " (from " +
+                                                 r.source + ") is not below world size " +
+                                                 std::to_string(r.world_size));
   }
   return r;
 }
 
-std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value, bool* exact, bool* exclude) {
+std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value, bool* exact,
+                                                        bool* exclude) {
   std::string v = value;
   *exact = false;
   *exclude = false;
@@ -150,12 +163,14 @@ std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value
   for (const auto& item : SplitList(v)) {
     auto colon = item.find(':');
     auto& ports = out[item.substr(0, colon)];
-    if (colon != std::string::npos) ports.push_back(static_cast<uint32_t>(std::atoi(item.c_str() + colon + 1)));
+    if (colon != std::string::npos)
+      ports.push_back(static_cast<uint32_t>(std::atoi(item.c_str() + colon + 1)));
   }
   return out;
 }
 
-Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& getenv, const std::string& flag) {
+Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& getenv,
+                              const std::string& flag) {
   Expected e;
   if (!flag.empty()) {
     bool exact = false, exclude = false;
@@ -169,7 +184,8 @@ Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& get
   if (const char* j = getenv("KUBERDMA_HCAS"); j != nullptr && *j != '\0') {
     auto doc = nlohmann::json::parse(j, nullptr, false);
     if (doc.is_discarded() || !doc.is_array()) {
-      return Fail(ErrorCode::kInvalidArgument, "KUBERDMA_HCAS is not a JSON array (set by rdma-device-plugin)");
+      return Fail(ErrorCode::kInvalidArgument,
+                  "KUBERDMA_HCAS is not a JSON array (set by rdma-device-plugin)");
     }
     for (const auto& h : doc) {
       if (!h.is_object() || !h.contains("name") || !h["name"].is_string()) {
@@ -192,12 +208,14 @@ Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& get
   }
   if (e.names.empty()) {
     return Fail(ErrorCode::kInvalidArgument,
-                "no expected HCAs: pass --expect mlx5_0,mlx5_1 or run with rdma-device-plugin's env (KUBERDMA_HCAS, NCCL_IB_HCA)");
+                "no expected HCAs: pass --expect mlx5_0,mlx5_1 or run with rdma-device-plugin's "
+                "env (KUBERDMA_HCAS, NCCL_IB_HCA)");
   }
   return e;
 }
 
-Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv, const std::string& flag) {
+Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv,
+                                 const std::string& flag) {
   Expected e;
   std::string v = flag;
   e.source = "--expect";
@@ -207,12 +225,15 @@ Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& 
     e.source = "NCCL_SOCKET_IFNAME";
   }
   if (!v.empty() && (v[0] == '=' || v[0] == '^')) {
-    if (v[0] == '^') return Fail(ErrorCode::kInvalidArgument, "an exclusion list (^...) names no expected netdevs");
+    if (v[0] == '^')
+      return Fail(ErrorCode::kInvalidArgument,
+                  "an exclusion list (^...) names no expected netdevs");
     v = v.substr(1);
   }
   e.names = SplitList(v);
   if (e.names.empty()) {
-    return Fail(ErrorCode::kInvalidArgument, "no expected netdevs: pass --expect net1,net2 or set NCCL_SOCKET_IFNAME");
+    return Fail(ErrorCode::kInvalidArgument,
+                "no expected netdevs: pass --expect net1,net2 or set NCCL_SOCKET_IFNAME");
   }
   return e;
 }

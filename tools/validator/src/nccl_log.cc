@@ -45,9 +45,11 @@ void NcclLog::Add(std::string_view line) {
   // "NET/IB : Using [0]mlx5_0:1/RoCE ..." and "NET/Socket : Using [0]net1:10.1.0.1<0> ..."
   for (std::string_view net : {"IB", "Socket"}) {
     std::string key = "NET/" + std::string(net) + " : Using";
-    if (auto at = line.find(key); at != std::string_view::npos) UsingLine(net, line.substr(at + key.size()));
+    if (auto at = line.find(key); at != std::string_view::npos)
+      UsingLine(net, line.substr(at + key.size()));
   }
-  if (auto at = line.find(" via "); at != std::string_view::npos && line.find("Channel ") != std::string_view::npos) {
+  if (auto at = line.find(" via ");
+      at != std::string_view::npos && line.find("Channel ") != std::string_view::npos) {
     ChannelLine(line.substr(at + 5));
   }
   if (line.find("NCCL WARN") != std::string_view::npos) {
@@ -67,15 +69,16 @@ void NcclLog::UsingLine(std::string_view net, std::string_view rest) {
     auto close = rest.find(']', pos);
     if (close == std::string_view::npos) break;
     auto end = rest.find(' ', close);
-    std::string_view entry = rest.substr(close + 1, end == std::string_view::npos ? std::string_view::npos : end - close - 1);
+    std::string_view entry = rest.substr(
+        close + 1, end == std::string_view::npos ? std::string_view::npos : end - close - 1);
     devices_.emplace_back(entry.substr(0, entry.find(':')));
     pos = close + 1;
   }
 }
 
 void NcclLog::ChannelLine(std::string_view via) {
-  // "NET/IB/0/GDRDMA", "NET/IB/0(1)/GDRDMA" (PXN), "NET/Socket/1", "P2P/CUMEM/read", "SHM/direct/direct",
-  // "NVLS", "CollNet/..."
+  // "NET/IB/0/GDRDMA", "NET/IB/0(1)/GDRDMA" (PXN), "NET/Socket/1", "P2P/CUMEM/read",
+  // "SHM/direct/direct", "NVLS", "CollNet/..."
   std::string v(via.substr(0, via.find_first_of(" \r")));
   auto parts = Split(v, '/');
   if (parts.empty()) return;

@@ -60,7 +60,8 @@ Report Validator::Run() {
     // NCCL would hang on a missing or down device until the timeout: say so at once instead.
     std::string list;
     for (const auto& u : unusable) list += (list.empty() ? "" : ",") + u;
-    r.problems.push_back("NCCL run skipped: expected device(s) " + list + " are not usable (see above)");
+    r.problems.push_back("NCCL run skipped: expected device(s) " + list +
+                         " are not usable (see above)");
     r.verdict = "fail";
     r.exit_code = 1;
     return r;
@@ -74,7 +75,8 @@ Report Validator::Run() {
   if (opts_.mode == Mode::kSingle) {
     int n = opts_.gpus > 0 ? opts_.gpus : GpuCount();
     if (n < 2) {
-      r.problems.push_back("single mode needs at least two local GPUs (found " + std::to_string(n) + "); use multi-pod mode");
+      r.problems.push_back("single mode needs at least two local GPUs (found " + std::to_string(n) +
+                           "); use multi-pod mode");
       r.verdict = "error";
       r.exit_code = 2;
       return r;
@@ -87,9 +89,13 @@ Report Validator::Run() {
     p.env["NCCL_COMM_ID"] = "127.0.0.1:" + std::to_string(FreePort());
     r.world_size = n;
   } else {
-    std::string comm = !opts_.comm_id.empty() ? opts_.comm_id : (getenv_("NCCL_COMM_ID") ? getenv_("NCCL_COMM_ID") : "");
+    std::string comm = !opts_.comm_id.empty()
+                           ? opts_.comm_id
+                           : (getenv_("NCCL_COMM_ID") ? getenv_("NCCL_COMM_ID") : "");
     if (!ri || comm.empty()) {
-      r.problems.push_back(!ri ? ri.error().message() : "multi-pod mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id)");
+      r.problems.push_back(
+          !ri ? ri.error().message()
+              : "multi-pod mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id)");
       r.verdict = "error";
       r.exit_code = 2;
       return r;

@@ -10,11 +10,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/validator/runner.h"
 
@@ -55,7 +54,9 @@ bool StreamDone(cudaStream_t s, ncclComm_t comm, Clock::time_point deadline, std
       return false;
     }
     if (Clock::now() > deadline) {
-      *err = "the AllReduce did not complete before the deadline (a peer stalled or a NIC dropped traffic)";
+      *err =
+          "the AllReduce did not complete before the deadline (a peer stalled or a NIC dropped "
+          "traffic)";
       return false;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -71,17 +72,21 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
   if (cudaSetDevice(gpu) != cudaSuccess) return fail("cannot use GPU " + std::to_string(gpu));
   size_t count = p.bytes / sizeof(float);
   std::vector<float> host(count);
-  for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>((rank + 1) * static_cast<int>((i % 7) + 1));
+  for (size_t i = 0; i < count; ++i)
+    host[i] = static_cast<float>((rank + 1) * static_cast<int>((i % 7) + 1));
   float* send = nullptr;
   float* recv = nullptr;
-  if (cudaMalloc(&send, count * sizeof(float)) != cudaSuccess || cudaMalloc(&recv, count * sizeof(float)) != cudaSuccess) {
-    return fail("cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " + std::to_string(gpu));
+  if (cudaMalloc(&send, count * sizeof(float)) != cudaSuccess ||
+      cudaMalloc(&recv, count * sizeof(float)) != cudaSuccess) {
+    return fail("cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " +
+                std::to_string(gpu));
   }
   cudaMemcpy(send, host.data(), count * sizeof(float), cudaMemcpyHostToDevice);
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return fail("ncclGetUniqueId failed (is NCCL_COMM_ID valid?)");
+  if (ncclGetUniqueId(&id) != ncclSuccess)
+    return fail("ncclGetUniqueId failed (is NCCL_COMM_ID valid?)");
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
@@ -110,7 +115,8 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
       if (r == ncclInProgress) r = Settle(comm, deadline, &timed_out);
       if (r != ncclSuccess) {
         ncclCommAbort(comm);
-        return fail(std::string("ncclAllReduce: ") + (timed_out ? "timed out" : ncclGetErrorString(r)));
+        return fail(std::string("ncclAllReduce: ") +
+                    (timed_out ? "timed out" : ncclGetErrorString(r)));
       }
     }
     if (!StreamDone(stream, comm, deadline, &err)) {
@@ -118,19 +124,23 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
       out["timedOut"] = Clock::now() > deadline;
       return fail(err);
     }
-    if (phase == 1) seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
+    if (phase == 1)
+      seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
   }
   cudaMemcpy(host.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost);
   const float tri = static_cast<float>(p.nranks * (p.nranks + 1) / 2);
   size_t bad = 0;
-  for (size_t i = 0; i < count; ++i) bad += host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
+  for (size_t i = 0; i < count; ++i)
+    bad += host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
   ncclCommDestroy(comm);
   cudaFree(send);
   cudaFree(recv);
   out["verified"] = bad == 0;
   out["ok"] = bad == 0;
   out["secondsPerIter"] = seconds;
-  if (bad != 0) out["error"] = std::to_string(bad) + " of " + std::to_string(count) + " elements have a wrong sum";
+  if (bad != 0)
+    out["error"] =
+        std::to_string(bad) + " of " + std::to_string(count) + " elements have a wrong sum";
   return out;
 }
 
@@ -141,22 +151,22 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
 int GpuCount() {
   // The probe initialises CUDA in a child (hundreds of milliseconds): once per process.
   static const int count = [] {
-  int fds[2];
-  if (pipe(fds) != 0) return 0;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
+    int fds[2];
+    if (pipe(fds) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      int n = 0;
+      if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+      (void)!write(fds[1], &n, sizeof n);
+      _exit(0);
+    }
+    close(fds[1]);
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    (void)!write(fds[1], &n, sizeof n);
-    _exit(0);
-  }
-  close(fds[1]);
-  int n = 0;
-  if (read(fds[0], &n, sizeof n) != static_cast<ssize_t>(sizeof n)) n = 0;
-  close(fds[0]);
-  waitpid(pid, nullptr, 0);
-  return n;
+    if (read(fds[0], &n, sizeof n) != static_cast<ssize_t>(sizeof n)) n = 0;
+    close(fds[0]);
+    waitpid(pid, nullptr, 0);
+    return n;
   }();
   return count;
 }
@@ -172,7 +182,8 @@ bool NcclAvailable(std::string* why) {
 std::string NcclVersion() {
   int v = 0;
   ncclGetVersion(&v);
-  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
 }
 
 CollectiveOutcome RunAllReduce(const CollectiveParams& p) {
@@ -196,7 +207,8 @@ CollectiveOutcome RunAllReduce(const CollectiveParams& p) {
       for (const auto& [k, v] : p.env) setenv(k.c_str(), v.c_str(), 1);
       setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
       // A host ID per rank: even ranks on one node then talk through the NICs, not shared memory.
-      std::string host_id = p.env.count("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
+      std::string host_id =
+          p.env.count("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
       host_id += "-r" + std::to_string(p.ranks[i]);
       setenv("NCCL_HOSTID", host_id.c_str(), 1);
       std::string line = RunRank(p, p.ranks[i], p.gpus[i]).dump() + "\n";
@@ -244,7 +256,8 @@ CollectiveOutcome RunAllReduce(const CollectiveParams& p) {
       ro.error = j.value("error", "");
       if (j.value("timedOut", false)) out.timed_out = true;
     } else {
-      ro.error = k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
+      ro.error =
+          k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
     }
     out.ranks.push_back(ro);
   }

@@ -5,8 +5,10 @@
 namespace kuberdma::validator {
 
 bool NcclAvailable(std::string* why) {
-  *why = "this rdma-validate was built without CUDA and NCCL (they were not found at build time): it can only "
-         "take inventory, not prove traffic";
+  *why =
+      "this rdma-validate was built without CUDA and NCCL (they were not found at build time): it "
+      "can only "
+      "take inventory, not prove traffic";
   return false;
 }
 

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -63,14 +63,17 @@ void Validator::InventoryIb(Report& r, const Expected& e) {
   for (const auto& name : e.names) {
     DeviceResult d;
     d.name = name;
-    auto it = std::find_if(present->begin(), present->end(), [&](const sysfs::Hca& h) { return h.name == name; });
+    auto it = std::find_if(present->begin(), present->end(),
+                           [&](const sysfs::Hca& h) { return h.name == name; });
     if (it == present->end()) {
       r.problems.push_back(name + ": expected (" + e.source + ") but missing from this pod");
       r.devices.push_back(d);
       continue;
     }
     d.present = true;
-    std::vector<uint32_t> ports = e.ports.count(name) && !e.ports.at(name).empty() ? e.ports.at(name) : std::vector<uint32_t>{};
+    std::vector<uint32_t> ports = e.ports.count(name) && !e.ports.at(name).empty()
+                                      ? e.ports.at(name)
+                                      : std::vector<uint32_t>{};
     if (ports.empty()) {
       for (const auto& p : it->ports) ports.push_back(p.number);
     }
@@ -91,8 +94,9 @@ void Validator::InventoryIb(Report& r, const Expected& e) {
       UniqueFd fd(::open(root_.Dev("infiniband/" + it->uverbs).c_str(), O_RDWR | O_CLOEXEC));
       d.uverbs_openable = fd.valid();
       if (!fd.valid()) {
-        r.problems.push_back(name + ": " + d.uverbs + " is missing or cannot be opened (" + std::strerror(errno) +
-                             "): the device plugin did not inject it, or the container lacks access");
+        r.problems.push_back(
+            name + ": " + d.uverbs + " is missing or cannot be opened (" + std::strerror(errno) +
+            "): the device plugin did not inject it, or the container lacks access");
       }
     }
     d.usable = up && d.uverbs_openable;
@@ -106,8 +110,9 @@ void Validator::InventoryIb(Report& r, const Expected& e) {
   if (!r.unexpected.empty()) {
     // Not a failure: in shared mode (the kernel default) every pod sees every HCA, and the exact
     // NCCL_IB_HCA list keeps NCCL to its own. Reported so that isolation can be checked.
-    r.warnings.push_back("visible but not ours: " + Join(r.unexpected) +
-                         " (the RDMA subsystem is in shared netns mode, so the host's HCAs leak into the pod)");
+    r.warnings.push_back(
+        "visible but not ours: " + Join(r.unexpected) +
+        " (the RDMA subsystem is in shared netns mode, so the host's HCAs leak into the pod)");
   }
 }
 
@@ -121,14 +126,17 @@ void Validator::InventorySocket(Report& r, const Expected& e) {
   for (const auto& name : e.names) {
     DeviceResult d;
     d.name = name;
-    auto it = std::find_if(links->begin(), links->end(), [&](const auto& l) { return l.name == name; });
+    auto it =
+        std::find_if(links->begin(), links->end(), [&](const auto& l) { return l.name == name; });
     if (it == links->end()) {
       r.problems.push_back(name + ": expected (" + e.source + ") but missing from this pod");
     } else {
       d.present = true;
       d.state = it->oper_state;
       d.usable = it->admin_up && it->oper_up;
-      if (!d.usable) r.problems.push_back(name + ": link is " + (it->admin_up ? it->oper_state : "administratively down"));
+      if (!d.usable)
+        r.problems.push_back(name + ": link is " +
+                             (it->admin_up ? it->oper_state : "administratively down"));
     }
     r.devices.push_back(d);
   }
@@ -137,7 +145,8 @@ void Validator::InventorySocket(Report& r, const Expected& e) {
 Report Validator::Inventory() {
   Report r;
   r.opts = opts_;
-  auto e = opts_.transport == Transport::kIb ? ExpectedHcas(getenv_, opts_.expect) : ExpectedNetdevs(getenv_, opts_.expect);
+  auto e = opts_.transport == Transport::kIb ? ExpectedHcas(getenv_, opts_.expect)
+                                             : ExpectedNetdevs(getenv_, opts_.expect);
   if (!e) {
     r.problems.push_back(e.error().message());
     r.verdict = "error";
@@ -164,8 +173,10 @@ Snapshot Validator::ReadCounters(const Report& inv) {
       auto l = links_.GetByName(*here, d.name);
       if (!l) continue;
       s.bytes[d.name] = {l->tx_bytes, l->rx_bytes};
-      s.errors[d.name] = {{"tx_errors", l->tx_errors}, {"rx_errors", l->rx_errors},
-                          {"tx_dropped", l->tx_dropped}, {"rx_dropped", l->rx_dropped}};
+      s.errors[d.name] = {{"tx_errors", l->tx_errors},
+                          {"rx_errors", l->rx_errors},
+                          {"tx_dropped", l->tx_dropped},
+                          {"rx_dropped", l->rx_dropped}};
     }
     return s;
   }
@@ -188,8 +199,8 @@ Snapshot Validator::ReadCounters(const Report& inv) {
 
 std::map<std::string, std::string> Validator::NcclEnv(const Report& inv) const {
   std::map<std::string, std::string> env = {
-      {"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_NVLS_ENABLE", "0"},
-      {"NCCL_RUNTIME_CONNECT", "0"}, {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"},
+      {"NCCL_DEBUG", "INFO"},        {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_NVLS_ENABLE", "0"},
+      {"NCCL_RUNTIME_CONNECT", "0"}, {"NCCL_P2P_DISABLE", "1"},         {"NCCL_SHM_DISABLE", "1"},
       {"NCCL_COLLNET_ENABLE", "0"}};
   std::vector<std::string> names;
   for (const auto& d : inv.devices) {
@@ -217,8 +228,8 @@ std::map<std::string, std::string> Validator::NcclEnv(const Report& inv) const {
   return env;
 }
 
-void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, const CollectiveOutcome& run,
-                      const NcclLog& log) {
+void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
+                      const CollectiveOutcome& run, const NcclLog& log) {
   r.ran_collective = true;
   r.log_files = run.log_files;
   r.nccl_network = log.network();
@@ -232,16 +243,19 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, 
     if (!rk.init_ok) missing_init.push_back(std::to_string(rk.rank));
     if (!rk.ok) {
       r.verified = false;
-      r.problems.push_back("rank " + std::to_string(rk.rank) + ": " + (rk.error.empty() ? "failed" : rk.error));
+      r.problems.push_back("rank " + std::to_string(rk.rank) + ": " +
+                           (rk.error.empty() ? "failed" : rk.error));
     }
     r.seconds_per_iter = std::max(r.seconds_per_iter, rk.seconds_per_iter);
   }
   if (!missing_init.empty()) {
     std::string others = r.opts.mode == Mode::kMultiPod
                              ? "; the other " + std::to_string(r.world_size - 1) +
-                                   " rank(s) of the world never all arrived at NCCL_COMM_ID (are their pods running, and is rank 0 reachable?)"
+                                   " rank(s) of the world never all arrived at NCCL_COMM_ID (are "
+                                   "their pods running, and is rank 0 reachable?)"
                              : "";
-    r.problems.push_back("communicator init did not complete for local rank(s) " + Join(missing_init) + others);
+    r.problems.push_back("communicator init did not complete for local rank(s) " +
+                         Join(missing_init) + others);
   }
   if (r.verified && r.seconds_per_iter > 0) {
     r.bandwidth = AllReduceBandwidth(r.opts.bytes, r.seconds_per_iter, r.world_size);
@@ -256,7 +270,8 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, 
   }
   auto chosen = log.devices();
   if (!run.ranks.empty() && r.nccl_devices.empty()) {
-    r.problems.push_back("NCCL's INFO log (" + (run.log_files.empty() ? std::string("none") : run.log_files.front()) +
+    r.problems.push_back("NCCL's INFO log (" +
+                         (run.log_files.empty() ? std::string("none") : run.log_files.front()) +
                          ") names no NET devices: what NCCL chose cannot be shown");
   }
   // Traffic per device.
@@ -270,13 +285,19 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, 
     auto rx = Delta(b->second.second, a->second.second);
     d.bytes_sent = tx.value * mult;
     d.bytes_received = rx.value * mult;
-    if (tx.wrapped || rx.wrapped) d.notes.push_back("a 32-bit counter wrapped during the run (accounted for)");
+    if (tx.wrapped || rx.wrapped)
+      d.notes.push_back("a 32-bit counter wrapped during the run (accounted for)");
     if (tx.saturated || rx.saturated) {
-      r.problems.push_back(d.name + ": its 32-bit data counters are saturated; traffic cannot be proven (reset them with perfquery -R)");
+      r.problems.push_back(d.name +
+                           ": its 32-bit data counters are saturated; traffic cannot be proven "
+                           "(reset them with perfquery -R)");
     }
     total += d.bytes_sent + d.bytes_received;
-    for (const auto& [k, v] : after.errors.count(d.name) ? after.errors.at(d.name) : std::map<std::string, uint64_t>{}) {
-      uint64_t was = before.errors.count(d.name) && before.errors.at(d.name).count(k) ? before.errors.at(d.name).at(k) : v;
+    for (const auto& [k, v] :
+         after.errors.count(d.name) ? after.errors.at(d.name) : std::map<std::string, uint64_t>{}) {
+      uint64_t was = before.errors.count(d.name) && before.errors.at(d.name).count(k)
+                         ? before.errors.at(d.name).at(k)
+                         : v;
       if (v > was) d.error_deltas[k] = v - was;
     }
   }
@@ -284,14 +305,18 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, 
   for (auto& d : r.devices) {
     d.chosen_by_nccl = chosen.count(d.name) > 0;
     d.nccl_channels = log.channels().count(d.name) ? log.channels().at(d.name) : 0;
-    d.share = total > 0 ? static_cast<double>(d.bytes_sent + d.bytes_received) / static_cast<double>(total) : 0;
+    d.share = total > 0 ? static_cast<double>(d.bytes_sent + d.bytes_received) /
+                              static_cast<double>(total)
+                        : 0;
     d.carried_traffic = d.bytes_sent + d.bytes_received > 0 && d.share >= fair;
     if (!d.chosen_by_nccl) {
-      r.problems.push_back(d.name + ": NCCL did not use it (its device list: " + Join(r.nccl_devices) + ")");
+      r.problems.push_back(d.name +
+                           ": NCCL did not use it (its device list: " + Join(r.nccl_devices) + ")");
     }
     if (!d.carried_traffic) {
       r.problems.push_back(d.name + ": carried " + Bytes(d.bytes_sent + d.bytes_received) + ", " +
-                           Gb(100 * d.share) + "% of the run's bytes (needs at least " + Gb(100 * fair) + "%)");
+                           Gb(100 * d.share) + "% of the run's bytes (needs at least " +
+                           Gb(100 * fair) + "%)");
     }
     for (const auto& [k, v] : d.error_deltas) {
       d.notes.push_back(k + " +" + std::to_string(v) + " during the run");
@@ -310,7 +335,8 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, 
     r.threshold_gbps = std::max(r.threshold_gbps, r.opts.min_busbw_fraction * gbits / 8.0);
   }
   if (r.threshold_gbps > 0 && r.verified && r.bandwidth.busbw_gbps < r.threshold_gbps) {
-    r.problems.push_back("busbw " + Gb(r.bandwidth.busbw_gbps) + " GB/s is below the threshold " + Gb(r.threshold_gbps) + " GB/s");
+    r.problems.push_back("busbw " + Gb(r.bandwidth.busbw_gbps) + " GB/s is below the threshold " +
+                         Gb(r.threshold_gbps) + " GB/s");
   }
   if (run.timed_out || !missing_init.empty()) {
     r.verdict = "timeout";
@@ -324,11 +350,20 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after, 
 json Report::ToJson() const {
   json devs = json::array();
   for (const auto& d : devices) {
-    devs.push_back({{"name", d.name}, {"present", d.present}, {"state", d.state}, {"usable", d.usable},
-                    {"uverbs", d.uverbs}, {"uverbsOpenable", d.uverbs_openable}, {"bytesSent", d.bytes_sent},
-                    {"bytesReceived", d.bytes_received}, {"share", d.share}, {"chosenByNccl", d.chosen_by_nccl},
-                    {"ncclChannels", d.nccl_channels}, {"carriedTraffic", d.carried_traffic},
-                    {"errorCounterDeltas", d.error_deltas}, {"notes", d.notes}});
+    devs.push_back({{"name", d.name},
+                    {"present", d.present},
+                    {"state", d.state},
+                    {"usable", d.usable},
+                    {"uverbs", d.uverbs},
+                    {"uverbsOpenable", d.uverbs_openable},
+                    {"bytesSent", d.bytes_sent},
+                    {"bytesReceived", d.bytes_received},
+                    {"share", d.share},
+                    {"chosenByNccl", d.chosen_by_nccl},
+                    {"ncclChannels", d.nccl_channels},
+                    {"carriedTraffic", d.carried_traffic},
+                    {"errorCounterDeltas", d.error_deltas},
+                    {"notes", d.notes}});
   }
   return {{"version", 1},
           {"verdict", verdict},
@@ -340,12 +375,21 @@ json Report::ToJson() const {
           {"expectedFrom", expected_source},
           {"devices", devs},
           {"unexpected", unexpected},
-          {"nccl", {{"version", nccl_version}, {"network", nccl_network}, {"devices", nccl_devices},
-                    {"bypasses", nccl_bypasses}, {"logFiles", log_files}}},
-          {"collective", {{"ran", ran_collective}, {"verified", verified}, {"sizeBytes", opts.bytes},
-                          {"iterations", opts.iters}, {"secondsPerIteration", seconds_per_iter},
-                          {"algbwGBps", bandwidth.algbw_gbps}, {"busbwGBps", bandwidth.busbw_gbps},
-                          {"thresholdGBps", threshold_gbps}}},
+          {"nccl",
+           {{"version", nccl_version},
+            {"network", nccl_network},
+            {"devices", nccl_devices},
+            {"bypasses", nccl_bypasses},
+            {"logFiles", log_files}}},
+          {"collective",
+           {{"ran", ran_collective},
+            {"verified", verified},
+            {"sizeBytes", opts.bytes},
+            {"iterations", opts.iters},
+            {"secondsPerIteration", seconds_per_iter},
+            {"algbwGBps", bandwidth.algbw_gbps},
+            {"busbwGBps", bandwidth.busbw_gbps},
+            {"thresholdGBps", threshold_gbps}}},
           {"problems", problems},
           {"warnings", warnings}};
 }
@@ -354,33 +398,37 @@ std::string Report::Summary() const {
   std::string s = "rdma-validate: " + verdict;
   if (ran_collective && verified) s += ", busbw " + Gb(bandwidth.busbw_gbps) + " GB/s";
   s += ", " + std::to_string(devices.size()) + " device(s)";
-  if (!problems.empty()) s += ": " + problems.front() + (problems.size() > 1 ? " (+" + std::to_string(problems.size() - 1) + " more)" : "");
+  if (!problems.empty())
+    s += ": " + problems.front() +
+         (problems.size() > 1 ? " (+" + std::to_string(problems.size() - 1) + " more)" : "");
   return s;
 }
 
 std::string Report::Table() const {
   std::ostringstream o;
   o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
-    << (opts.transport == Transport::kIb ? "IB" : "Socket") << ", rank " << rank << " of " << world_size
-    << "; expected from " << expected_source << ")\n";
+    << (opts.transport == Transport::kIb ? "IB" : "Socket") << ", rank " << rank << " of "
+    << world_size << "; expected from " << expected_source << ")\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %7s %s\n", "device", "present", "state",
-                "usable", "chosen", "sent", "received", "share", "traffic");
+  std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %7s %s\n", "device",
+                "present", "state", "usable", "chosen", "sent", "received", "share", "traffic");
   o << line;
   for (const auto& d : devices) {
-    std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %6.1f%% %s\n", d.name.c_str(),
-                  d.present ? "yes" : "NO", d.state.c_str(), d.usable ? "yes" : "NO",
-                  ran_collective ? (d.chosen_by_nccl ? "yes" : "NO") : "-", Bytes(d.bytes_sent).c_str(),
-                  Bytes(d.bytes_received).c_str(), 100 * d.share,
+    std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %6.1f%% %s\n",
+                  d.name.c_str(), d.present ? "yes" : "NO", d.state.c_str(),
+                  d.usable ? "yes" : "NO", ran_collective ? (d.chosen_by_nccl ? "yes" : "NO") : "-",
+                  Bytes(d.bytes_sent).c_str(), Bytes(d.bytes_received).c_str(), 100 * d.share,
                   ran_collective ? (d.carried_traffic ? "yes" : "NO") : "-");
     o << line;
     for (const auto& n : d.notes) o << "      note: " << n << "\n";
   }
   if (ran_collective) {
-    o << "  NCCL " << nccl_version << ": network " << (nccl_network.empty() ? "?" : nccl_network) << ", devices ["
-      << Join(nccl_devices, " ") << "]" << (nccl_bypasses.empty() ? "" : ", bypasses: " + Join(nccl_bypasses)) << "\n";
-    o << "  AllReduce " << Bytes(opts.bytes) << " x " << opts.iters << ": " << (verified ? "sum verified" : "NOT verified")
-      << ", algbw " << Gb(bandwidth.algbw_gbps) << " GB/s, busbw " << Gb(bandwidth.busbw_gbps) << " GB/s"
+    o << "  NCCL " << nccl_version << ": network " << (nccl_network.empty() ? "?" : nccl_network)
+      << ", devices [" << Join(nccl_devices, " ") << "]"
+      << (nccl_bypasses.empty() ? "" : ", bypasses: " + Join(nccl_bypasses)) << "\n";
+    o << "  AllReduce " << Bytes(opts.bytes) << " x " << opts.iters << ": "
+      << (verified ? "sum verified" : "NOT verified") << ", algbw " << Gb(bandwidth.algbw_gbps)
+      << " GB/s, busbw " << Gb(bandwidth.busbw_gbps) << " GB/s"
       << (threshold_gbps > 0 ? " (threshold " + Gb(threshold_gbps) + ")" : "") << "\n";
   }
   for (const auto& p : problems) o << "  problem: " << p << "\n";

@@ -9,11 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/cni/types.h"
 
@@ -40,12 +39,12 @@ struct NetConf {
   std::string cni_version;
   std::string name;
   std::string type;
-  std::optional<uint16_t> pkey;     // unset: the full-membership default
+  std::optional<uint16_t> pkey;  // unset: the full-membership default
   LinkState link_state = LinkState::kLeave;
   std::optional<uint32_t> mtu;
   Selector selector;
   std::vector<Selector> other_selectors;  // also given, lower precedence (logged)
-  std::string device_info_file;     // runtimeConfig.CNIDeviceInfoFile
+  std::string device_info_file;           // runtimeConfig.CNIDeviceInfoFile
   SharedPolicy shared_policy = SharedPolicy::kContinue;
   // Attachments do not survive a reboot (every device is back on the host then), so neither does
   // their state: /run is a tmpfs, cleared at boot, and fast.

@@ -53,7 +53,7 @@ class Plugin {
     std::optional<link::LinkInfo> host_link;
   };
   CniResult<Selected> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
-                               const StateStore& store, const std::string& self_key);
+                             const StateStore& store, const std::string& self_key);
   CniResult<std::string> NetnsMode(const netns::NetNs& host, const NetConf& conf);
   CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
   CniResult<nlohmann::json> Attach(const Request& req, const NetConf& conf, const StateStore& store,

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // CNI result and error documents, in the version the config asked for.
 //
-//   Interface iface{.name = "net1", .mac = "...", .mtu = 9000, .sandbox = ns, .pci_id = "0000:1a:00.0"};
-//   nlohmann::json out = BuildResult("0.3.1", iface, conf.prev_result);
+//   Interface iface{.name = "net1", .mac = "...", .mtu = 9000, .sandbox = ns, .pci_id =
+//   "0000:1a:00.0"}; nlohmann::json out = BuildResult("0.3.1", iface, conf.prev_result);
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/cni/types.h"
 

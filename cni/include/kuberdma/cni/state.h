@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CNI's state: one versioned JSON record per (network, container ID, ifname), written before the
-// first change and holding everything needed to undo it; and the node-wide lock that serialises
+// The CNI's state: one versioned JSON record per (network, container ID, ifname), written before
+// the first change and holding everything needed to undo it; and the node-wide lock that serialises
 // verbs.
 //
 //   StateStore store("/run/kube-rdma/cni");
@@ -11,11 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
@@ -32,21 +31,21 @@ struct AttachmentRecord {
   std::string netns;
   bool done = false;  // false while ADD is in progress (or died half-way)
 
-  std::string hca;           // RDMA device name on the host ("mlx5_3")
-  std::string hca_address;   // its bus address, the stable identity
-  std::string link_layer;    // "Ethernet" / "InfiniBand"
+  std::string hca;          // RDMA device name on the host ("mlx5_3")
+  std::string hca_address;  // its bus address, the stable identity
+  std::string link_layer;   // "Ethernet" / "InfiniBand"
 
   bool netdev_moved = false;  // false when chained: another plugin owns the netdev
   std::string host_name;      // the netdev's name on the host, restored on DEL
   int host_ifindex = 0;
-  std::string mac;            // how the netdev is found again wherever it is
+  std::string mac;  // how the netdev is found again wherever it is
   uint32_t host_mtu = 0;
   bool host_admin_up = false;
 
-  std::string netns_mode;     // "exclusive", "shared", or "unavailable" (no RDMA subsystem)
+  std::string netns_mode;  // "exclusive", "shared", or "unavailable" (no RDMA subsystem)
   bool rdma_moved = false;
   uint16_t pkey = 0xffff;
-  int pkey_index = -1;        // index in the port's pkey table (InfiniBand), -1 if not applicable
+  int pkey_index = -1;  // index in the port's pkey table (InfiniBand), -1 if not applicable
 
   nlohmann::json ToJson() const;
   static Result<AttachmentRecord> FromJson(const nlohmann::json& j);

@@ -20,7 +20,9 @@ class TimedLinkOps final : public link::LinkOps {
   Result<link::LinkInfo> GetByIndex(const link::NetNs& ns, int ifindex) override {
     return inner_.GetByIndex(ns, ifindex);
   }
-  Result<std::vector<link::LinkInfo>> List(const link::NetNs& ns) override { return inner_.List(ns); }
+  Result<std::vector<link::LinkInfo>> List(const link::NetNs& ns) override {
+    return inner_.List(ns);
+  }
   Result<void> Change(const link::NetNs& ns, int ifindex, const link::LinkChange& c) override {
     return Timed([&] { return inner_.Change(ns, ifindex, c); });
   }
@@ -37,7 +39,8 @@ class TimedLinkOps final : public link::LinkOps {
   Result<void> Timed(F&& fn) {
     auto t0 = std::chrono::steady_clock::now();
     auto r = fn();
-    changing_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    changing_ms_ +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return r;
   }
   link::LinkOps& inner_;

@@ -36,10 +36,10 @@ struct ResourceConfig {
   uint32_t rdma_hca_max = 0;  // slots: per pool (pool) or per HCA (per-hca)
   Selectors selectors;
   Policy policy = Policy::kPool;
-  bool inject_mad = true;     // umad/issm per port where they exist
-  bool nccl_env = true;       // NCCL_IB_HCA and KUBERDMA_HCAS
+  bool inject_mad = true;  // umad/issm per port where they exist
+  bool nccl_env = true;    // NCCL_IB_HCA and KUBERDMA_HCAS
   std::map<std::string, std::string> extra_env;
-  bool cdi = false;           // answer with CDI device names and write a CDI spec
+  bool cdi = false;  // answer with CDI device names and write a CDI spec
 
   std::string FullName() const { return resource_prefix + "/" + resource_name; }
 };
@@ -51,7 +51,8 @@ struct Config {
   std::vector<ResourceConfig> resources;
 };
 
-// Parses and validates. kInvalidArgument with "configList[1].selectors.vendors: ..." style messages.
+// Parses and validates. kInvalidArgument with "configList[1].selectors.vendors: ..." style
+// messages.
 Result<Config> ParseConfig(std::string_view text);
 
 }  // namespace kuberdma::deviceplugin

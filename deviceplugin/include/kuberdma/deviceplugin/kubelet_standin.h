@@ -31,7 +31,8 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   ~KubeletStandIn() override;
   bool ok() const { return server_ != nullptr; }
 
-  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req, v1beta1::Empty*) override;
+  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req,
+                        v1beta1::Empty*) override;
 
   // Closes every ListAndWatch stream (a kubelet dropping its plugins).
   void CloseStreams();
@@ -47,13 +48,16 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   // Accessors: call inside WaitFor's predicate or after it returned.
   size_t Registrations(const std::string& resource) const;
   const std::vector<v1beta1::RegisterRequest>& registrations() const { return registrations_; }
-  std::vector<v1beta1::ListAndWatchResponse>& Lists(const std::string& resource) { return lists_[resource]; }
+  std::vector<v1beta1::ListAndWatchResponse>& Lists(const std::string& resource) {
+    return lists_[resource];
+  }
 
   // GetPreferredAllocation through the endpoint `resource` registered with.
-  Result<std::vector<std::string>> Preferred(const std::string& resource, const std::vector<std::string>& available,
-                                             int size);
+  Result<std::vector<std::string>> Preferred(const std::string& resource,
+                                             const std::vector<std::string>& available, int size);
   // Allocate through the endpoint `resource` registered with; the answer in plain types.
-  Result<ContainerAllocation> Allocate(const std::string& resource, const std::vector<std::string>& ids);
+  Result<ContainerAllocation> Allocate(const std::string& resource,
+                                       const std::vector<std::string>& ids);
 
  private:
   void Watch(v1beta1::RegisterRequest r, std::shared_ptr<grpc::ClientContext> ctx);

@@ -71,7 +71,7 @@ class Manager {
   std::map<std::string, std::unique_ptr<ResourceServer>> servers_;  // by full resource name
   std::map<std::string, bool> registered_;
   std::unique_ptr<HttpEndpoint> http_;
-  UniqueFd wake_;      // eventfd
+  UniqueFd wake_;  // eventfd
   UniqueFd inotify_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<bool> running_{false};

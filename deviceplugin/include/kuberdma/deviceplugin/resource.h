@@ -5,7 +5,8 @@
 //
 //   Resource r(cfg.resources[0], SysfsRoot("/"));
 //   r.Refresh(*DiscoverHcas(root, HcaDetail::kPorts));   // true when the list changed
-//   auto alloc = r.Allocate({"mlx5_3-017"});             // device nodes + NCCL_IB_HCA + KUBERDMA_HCAS
+//   auto alloc = r.Allocate({"mlx5_3-017"});             // device nodes + NCCL_IB_HCA +
+//   KUBERDMA_HCAS
 #pragma once
 
 #include <cstdint>
@@ -73,7 +74,8 @@ class Resource {
   // The preferred `size` IDs out of `available`, `must_include` first (per-hca: distinct HCAs,
   // NUMA-local to each other; pool: the first available).
   std::vector<std::string> Preferred(const std::vector<std::string>& available,
-                                     const std::vector<std::string>& must_include, size_t size) const;
+                                     const std::vector<std::string>& must_include,
+                                     size_t size) const;
   // The CDI spec describing this resource's HCAs (written when cdi is on).
   std::string CdiSpec() const;
   std::string CdiKind() const;

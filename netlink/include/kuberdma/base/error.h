@@ -12,9 +12,8 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
-
 #include <tl/expected.hpp>
+#include <utility>
 
 namespace kuberdma {
 
@@ -71,18 +70,18 @@ inline tl::unexpected<Error> FailErrno(int err, std::string_view what) {
 }  // namespace kuberdma
 
 // Propagates a failed Result<void> (or any Result whose value is unused) to the caller.
-#define KUBERDMA_TRY(expr)                                          \
-  do {                                                              \
-    auto kuberdma_try_result_ = (expr);                             \
-    if (!kuberdma_try_result_) {                                    \
+#define KUBERDMA_TRY(expr)                                              \
+  do {                                                                  \
+    auto kuberdma_try_result_ = (expr);                                 \
+    if (!kuberdma_try_result_) {                                        \
       return ::tl::unexpected(std::move(kuberdma_try_result_).error()); \
-    }                                                               \
+    }                                                                   \
   } while (false)
 
 #define KUBERDMA_CONCAT_INNER_(a, b) a##b
 #define KUBERDMA_CONCAT_(a, b) KUBERDMA_CONCAT_INNER_(a, b)
-#define KUBERDMA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)   \
-  auto tmp = (expr);                                       \
+#define KUBERDMA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)      \
+  auto tmp = (expr);                                         \
   if (!tmp) return ::tl::unexpected(std::move(tmp).error()); \
   lhs = std::move(*tmp)
 

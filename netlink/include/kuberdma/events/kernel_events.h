@@ -29,12 +29,14 @@ class KernelEvents {
   bool Drain();
 
  private:
-  KernelEvents(UniqueFd link, UniqueFd uevent) : link_(std::move(link)), uevent_(std::move(uevent)) {}
+  KernelEvents(UniqueFd link, UniqueFd uevent)
+      : link_(std::move(link)), uevent_(std::move(uevent)) {}
   UniqueFd link_;
   UniqueFd uevent_;
 };
 
-// True when a raw uevent message (NUL-separated "KEY=value" strings) concerns RDMA devices or netdevs.
+// True when a raw uevent message (NUL-separated "KEY=value" strings) concerns RDMA devices or
+// netdevs.
 bool UeventIsRelevant(const char* msg, size_t len);
 
 }  // namespace kuberdma::events

@@ -29,7 +29,7 @@ using netns::NetNs;
 struct LinkInfo {
   int ifindex = 0;
   std::string name;
-  std::string mac;         // "aa:bb:cc:dd:ee:ff" (20 bytes for IPoIB)
+  std::string mac;  // "aa:bb:cc:dd:ee:ff" (20 bytes for IPoIB)
   uint32_t mtu = 0;
   bool admin_up = false;   // IFF_UP
   bool oper_up = false;    // IF_OPER_UP (or UNKNOWN on links without carrier reporting)

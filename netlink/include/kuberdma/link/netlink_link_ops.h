@@ -38,8 +38,8 @@ class NetlinkLinkOps final : public LinkOps {
   // Creates veth `name` in `ns` with its peer `peer` in `peer_ns`.
   Result<void> CreateVeth(const NetNs& ns, const std::string& name, const NetNs& peer_ns,
                           const std::string& peer);
-  // Creates a link of `kind` ("macvlan", "dummy" where the module exists) named `name` in `ns`, on top of link `lower`
-  // (a name in `ns`) for stacked kinds.
+  // Creates a link of `kind` ("macvlan", "dummy" where the module exists) named `name` in `ns`, on
+  // top of link `lower` (a name in `ns`) for stacked kinds.
   Result<void> Create(const NetNs& ns, const std::string& name, const std::string& kind,
                       const std::string& lower = "");
   // Deletes link `name` in `ns`; succeeds if it is already gone.

@@ -12,8 +12,8 @@
 #include <sys/types.h>
 
 #include <functional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"

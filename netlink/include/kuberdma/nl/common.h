@@ -36,8 +36,8 @@ class NlSocketCache {
   NlSocketCache& operator=(const NlSocketCache&) = delete;
 
   // The socket of `protocol` in `ns`, connected on first use. With `auto_ack` off, requests carry
-  // their own NLM_F_ACK where one is wanted. Every receive gives up after a few seconds, so a kernel
-  // that never answers cannot hang a caller.
+  // their own NLM_F_ACK where one is wanted. Every receive gives up after a few seconds, so a
+  // kernel that never answers cannot hang a caller.
   Result<nl_sock*> Get(const netns::NetNs& ns, int protocol, bool auto_ack);
 
  private:

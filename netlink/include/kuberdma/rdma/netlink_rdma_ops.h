@@ -32,8 +32,8 @@ class NetlinkRdmaOps final : public RdmaOps {
   Result<nl_sock*> Socket(const NetNs& ns);
   // Sends `msg` and collects every reply message (for dumps, all parts).
   Result<std::vector<std::vector<uint8_t>>> Request(const NetNs& ns,
-                                                     const std::vector<uint8_t>& msg,
-                                                     const std::string& what);
+                                                    const std::vector<uint8_t>& msg,
+                                                    const std::string& what);
   nl::NlSocketCache socks_;
 };
 

@@ -38,7 +38,7 @@ struct RdmaDevice {
 struct RdmaPort {
   uint32_t dev_index = 0;
   uint32_t port = 0;
-  uint8_t state = 0;       // ib_port_state: 4 is ACTIVE
+  uint8_t state = 0;  // ib_port_state: 4 is ACTIVE
   uint8_t phys_state = 0;
   uint32_t netdev_index = 0;
   std::string netdev_name;

@@ -32,36 +32,36 @@ inline constexpr uint16_t kDefaultPkey = 0xffff;
 
 struct Port {
   uint32_t number = 0;
-  int state = 0;               // 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
-  std::string state_name;      // "ACTIVE"
-  std::string phys_state;      // "LinkUp"
-  std::string rate;            // "400 Gb/sec (4X NDR)"
-  double rate_gbps = 0;        // 400
+  int state = 0;           // 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
+  std::string state_name;  // "ACTIVE"
+  std::string phys_state;  // "LinkUp"
+  std::string rate;        // "400 Gb/sec (4X NDR)"
+  double rate_gbps = 0;    // 400
   LinkLayer link_layer = LinkLayer::kUnknown;
-  std::string netdev;          // RoCE: gid_attrs/ndevs/0, when the netdev is in this namespace
-  std::string umad;            // "umad3" when the port has a MAD device
-  std::string issm;            // "issm3"
-  std::vector<uint16_t> pkeys; // kTables only; non-zero entries in table order
+  std::string netdev;             // RoCE: gid_attrs/ndevs/0, when the netdev is in this namespace
+  std::string umad;               // "umad3" when the port has a MAD device
+  std::string issm;               // "issm3"
+  std::vector<uint16_t> pkeys;    // kTables only; non-zero entries in table order
   std::vector<std::string> gids;  // kTables only; non-zero entries
 };
 
 enum class BusKind { kPci, kAuxiliary };
 
 struct Hca {
-  std::string name;            // "mlx5_3"
+  std::string name;  // "mlx5_3"
   BusKind bus = BusKind::kPci;
-  std::string address;         // "0000:1a:00.0" or "mlx5_core.sf.2"
-  std::string pci_address;     // the PCI function (the parent PF for an auxiliary device)
-  std::string pf_address;      // for an SR-IOV VF, its PF; empty otherwise
-  std::string vendor;          // "0x15b3"
-  std::string device_id;       // "0x1021"
-  std::string driver;          // "mlx5_core"
+  std::string address;      // "0000:1a:00.0" or "mlx5_core.sf.2"
+  std::string pci_address;  // the PCI function (the parent PF for an auxiliary device)
+  std::string pf_address;   // for an SR-IOV VF, its PF; empty otherwise
+  std::string vendor;       // "0x15b3"
+  std::string device_id;    // "0x1021"
+  std::string driver;       // "mlx5_core"
   int numa_node = -1;
   std::string node_guid;
-  std::string device_path;     // resolved device directory relative to sys/
+  std::string device_path;           // resolved device directory relative to sys/
   std::vector<std::string> netdevs;  // netdev names under the device (this namespace's view)
-  std::string uverbs;          // "uverbs3"
-  std::vector<Port> ports;     // kPorts and above
+  std::string uverbs;                // "uverbs3"
+  std::vector<Port> ports;           // kPorts and above
 
   // The link layer of port 1 (all mlx5 ports of one HCA share it).
   LinkLayer link_layer() const;
@@ -85,8 +85,10 @@ Result<Hca> HcaForNetdev(const SysfsRoot& root, const std::string& ifname, HcaDe
 Result<Hca> HcaForAddress(const SysfsRoot& root, const std::string& address, HcaDetail detail);
 
 // Netdev names of the device at bus address `address` (PCI BDF or auxiliary name), as listed under
-// bus/{pci,auxiliary}/devices/<address>/net in this namespace's sysfs view. kNotFound if no such device.
-Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root, const std::string& address);
+// bus/{pci,auxiliary}/devices/<address>/net in this namespace's sysfs view. kNotFound if no such
+// device.
+Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root,
+                                                  const std::string& address);
 
 // The boot-time RDMA netns mode (ib_core's netns_mode parameter): true for shared. The runtime
 // mode, which `rdma system set` can change, is read over RDMA netlink; this is the fallback.
@@ -104,7 +106,8 @@ Result<std::vector<Gpu>> DiscoverGpus(const SysfsRoot& root);
 // nvidia-smi topo -m's terms for the PCI path between two devices (device paths relative to sys/):
 // "PIX" (one PCIe switch), "PXB" (several bridges, no host bridge), "PHB" (through the host
 // bridge), "NODE" (between host bridges of one NUMA node), "SYS" (across NUMA nodes).
-std::string PciDistance(const std::string& a_path, int a_numa, const std::string& b_path, int b_numa);
+std::string PciDistance(const std::string& a_path, int a_numa, const std::string& b_path,
+                        int b_numa);
 // Rank of a distance for comparisons: PIX 0 < PXB 1 < PHB 2 < NODE 3 < SYS 4.
 int PciDistanceRank(const std::string& d);
 

@@ -37,7 +37,8 @@ class SysfsRoot {
   // Entries of a directory below sys/, sorted in natural order (mlx5_2 before mlx5_10).
   Result<std::vector<std::string>> ListDir(std::string_view rel) const;
   bool Exists(std::string_view rel) const;
-  // Resolves symbolic links under sys/ to a path relative to <root>/sys ("devices/pci.../0000:1a:00.0").
+  // Resolves symbolic links under sys/ to a path relative to <root>/sys
+  // ("devices/pci.../0000:1a:00.0").
   Result<std::string> Resolve(std::string_view rel) const;
 
  private:

@@ -14,10 +14,9 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/rdma/rdma_ops.h"
@@ -28,7 +27,7 @@ namespace kuberdma::doctor {
 enum class Status { kOk, kWarn, kFail };
 
 struct Finding {
-  std::string check;    // "pitfall-3: every HCA in NCCL_IB_HCA"
+  std::string check;  // "pitfall-3: every HCA in NCCL_IB_HCA"
   Status status = Status::kOk;
   std::string message;  // what was found, naming devices
   std::string fix;      // what to do
@@ -49,9 +48,10 @@ struct Inputs {
   std::function<const char*(const char*)> getenv;
   std::string state_dir = "/run/kube-rdma/cni";
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
-  std::string checkpoint;  // default <plugin_dir>/kubelet_internal_checkpoint
+  std::string checkpoint;         // default <plugin_dir>/kubelet_internal_checkpoint
   std::vector<std::string> gpus;  // topo: the pod's GPUs (PCI addresses); empty: every GPU
-  std::vector<std::string> lib_dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64", "/usr/lib64", "/usr/lib"};
+  std::vector<std::string> lib_dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64",
+                                       "/usr/lib64", "/usr/lib"};
 };
 
 View NodeView(const Inputs& in);
@@ -61,7 +61,8 @@ std::string Render(const View& v);
 
 // The HCA names NCCL_IB_HCA would select from `present` (its prefix semantics without '=',
 // exact with '='; '^' excludes).
-std::vector<std::string> NcclIbHcaMatches(const std::string& value, const std::vector<std::string>& present);
+std::vector<std::string> NcclIbHcaMatches(const std::string& value,
+                                          const std::vector<std::string>& present);
 
 // Allocations of rdma/* resources in a kubelet device-manager checkpoint (old list and newer
 // NUMA-keyed formats): one entry per pod, container and resource.

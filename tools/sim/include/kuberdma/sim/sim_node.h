@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// A simulated node for tests, benchmarks and the demo: a private "node" namespace holding veths named like a
-// fixture's HCA netdevs (their peers in a "fabric" namespace), pod namespaces, a state directory,
-// and a runner that executes a CNI binary inside the node namespace the way a runtime would.
-// Everything it creates is removed by its destructor, also when a test fails.
+// A simulated node for tests, benchmarks and the demo: a private "node" namespace holding veths
+// named like a fixture's HCA netdevs (their peers in a "fabric" namespace), pod namespaces, a state
+// directory, and a runner that executes a CNI binary inside the node namespace the way a runtime
+// would. Everything it creates is removed by its destructor, also when a test fails.
 #pragma once
 
 #include <sys/types.h>

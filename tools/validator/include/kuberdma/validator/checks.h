@@ -41,7 +41,8 @@ struct PortCounters {
 };
 
 // Reads class/infiniband/<hca>/ports/<port>/counters. kNotFound if the port has none.
-Result<PortCounters> ReadPortCounters(const sysfs::SysfsRoot& root, const std::string& hca, uint32_t port);
+Result<PortCounters> ReadPortCounters(const sysfs::SysfsRoot& root, const std::string& hca,
+                                      uint32_t port);
 
 // The error counters worth reporting when they move during a run.
 const std::vector<std::string>& IbErrorCounters();
@@ -63,24 +64,27 @@ struct RankInfo {
 };
 // Reads rank and world size through `getenv` and `hostname`; flags (>= 0) win. kInvalidArgument
 // naming what is missing when nothing says.
-Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& getenv, const std::string& hostname,
-                            int flag_rank, int flag_world);
+Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& getenv,
+                            const std::string& hostname, int flag_rank, int flag_world);
 
 // ---- Expected devices ----
 
 struct Expected {
-  std::vector<std::string> names;  // HCA names (ib) or netdev names (socket)
+  std::vector<std::string> names;                      // HCA names (ib) or netdev names (socket)
   std::map<std::string, std::vector<uint32_t>> ports;  // HCA -> ports named by NCCL_IB_HCA (if any)
   std::string source;  // "--expect", "KUBERDMA_HCAS", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"
 };
 // The HCAs the pod should have: `flag` (comma list), else KUBERDMA_HCAS, else NCCL_IB_HCA (exact
 // "=" form or a plain list; an exclusion list "^..." names none).
-Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& getenv, const std::string& flag);
+Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& getenv,
+                              const std::string& flag);
 // The netdevs for the Socket transport: `flag`, else NCCL_SOCKET_IFNAME.
-Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv, const std::string& flag);
+Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv,
+                                 const std::string& flag);
 
 // Parses NCCL_IB_HCA ("=mlx5_0:1,mlx5_3:1", "mlx5_0,mlx5_1", "^mlx5_2") into names and ports.
 // Sets *exact when the '=' form was used and *exclude for '^'.
-std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value, bool* exact, bool* exclude);
+std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value, bool* exact,
+                                                        bool* exclude);
 
 }  // namespace kuberdma::validator

@@ -23,8 +23,8 @@ class NcclLog {
   void Add(std::string_view line);
   void AddText(std::string_view text);  // many lines
 
-  const std::string& network() const { return network_; }   // "IB", "Socket" ("" if not seen)
-  const std::string& version() const { return version_; }   // "2.28.3"
+  const std::string& network() const { return network_; }  // "IB", "Socket" ("" if not seen)
+  const std::string& version() const { return version_; }  // "2.28.3"
   // Device names in NCCL's index order; a merged device "a+b" is one entry.
   const std::vector<std::string>& device_list() const { return devices_; }
   // Every physical device name NCCL said it uses (merged devices split).

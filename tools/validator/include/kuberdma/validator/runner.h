@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The NCCL AllReduce runner. Each local rank runs in a forked process (so a hung NCCL can be killed)
-// with the environment the validator chose; it initialises a non-blocking communicator with a
-// deadline (ncclCommAbort on timeout), AllReduces deterministic data, verifies the sum, and times
+// The NCCL AllReduce runner. Each local rank runs in a forked process (so a hung NCCL can be
+// killed) with the environment the validator chose; it initialises a non-blocking communicator with
+// a deadline (ncclCommAbort on timeout), AllReduces deterministic data, verifies the sum, and times
 // the iterations. Compiled only where CUDA and NCCL are found; elsewhere NcclAvailable() says why.
 #pragma once
 

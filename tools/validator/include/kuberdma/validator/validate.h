@@ -11,10 +11,9 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/sysfs/hca.h"
@@ -30,34 +29,34 @@ enum class Mode { kSingle, kMultiPod };
 struct Options {
   Mode mode = Mode::kSingle;
   Transport transport = Transport::kIb;
-  std::string expect;          // comma list of HCAs (ib) or netdevs (socket); else from env
-  std::string nccl_devices;    // what NCCL is told to use, when it should differ from `expect`
-                               // (reproduces a workload's misconfiguration); default: expected
-  size_t bytes = 256u << 20;   // AllReduce size: large enough to be bandwidth-bound
+  std::string expect;         // comma list of HCAs (ib) or netdevs (socket); else from env
+  std::string nccl_devices;   // what NCCL is told to use, when it should differ from `expect`
+                              // (reproduces a workload's misconfiguration); default: expected
+  size_t bytes = 256u << 20;  // AllReduce size: large enough to be bandwidth-bound
   int warmup = 3;
   int iters = 20;
   int timeout_s = 60;
-  double min_busbw_gbps = 0;   // absolute threshold; 0: none
+  double min_busbw_gbps = 0;      // absolute threshold; 0: none
   double min_busbw_fraction = 0;  // of the expected ports' summed link rate; 0: none
-  double min_share = 0.5;      // each device carries >= min_share of an even split of the bytes
-  int gpus = -1;               // single mode: local ranks (-1: every visible GPU)
-  int rank = -1;               // multi-pod overrides
+  double min_share = 0.5;         // each device carries >= min_share of an even split of the bytes
+  int gpus = -1;                  // single mode: local ranks (-1: every visible GPU)
+  int rank = -1;                  // multi-pod overrides
   int world_size = -1;
-  std::string comm_id;         // NCCL_COMM_ID for multi-pod (else from the environment)
-  std::string log_dir;         // where NCCL logs go (a temp dir by default)
+  std::string comm_id;  // NCCL_COMM_ID for multi-pod (else from the environment)
+  std::string log_dir;  // where NCCL logs go (a temp dir by default)
   bool inventory_only = false;
 };
 
 struct DeviceResult {
   std::string name;
   bool present = false;
-  std::string state;            // port state, or netdev oper state
-  bool usable = false;          // present, port/link up, device node openable (IB)
+  std::string state;    // port state, or netdev oper state
+  bool usable = false;  // present, port/link up, device node openable (IB)
   std::string uverbs;
   bool uverbs_openable = false;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
-  double share = 0;             // of all expected devices' bytes
+  double share = 0;  // of all expected devices' bytes
   bool chosen_by_nccl = false;
   int nccl_channels = 0;
   bool carried_traffic = false;
@@ -85,7 +84,8 @@ struct Report {
   Bandwidth bandwidth;
   double threshold_gbps = 0;
   std::vector<std::string> problems;  // each one fails the validation
-  std::vector<std::string> warnings;  // reported, not failing: leaked HCAs, error counters that moved
+  std::vector<std::string>
+      warnings;  // reported, not failing: leaked HCAs, error counters that moved
 
   nlohmann::json ToJson() const;
   std::string Table() const;
@@ -95,7 +95,7 @@ struct Report {
 // The counters of every expected device at one moment.
 struct Snapshot {
   std::map<std::string, std::pair<uint64_t, uint64_t>> bytes;  // name -> (sent, received)
-  std::map<std::string, bool> word_counters;                    // IB: counts 4-byte words
+  std::map<std::string, bool> word_counters;                   // IB: counts 4-byte words
   std::map<std::string, std::map<std::string, uint64_t>> errors;
 };
 
