@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,9 @@ SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs
       node_(MustCreate(prefix_ + "-node")),
       fabric_(MustCreate(prefix_ + "-fab")) {
   names_ = {prefix_ + "-node", prefix_ + "-fab"};
+  // A plugin may exit before reading its config (VERSION does): writing to its stdin must then fail
+  // with EPIPE, not kill the test, benchmark or demo with SIGPIPE before it cleans up.
+  std::signal(SIGPIPE, SIG_IGN);
   int i = 0;
   for (const auto& n : netdevs) {
     auto r = links_.CreateVeth(node_, n, fabric_, "sw" + std::to_string(i++));
