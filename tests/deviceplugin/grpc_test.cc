@@ -16,6 +16,9 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/deviceplugin/manager.h"
+#include "kuberdma/deviceplugin/podresources.h"
+#include "kuberdma/doctor/doctor.h"
+#include "podresources.grpc.pb.h"
 
 namespace kuberdma::deviceplugin {
 namespace {
@@ -280,6 +283,63 @@ TEST_CASE("A bad config at start exits 2 naming the entry and field") {
   int rc = std::system(cmd.c_str());
   CHECK(WEXITSTATUS(rc) == 2);
   CHECK_THAT(*ReadFile(n.dir + "/err"), Catch::Contains("configList[0].rdmaHcaMax"));
+}
+
+// The kubelet's pod-resources service, answering with two pods.
+class FakePodResources final : public ::v1::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
+                    ::v1::ListPodResourcesResponse* resp) override {
+    auto* pod = resp->add_pod_resources();
+    pod->set_name("llm-trainer-0");
+    pod->set_namespace_("default");
+    auto* c = pod->add_containers();
+    c->set_name("trainer");
+    auto* d = c->add_devices();
+    d->set_resource_name("rdma/shared");
+    d->add_device_ids("shared-007");
+    auto* g = c->add_devices();
+    g->set_resource_name("nvidia.com/gpu");
+    g->add_device_ids("GPU-1");
+    return grpc::Status::OK;
+  }
+};
+
+TEST_CASE(
+    "rdma-doctor reads allocations from the pod-resources API, and the checkpoint when it is "
+    "absent") {
+  Node n;
+  std::string sock = n.dir + "/pod-resources.sock";
+  FakePodResources svc;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + sock, grpc::InsecureServerCredentials());
+  b.RegisterService(&svc);
+  auto server = b.BuildAndStart();
+  REQUIRE(server);
+  auto listed = ListPodResources(sock, 2000ms);
+  REQUIRE(listed);
+  REQUIRE(listed->size() == 2);
+  CHECK(listed->at(0).pod == "default/llm-trainer-0");
+  CHECK(listed->at(0).device_ids == std::vector<std::string>{"shared-007"});
+
+  doctor::Inputs in{.root = sysfs::SysfsRoot(n.dir + "/root")};
+  in.state_dir = n.dir + "/state";
+  in.plugin_dir = n.dir + "/plugins";
+  in.pod_resources = sock;
+  auto v = doctor::NodeView(in);
+  CHECK(v.doc["allocationsSource"] == "pod-resources API");
+  REQUIRE(v.doc["allocations"].size() == 1);  // rdma/* only
+  CHECK(v.doc["allocations"][0]["pod"] == "default/llm-trainer-0");
+  server->Shutdown();
+  server.reset();
+  in.pod_resources = n.dir + "/absent.sock";
+  REQUIRE(WriteFileAtomic(
+      n.dir + "/plugins/kubelet_internal_checkpoint",
+      R"({"Data":{"PodDeviceEntries":[{"PodUID":"u","ContainerName":"c","ResourceName":"rdma/shared","DeviceIDs":["shared-001"]}]}})"));
+  auto fallback = doctor::NodeView(in);
+  CHECK(fallback.doc["allocationsSource"].get<std::string>().rfind("checkpoint", 0) == 0);
+  CHECK(fallback.doc["allocations"].size() == 1);
+  CHECK_FALSE(ListPodResources(n.dir + "/absent.sock", 300ms));
 }
 
 }  // namespace

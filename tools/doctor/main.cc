@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
     app.add_option("--state-dir", in.state_dir, "the rdma CNI's state directory");
     app.add_option("--device-plugin-dir", in.plugin_dir, "kubelet's device plugin directory");
     app.add_option("--checkpoint", in.checkpoint, "kubelet device-manager checkpoint file");
+    app.add_option("--pod-resources", in.pod_resources,
+                   "kubelet pod-resources socket (tried first)");
     app.require_subcommand(1);
     auto* node = app.add_subcommand(
         "node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");

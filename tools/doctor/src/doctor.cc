@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/state.h"
+#include "kuberdma/deviceplugin/podresources.h"
 
 namespace kuberdma::doctor {
 
@@ -249,18 +251,36 @@ View NodeView(const Inputs& in) {
     Add(v, "pitfall-1: device plugin serving", Status::kOk,
         Join(dp["sockets"].get<std::vector<std::string>>()));
   }
+  // Allocations: the pod-resources API when it answers, the checkpoint file otherwise.
+  json allocs = json::array();
+  std::string source = "none";
+  if (fs::exists(in.pod_resources)) {
+    if (auto pr = deviceplugin::ListPodResources(in.pod_resources, std::chrono::seconds(2))) {
+      source = "pod-resources API";
+      for (const auto& x : *pr) {
+        if (x.resource.rfind("rdma/", 0) != 0) continue;
+        allocs.push_back({{"pod", x.pod},
+                          {"container", x.container},
+                          {"resource", x.resource},
+                          {"deviceIDs", x.device_ids}});
+      }
+    }
+  }
   std::string cp =
       in.checkpoint.empty() ? in.plugin_dir + "/kubelet_internal_checkpoint" : in.checkpoint;
-  json allocs = json::array();
-  if (auto a = ReadCheckpoint(cp)) {
-    for (const auto& x : *a) {
-      allocs.push_back({{"podUID", x.pod_uid},
-                        {"container", x.container},
-                        {"resource", x.resource},
-                        {"deviceIDs", x.device_ids}});
+  if (source == "none") {
+    if (auto a = ReadCheckpoint(cp)) {
+      source = "checkpoint " + cp;
+      for (const auto& x : *a) {
+        allocs.push_back({{"podUID", x.pod_uid},
+                          {"container", x.container},
+                          {"resource", x.resource},
+                          {"deviceIDs", x.device_ids}});
+      }
     }
   }
   v.doc["allocations"] = allocs;
+  v.doc["allocationsSource"] = source;
   // CNI records and stranded devices.
   json recs = json::array();
   for (const auto& r : records) {

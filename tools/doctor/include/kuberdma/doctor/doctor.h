@@ -3,7 +3,8 @@
 // document plus named findings (every pitfall of the seed article's section 5 is a check with its
 // fix in the message):
 //   node  every HCA, where its netdev and RDMA device are, the netns mode, the device plugin's
-//         sockets, kubelet allocations (checkpoint file), the CNI's records, stranded devices;
+//         sockets, kubelet allocations (pod-resources API, else the checkpoint file), the CNI's
+//         records, stranded devices;
 //   pod   what was injected (netdevs, RDMA devices, /dev/infiniband, env) and NCCL sanity;
 //   topo  the GPU-to-HCA matrix in nvidia-smi topo -m's terms, flagging GPUs whose nearest HCA is
 //         not in the pod.
@@ -48,7 +49,8 @@ struct Inputs {
   std::function<const char*(const char*)> getenv;
   std::string state_dir = "/run/kube-rdma/cni";
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
-  std::string checkpoint;         // default <plugin_dir>/kubelet_internal_checkpoint
+  std::string checkpoint;  // default <plugin_dir>/kubelet_internal_checkpoint
+  std::string pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock";  // tried first
   std::vector<std::string> gpus;  // topo: the pod's GPUs (PCI addresses); empty: every GPU
   std::vector<std::string> lib_dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64",
                                        "/usr/lib64", "/usr/lib"};
