@@ -21,6 +21,7 @@
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/podresources.h"
+#include "kuberdma/validator/checks.h"
 
 namespace kuberdma::doctor {
 
@@ -144,17 +145,13 @@ std::string Render(const View& v) {
 
 std::vector<std::string> NcclIbHcaMatches(const std::string& value,
                                           const std::vector<std::string>& present) {
-  std::string v = value;
-  bool exclude = !v.empty() && v[0] == '^';
-  if (exclude) v = v.substr(1);
-  bool exact = !v.empty() && v[0] == '=';
-  if (exact) v = v.substr(1);
-  std::vector<std::string> names;
-  for (const auto& item : Split(v, ',')) names.push_back(item.substr(0, item.find(':')));
+  bool exact = false;
+  bool exclude = false;
+  auto names = validator::ParseIbHca(value, &exact, &exclude);
   std::vector<std::string> out;
   for (const auto& p : present) {
-    bool hit = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
-      return exact ? p == n : p.rfind(n, 0) == 0;  // NCCL's default is a prefix match
+    bool hit = std::any_of(names.begin(), names.end(), [&](const auto& entry) {
+      return exact ? p == entry.first : p.rfind(entry.first, 0) == 0;  // NCCL's default: prefix
     });
     if (hit != exclude) out.push_back(p);
   }
@@ -403,17 +400,19 @@ View PodView(const Inputs& in) {
   std::vector<std::string> ours = Ours(in);
   std::vector<std::string> present = Names(visible);
   if (std::string ib = Env(in, "NCCL_IB_HCA"); !ib.empty()) {
-    std::string list = ib[0] == '^' ? ib.substr(1) : ib;
-    if (!list.empty() && list[0] == '=') list = list.substr(1);
-    for (const auto& item : Split(list, ',')) {
-      std::string name = item.substr(0, item.find(':'));
+    bool exact = false;
+    bool exclude = false;
+    auto entries = validator::ParseIbHca(ib, &exact, &exclude);
+    std::string list;
+    for (const auto& [name, ports] : entries) list += (list.empty() ? "" : ",") + name;
+    for (const auto& [name, ports] : entries) {
       if (std::find(present.begin(), present.end(), name) == present.end()) {
         Add(v, "pitfall-3: NCCL_IB_HCA names present HCAs", Status::kFail,
             "NCCL_IB_HCA names " + name + ", which this pod does not have",
             "use the device plugin's NCCL_IB_HCA (drop the pod spec's own value) or list the pod's "
             "HCAs");
       }
-      if (ib[0] != '=' && ib[0] != '^') {
+      if (!exact && !exclude) {
         for (const auto& p : present) {
           if (p != name && p.rfind(name, 0) == 0) {
             Add(v, "pitfall-3: NCCL_IB_HCA exact match", Status::kWarn,
@@ -509,10 +508,8 @@ View TopoView(const Inputs& in) {
   }
   std::vector<std::string> ours = Ours(in);
   if (ours.empty()) {
-    bool exact = false;
     std::string ib = Env(in, "NCCL_IB_HCA");
     if (!ib.empty()) ours = NcclIbHcaMatches(ib, Names(*hcas));
-    (void)exact;
   }
   v.doc["hcaNames"] = Names(*hcas);
   v.doc["ours"] = ours;
