@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-doctor: node, pod and topo views of RDMA injection, with named checks and their fixes.
 //
-//   rdma-doctor node|pod|topo [--json] [--state-dir DIR] [--device-plugin-dir DIR] [--checkpoint
-//   FILE]
+//   rdma-doctor node|pod|topo [--json] [--host-root DIR] [--state-dir DIR]
+//               [--device-plugin-dir DIR] [--checkpoint FILE] [--pod-resources SOCKET]
 //
 // Exit: 0 no failed check, 1 a check failed, 2 usage.
 #include <CLI/CLI.hpp>
@@ -19,11 +19,16 @@ int main(int argc, char** argv) {
     kuberdma::doctor::Inputs in{.root = kuberdma::sysfs::SysfsRoot::FromEnv()};
     bool json = false;
     app.add_flag("--json", json, "print the view as JSON");
-    app.add_option("--state-dir", in.state_dir, "the rdma CNI's state directory");
-    app.add_option("--device-plugin-dir", in.plugin_dir, "kubelet's device plugin directory");
-    app.add_option("--checkpoint", in.checkpoint, "kubelet device-manager checkpoint file");
-    app.add_option("--pod-resources", in.pod_resources,
-                   "kubelet pod-resources socket (tried first)");
+    app.add_option("--host-root", in.host_root,
+                   "the host's root file system, when run in a container (kubectl debug node: "
+                   "/host); the host paths below default under it");
+    auto* state = app.add_option("--state-dir", in.state_dir, "the rdma CNI's state directory");
+    auto* plugin =
+        app.add_option("--device-plugin-dir", in.plugin_dir, "kubelet's device plugin directory");
+    auto* checkpoint =
+        app.add_option("--checkpoint", in.checkpoint, "kubelet device-manager checkpoint file");
+    auto* pod_resources = app.add_option("--pod-resources", in.pod_resources,
+                                         "kubelet pod-resources socket (tried first)");
     app.require_subcommand(1);
     auto* node = app.add_subcommand(
         "node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");
@@ -37,6 +42,12 @@ int main(int argc, char** argv) {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       return app.exit(e) == 0 ? 0 : 2;
+    }
+    // Paths given explicitly are taken as they are; the defaults are the host's.
+    for (auto [opt, path] :
+         {std::pair{state, &in.state_dir}, std::pair{plugin, &in.plugin_dir},
+          std::pair{checkpoint, &in.checkpoint}, std::pair{pod_resources, &in.pod_resources}}) {
+      if (opt->count() == 0) *path = kuberdma::doctor::HostPath(in, *path);
     }
     kuberdma::link::NetlinkLinkOps links;
     kuberdma::rdma::NetlinkRdmaOps rdma;

@@ -150,6 +150,41 @@ TEST_CASE(
   CHECK(f.Find(NodeView(f.in), "pitfall-1: device plugin serving", Status::kOk) != nullptr);
 }
 
+TEST_CASE(
+    "Under --host-root, records' namespaces are looked up in the host's tree; one that cannot be "
+    "checked is a warning, never a stranded device") {
+  Fixture f;
+  f.in.host_root = f.dir + "/host/";
+  CHECK(HostPath(f.in, "/var/run/netns/cni-1") == f.dir + "/host/var/run/netns/cni-1");
+  CHECK(HostPath(f.in, "/proc/42/ns/net") == "/proc/42/ns/net");  // needs hostPID, not a prefix
+  // A live pod: its namespace file exists under the host root (a link to a real namespace).
+  fs::create_directories(f.dir + "/host/var/run/netns");
+  fs::create_symlink("/proc/self/ns/net", f.dir + "/host/var/run/netns/cni-live");
+  // A path this process cannot resolve (a file where a directory should be): not proof of death.
+  REQUIRE(WriteFileAtomic(f.dir + "/host/var/run/blocked", ""));
+  cni::StateStore store(f.in.state_dir);
+  for (auto [id, ns, hca, addr] :
+       {std::tuple{"live", "/var/run/netns/cni-live", "mlx5_0", "0000:3a:00.0"},
+        std::tuple{"unclear", "/var/run/blocked/cni-x", "mlx5_1", "0000:3b:00.0"}}) {
+    REQUIRE(store.Save(cni::AttachmentRecord{.network = "rdma-net",
+                                             .container_id = id,
+                                             .ifname = "net1",
+                                             .netns = ns,
+                                             .done = true,
+                                             .hca = hca,
+                                             .hca_address = addr}));
+  }
+  View v = NodeView(f.in);
+  CHECK(f.Find(v, "stranded devices", Status::kFail) == nullptr);
+  const Finding* unclear = f.Find(v, "stranded devices", Status::kWarn);
+  REQUIRE(unclear != nullptr);
+  CHECK_THAT(unclear->message, Catch::Contains("cannot tell") && Catch::Contains("unclear/net1"));
+  CHECK_THAT(unclear->fix, Catch::Contains("--host-root"));
+  // Without the prefix the live pod's namespace is not where the record says: a stranded device.
+  f.in.host_root.clear();
+  CHECK(f.Find(NodeView(f.in), "stranded devices", Status::kFail) != nullptr);
+}
+
 TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error") {
   Fixture f;
   REQUIRE(WriteFileAtomic(

@@ -183,6 +183,13 @@ Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path) {
   return out;
 }
 
+std::string HostPath(const Inputs& in, const std::string& path) {
+  if (in.host_root.empty() || path.empty() || path.rfind("/proc/", 0) == 0) return path;
+  std::string root = in.host_root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root + (path.front() == '/' ? path : "/" + path);
+}
+
 View NodeView(const Inputs& in) {
   View v{"node", json::object(), {}};
   auto host = netns::NetNs::Current();
@@ -286,12 +293,21 @@ View NodeView(const Inputs& in) {
                     {"ifname", r.ifname},
                     {"hca", r.hca},
                     {"netns", r.netns}});
-    if (!r.netns.empty() && !netns::NetNs::Open(r.netns)) {
+    if (r.netns.empty()) continue;
+    auto ns = netns::NetNs::Open(HostPath(in, r.netns));
+    if (!ns && ns.error().code() == ErrorCode::kNotFound) {
       Add(v, "stranded devices", Status::kFail,
           r.hca + " is recorded for " + r.container_id + "/" + r.ifname + " in " + r.netns +
               ", which no longer exists",
           "CNI GC (or DEL of that container) restores it; the kernel has already returned the "
           "netdev to the host");
+    } else if (!ns) {
+      // Not seeing a namespace is not proof that it is gone: never call a live pod stranded.
+      Add(v, "stranded devices", Status::kWarn,
+          "cannot tell whether " + r.netns + " (" + r.container_id + "/" + r.ifname +
+              ") exists: " + ns.error().message(),
+          "run on the host as root, or in `kubectl debug node/<node> --profile=sysadmin` with "
+          "--host-root /host");
     }
   }
   v.doc["cniRecords"] = recs;

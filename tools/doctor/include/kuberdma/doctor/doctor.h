@@ -51,10 +51,17 @@ struct Inputs {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string checkpoint;  // default <plugin_dir>/kubelet_internal_checkpoint
   std::string pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock";  // tried first
+  // Where the host's root file system is mounted when the doctor runs in a container (`kubectl
+  // debug node/N` mounts it at /host); empty: this is the host. The CNI records' namespace paths
+  // are looked up under it, except /proc/... paths, which need the host's PID namespace instead.
+  std::string host_root;
   std::vector<std::string> gpus;  // topo: the pod's GPUs (PCI addresses); empty: every GPU
   std::vector<std::string> lib_dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64",
                                        "/usr/lib64", "/usr/lib"};
 };
+
+// A host path as this process sees it, given Inputs::host_root.
+std::string HostPath(const Inputs& in, const std::string& path);
 
 View NodeView(const Inputs& in);
 View PodView(const Inputs& in);
