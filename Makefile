@@ -6,10 +6,14 @@ PRESET ?= ci
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build test unit netns demo bench fuzz boundaries format lint fixtures clean
+.PHONY: deps helm configure build test unit netns demo bench fuzz boundaries format lint fixtures clean
 
 deps:
 	@bash .ci/install-deps.sh
+
+# Helm renders the chart in the deploy checks; it is not in Debian 12 (.ci/install-helm.sh).
+helm:
+	@bash .ci/install-helm.sh
 
 configure: deps
 	@cmake --preset $(PRESET) >/dev/null
@@ -21,7 +25,7 @@ boundaries:
 	@bash .ci/check-boundaries.sh
 
 # All test tiers: unit, fuzz replay, and (as root) the real-namespace tests.
-test: build boundaries
+test: build boundaries helm
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 unit: build

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Checks that the Helm chart and kustomize render what deploy/manifests says (run by CTest):
+  - `helm lint --strict` passes, with the default values and with each ci/*-values.yaml;
+  - the chart with ci/manifests-values.yaml renders exactly the objects in deploy/manifests
+    (compared as parsed objects: key order, JSON formatting and Helm's own bookkeeping labels
+    helm.sh/chart, app.kubernetes.io/{managed-by,instance,version} do not count);
+  - the chart with its defaults renders the node part only (no Namespace, no example trainer);
+  - every render passes check_manifests.py's checks (Kubernetes models, names agreeing);
+  - bad values are refused with a message: a misspelt key, a network without cniVersion;
+  - NOTES.txt renders (through `tpl`: Helm renders it only against a cluster);
+  - `kubectl kustomize deploy/manifests` renders exactly the manifests, and the example overlay
+    renders valid objects with its images and node label.
+Usage: check_renders.py [--helm BIN] [--kubectl BIN] [--device-plugin BIN]
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import check_manifests as cm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHART = os.path.join(HERE, "helm", "kube-rdma")
+MANIFESTS = os.path.join(HERE, "manifests")
+OVERLAY = os.path.join(HERE, "kustomize", "private-registry")
+HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
+               "app.kubernetes.io/version"}
+
+
+def normalize(v):
+    """The object as the API server would see it, minus Helm's bookkeeping labels; JSON held in
+    strings (NAD configs, the plugin config, the networks annotation) compared as JSON."""
+    if isinstance(v, dict):
+        out = {}
+        for k, x in v.items():
+            if k == "labels" and isinstance(x, dict):
+                x = {lk: lv for lk, lv in x.items() if lk not in HELM_LABELS}
+            out[k] = normalize(x)
+        return out
+    if isinstance(v, list):
+        return [normalize(x) for x in v]
+    if isinstance(v, str) and v.lstrip()[:1] in ("{", "["):
+        try:
+            return {"<json>": normalize(json.loads(v))}
+        except ValueError:
+            return v
+    return v
+
+
+def identity(obj):
+    md = obj.get("metadata", {})
+    return (obj.get("apiVersion"), obj.get("kind"), md.get("namespace", ""), md.get("name"))
+
+
+def first_difference(a, b, path=""):
+    if type(a) is not type(b):
+        return f"{path or '/'}: {a!r} vs {b!r}"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{path}/{k}: {'missing' if k not in a else repr(a[k])} vs {'missing' if k not in b else repr(b[k])}"
+            d = first_difference(a[k], b[k], f"{path}/{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{path}: {a!r} vs {b!r}"
+
+
+def compare(report, label, got, want):
+    """got/want: lists of (source, obj). Same identities, same normalized content."""
+    g = {identity(o): normalize(o) for _, o in got}
+    w = {identity(o): normalize(o) for _, o in want}
+    for key in sorted(set(g) | set(w), key=str):
+        name = f"{key[1]} {key[2] + '/' if key[2] else ''}{key[3]}"
+        if key not in g:
+            report.fail(f"{label}: {name} is in deploy/manifests but not rendered")
+        elif key not in w:
+            report.fail(f"{label}: {name} is rendered but not in deploy/manifests")
+        else:
+            d = first_difference(g[key], w[key])
+            report.check(d is None, f"{label}: {name} equals deploy/manifests" + (f" (differs at {d})" if d else ""))
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def helm_template(helm, release, namespace, *values):
+    cmd = [helm, "template", release, CHART, "--namespace", namespace]
+    for v in values:
+        cmd += ["--values", v] if os.path.exists(v) else ["--set", v]
+    return run(cmd)
+
+
+def check_helm(report, helm, device_plugin):
+    ci = os.path.join(CHART, "ci")
+    for values in [None] + sorted(os.path.join(ci, f) for f in os.listdir(ci)):
+        r = run([helm, "lint", "--strict", CHART] + (["--values", values] if values else []))
+        report.check(r.returncode == 0, f"helm lint --strict with {os.path.basename(values) if values else 'default values'}"
+                     + ("" if r.returncode == 0 else f":\n{r.stdout}{r.stderr}"))
+
+    want = cm.load_dir(MANIFESTS, report)
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "manifests-values.yaml"))
+    report.check(r.returncode == 0, "helm template with ci/manifests-values.yaml" + (f": {r.stderr}" if r.returncode else ""))
+    got = cm.load_text(r.stdout, "helm(manifests-values)", report)
+    compare(report, "helm", got, want)
+    cm.validate(got, report, device_plugin)
+
+    r = helm_template(helm, "kube-rdma", "kube-rdma")
+    report.check(r.returncode == 0, "helm template with default values" + (f": {r.stderr}" if r.returncode else ""))
+    got = cm.load_text(r.stdout, "helm(defaults)", report)
+    kinds = sorted(o["kind"] for _, o in got)
+    report.check(kinds == ["ConfigMap", "DaemonSet", "NetworkAttachmentDefinition"],
+                 f"defaults render the node part and the seed's network only: {kinds}")
+    node_part = [(s, o) for s, o in want if o["kind"] in ("ConfigMap", "DaemonSet", "NetworkAttachmentDefinition")]
+    compare(report, "helm(defaults)", got, node_part)
+
+    r = helm_template(helm, "rdma", "rdma-system", os.path.join(ci, "custom-values.yaml"))
+    report.check(r.returncode == 0, "helm template with ci/custom-values.yaml" + (f": {r.stderr}" if r.returncode else ""))
+    got = cm.load_text(r.stdout, "helm(custom-values)", report)
+    cm.validate(got, report, device_plugin)
+    objs = {(o["kind"], o["metadata"]["name"]): o for _, o in got}
+    ds = objs.get(("DaemonSet", "rdma-kube-rdma-node"))
+    report.check(ds is not None and ds["metadata"]["namespace"] == "rdma-system",
+                 "release rdma in rdma-system names its DaemonSet rdma-kube-rdma-node there")
+    if ds:
+        vols = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+        report.check(vols["cni-bin"]["hostPath"]["path"] == "/home/kubernetes/bin", "cni.binDir is the host path the binary goes to")
+    sts = objs.get(("StatefulSet", "llm-trainer"))
+    if sts:
+        nets = json.loads(sts["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+        env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["initContainers"][0]["env"]}
+        report.check([n["interface"] for n in nets] == ["net1", "net2", "net3", "net4"] and env["WORLD_SIZE"] == "2",
+                     "trainer: 4 attachments net1..net4, WORLD_SIZE follows replicas")
+    else:
+        report.fail("ci/custom-values.yaml renders no trainer StatefulSet")
+
+    # NOTES.txt is rendered only by an install against a cluster; render it here through `tpl`.
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = os.path.join(tmp, "kube-rdma")
+        shutil.copytree(CHART, copy)
+        shutil.copy(os.path.join(CHART, "templates", "NOTES.txt"), os.path.join(copy, "notes.txt"))
+        with open(os.path.join(copy, "templates", "notes-check.yaml"), "w") as f:
+            f.write('notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n')
+        r = run([helm, "template", "kube-rdma", copy, "-n", "kube-rdma", "--show-only", "templates/notes-check.yaml"])
+        notes = (cm.yaml.safe_load(r.stdout) or {}).get("notes", "") if r.returncode == 0 else ""
+        report.check("RDMA_SHARED:.status.allocatable.rdma/shared" in notes
+                     and "rdma-doctor --host-root /host node" in notes and "default/rdma-net (rdma/shared)" in notes,
+                     "NOTES.txt renders: allocatable columns per pool, the doctor command, the networks"
+                     + ("" if r.returncode == 0 else f": {r.stderr}"))
+
+    refused = [
+        (["devicePlugin.metricPort=9200"], "metricPort", "a misspelt key"),
+        (["networks[0].name=rdma-net", "networks[0].config.mtu=9000"], "cniVersion", "a network without cniVersion"),
+        (["trainer.validator.transport=tcp"], "transport", "an unknown validator transport"),
+    ]
+    for sets, word, what in refused:
+        r = helm_template(helm, "kube-rdma", "kube-rdma", *sets)
+        report.check(r.returncode != 0 and word in r.stderr,
+                     f"{what} is refused, naming {word}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no error'}")
+
+
+def kustomize_version(kubectl):
+    r = run([kubectl, "version", "--client"])
+    m = re.search(r"Kustomize Version: v(\d+)", r.stdout)
+    return int(m.group(1)) if m else 0
+
+
+def check_kustomize(report, kubectl, device_plugin):
+    want = cm.load_dir(MANIFESTS, report)
+    r = run([kubectl, "kustomize", MANIFESTS])
+    report.check(r.returncode == 0, "kubectl kustomize deploy/manifests" + (f": {r.stderr}" if r.returncode else ""))
+    compare(report, "kustomize", cm.load_text(r.stdout, "kustomize(manifests)", report), want)
+    if kustomize_version(kubectl) < 4:
+        # Debian 12's kubectl 1.20 embeds kustomize 2, which lacks the `patches` field.
+        print(f"SKIP the overlay: {kubectl} embeds kustomize older than v4")
+        return
+    r = run([kubectl, "kustomize", OVERLAY])
+    report.check(r.returncode == 0, "kubectl kustomize deploy/kustomize/private-registry" + (f": {r.stderr}" if r.returncode else ""))
+    got = cm.load_text(r.stdout, "kustomize(private-registry)", report)
+    cm.validate(got, report, device_plugin)
+    images = set()
+    for _, o in got:
+        spec = o.get("spec", {}).get("template", {}).get("spec", {})
+        for c in spec.get("initContainers", []) + spec.get("containers", []):
+            images.add(c["image"])
+        if o["kind"] == "DaemonSet":
+            report.check(spec.get("nodeSelector") == {"example.com/accelerator": "h200"}, "overlay replaces the GPU node label")
+    ours = sorted(i for i in images if "kube-rdma" in i)
+    report.check(ours and all(i.startswith("registry.example.com/") for i in ours), f"overlay pulls our images from its registry: {ours}")
+
+
+def main(argv):
+    def opt(name, default):
+        if name in argv:
+            i = argv.index(name)
+            v = argv[i + 1]
+            del argv[i:i + 2]
+            return v
+        return default
+
+    helm = opt("--helm", shutil.which("helm"))
+    kubectl = opt("--kubectl", shutil.which("kubectl"))
+    device_plugin = opt("--device-plugin", None)
+    report = cm.Report()
+    if not helm:
+        report.fail("helm not found: `make helm` installs it (.ci/install-helm.sh)")
+    else:
+        check_helm(report, helm, device_plugin)
+    if not kubectl:
+        report.fail("kubectl not found: `make deps` installs it (Debian's kubernetes-client)")
+    else:
+        check_kustomize(report, kubectl, device_plugin)
+    return report.summary("render")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
