@@ -2,11 +2,14 @@
 // kube-rdma's node-in-a-box demo: a simulated 8-GPU node whose eight ConnectX-7 netdevs are real
 // veths; rdma-device-plugin registered with a kubelet stand-in that allocates HCAs for two pods;
 // the seed article's NetworkAttachmentDefinition delivered to `rdma` the way Multus calls it (with
-// the allocated device IDs); the pods' interfaces and environment shown; CHECK; then DEL, the
-// plugin stopped, and proof that every device came home. Exits non-zero on any failure; leaves
-// nothing behind.
+// the allocated device IDs); the pods' interfaces and environment shown; rdma-validate in each pod
+// (inventory always; where the machine has a GPU per pod, an NCCL AllReduce across the pods over
+// their attachments, each cabled to its peers by a switch, proven from every interface's
+// counters); rdma-doctor; CHECK; then DEL, the plugin stopped, and proof that every device came
+// home. Exits non-zero on any failure; leaves nothing behind.
 //
-//   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--fixture DIR] [--pods N]
+//   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--validate PATH] [--doctor PATH]
+//                 [--fixture DIR] [--pods N] [--nccl auto|on|off]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -81,6 +84,28 @@ int RunShown(const kuberdma::netns::NetNs& ns, const std::vector<std::string>& a
   return pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+// The environment the demo's tools run with: a plain PATH, the library path the demo was given
+// (binaries carried to another machine with their libraries), and `extra`.
+std::vector<std::string> ToolEnv(std::vector<std::string> extra) {
+  extra.insert(extra.begin(), "PATH=/usr/bin:/bin");
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
+    extra.push_back(std::string("LD_LIBRARY_PATH=") + ld);
+  return extra;
+}
+
+// GPUs of this machine, from their device nodes (/dev/nvidia0, /dev/nvidia1, ...).
+int CountGpus() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    std::string name = e.path().filename();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        name.find_first_not_of("0123456789", 6) == std::string::npos)
+      ++n;
+  }
+  return n;
+}
+
 pid_t StartPlugin(const std::string& bin, const std::string& dir, const std::string& root) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -111,6 +136,10 @@ int main(int argc, char** argv) {
   app.add_option("--doctor", doctor_bin, "the rdma-doctor binary");
   app.add_option("--fixture", fixture, "sysfs fixture of the simulated node");
   app.add_option("--pods", pods, "pods sharing the node's HCAs")->check(CLI::Range(1, 8));
+  std::string nccl = "auto";
+  app.add_option("--nccl", nccl,
+                 "NCCL AllReduce across the pods: auto (when there is a GPU per pod), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   CLI11_PARSE(app, argc, argv);
   if (geteuid() != 0) {
     std::fprintf(stderr, "kuberdma-demo needs root: it creates network namespaces and veths\n");
@@ -222,6 +251,7 @@ int main(int argc, char** argv) {
       "   one allocated device ID in runtimeConfig.deviceID)\n",
       kSeedNad);
   std::vector<CniCall> attached;
+  std::map<int, std::vector<std::string>> rails;  // net<i> of every pod: the HCA netdevs behind it
   for (int p = 0; p < pods; ++p) {
     auto up = static_cast<size_t>(p);
     for (int i = 1; i <= per_pod; ++i) {
@@ -243,7 +273,9 @@ int main(int argc, char** argv) {
       std::string mac = iface.value("mac", "?");
       std::string which = "?";
       for (size_t h = 0; h < netdevs.size(); ++h) {
-        if (before[netdevs[h]].mac == mac) which = (*hcas)[h].name + " (" + netdevs[h] + ")";
+        if (before[netdevs[h]].mac != mac) continue;
+        which = (*hcas)[h].name + " (" + netdevs[h] + ")";
+        rails[i].push_back(netdevs[h]);
       }
       std::printf("  trainer-%d %-5s deviceID %-9s <- %-20s %.1f ms\n", p, call.ifname.c_str(),
                   id.c_str(), which.c_str(), ms);
@@ -284,21 +316,124 @@ int main(int argc, char** argv) {
       }(),
       netdevs.size());
 
-  Heading(6, "rdma-validate in each pod (inventory; the NCCL run needs GPUs: tests/gpu/run.sh)");
+  Heading(6, "rdma-validate in each pod: inventory, then NCCL across the pods where GPUs exist");
   for (int p = 0; p < pods; ++p) {
     auto up = static_cast<size_t>(p);
-    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "KUBERDMA_SYSFS_ROOT=" + fixture};
+    std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + fixture});
     for (const auto& [k, v] : pod_env[up]) env.push_back(k + "=" + v);
     std::printf("  trainer-%d:\n", p);
-    int rc = RunShown(node.Pod(pod_paths[up]), {validate_bin, "--termination-log", "/nonexistent"},
-                      env, node.state_dir() + "/validate-" + std::to_string(p) + ".txt");
+    int rc = RunShown(node.Pod(pod_paths[up]),
+                      {validate_bin, "--inventory-only", "--termination-log", "/nonexistent"}, env,
+                      node.state_dir() + "/validate-" + std::to_string(p) + ".txt");
     if (rc != 0)
       fail("rdma-validate in trainer-" + std::to_string(p) + " exited " + std::to_string(rc));
   }
 
+  int gpus_here = CountGpus();
+  if (nccl == "off" || (nccl == "auto" && gpus_here < pods)) {
+    std::printf(
+        "  NCCL AllReduce: skipped (%s; it needs a GPU per pod and rdma-validate built with "
+        "NCCL)\n",
+        nccl == "off" ? "--nccl off" : (std::to_string(gpus_here) + " GPU(s) here").c_str());
+  } else {
+    // One switch per rail: net<i> of every pod on bridge rail<i>, addresses 10.10.<i>.<pod+1>.
+    // NCCL's Socket transport then uses each interface as its own network device, and each
+    // interface's counters show what it carried: the stand-in for IB HCAs on a GPU machine.
+    std::printf("  cabling: net<i> of every pod on switch rail<i>, 10.10.<i>.<pod>/24\n");
+    std::string expect;
+    for (const auto& [i, devs] : rails) {
+      expect += (expect.empty() ? "net" : ",net") + std::to_string(i);
+      if (auto c = node.Connect("rail" + std::to_string(i), devs); !c)
+        fail("cable rail " + std::to_string(i) + ": " + c.error().message());
+    }
+    for (int p = 0; p < pods; ++p) {
+      auto ns = node.Pod(pod_paths[static_cast<size_t>(p)]);
+      if (auto lo = node.links().GetByName(ns, "lo"))
+        (void)node.links().Change(ns, lo->ifindex, {.up = true});
+      for (const auto& [i, devs] : rails) {
+        auto l = node.links().GetByName(ns, "net" + std::to_string(i));
+        std::string cidr = "10.10." + std::to_string(i) + "." + std::to_string(p + 1) + "/24";
+        if (!l || !node.links().AddAddress(ns, l->ifindex, cidr))
+          fail("address " + cidr + " on trainer-" + std::to_string(p));
+      }
+    }
+    std::vector<pid_t> ranks;
+    std::string out = node.state_dir() + "/nccl";
+    (void)kuberdma::MakeDirs(out);
+    for (int p = 0; p < pods; ++p) {
+      std::string r = std::to_string(p);
+      std::vector<std::string> args = {validate_bin,
+                                       "--mode",
+                                       "multi-pod",
+                                       "--transport",
+                                       "socket",
+                                       "--expect",
+                                       expect,
+                                       "--rank",
+                                       r,
+                                       "--world-size",
+                                       std::to_string(pods),
+                                       "--comm-id",
+                                       "10.10.1.1:29500",
+                                       "--size",
+                                       "64M",
+                                       "--iters",
+                                       "20",
+                                       "--timeout",
+                                       "60",
+                                       "--json",
+                                       out + "/rank" + r + ".json",
+                                       "--log-dir",
+                                       out + "/logs" + r,
+                                       "--termination-log",
+                                       "/nonexistent"};
+      (void)kuberdma::MakeDirs(out + "/logs" + r);
+      std::vector<std::string> env = ToolEnv({"HOME=/tmp", "CUDA_VISIBLE_DEVICES=" + r});
+      int fd = ::open((out + "/rank" + r + ".txt").c_str(),
+                      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      auto pid = kuberdma::netns::SpawnIn(node.Pod(pod_paths[static_cast<size_t>(p)]), args, env,
+                                          -1, fd, fd);
+      ::close(fd);
+      ranks.push_back(pid ? *pid : -1);
+    }
+    for (int p = 0; p < pods; ++p) {
+      int st = 0;
+      if (ranks[static_cast<size_t>(p)] > 0) waitpid(ranks[static_cast<size_t>(p)], &st, 0);
+      int rc = ranks[static_cast<size_t>(p)] > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      auto text = kuberdma::ReadFile(out + "/rank" + std::to_string(p) + ".json");
+      json rep = text ? json::parse(*text, nullptr, false) : json();
+      std::printf("  trainer-%d rank %d: exit %d", p, p, rc);
+      if (rep.is_object() && rep.contains("collective")) {
+        std::printf(", AllReduce busbw %.2f GB/s\n", rep["collective"].value("busbwGBps", 0.0));
+        for (const auto& d : rep["devices"]) {
+          std::printf("    %-5s %s by NCCL, %s, share %.1f%%\n", d.value("name", "?").c_str(),
+                      d.value("chosenByNccl", false) ? "chosen" : "NOT chosen",
+                      d.value("carriedTraffic", false) ? "carried traffic" : "CARRIED NOTHING",
+                      100.0 * d.value("share", 0.0));
+        }
+      } else {
+        auto txt = kuberdma::ReadFile(out + "/rank" + std::to_string(p) + ".txt");
+        std::printf(", no report\n%s\n", txt ? txt->c_str() : "");
+      }
+      std::string verdict = rep.is_object() ? rep.value("verdict", "") : "";
+      if (rc != 0 || verdict != "pass") {
+        // What went wrong, from the validator's own report and the end of NCCL's log.
+        auto txt = kuberdma::ReadFile(out + "/rank" + std::to_string(p) + ".txt");
+        std::printf("%s", txt ? txt->c_str() : "");
+        auto log = kuberdma::ReadFile(out + "/logs" + std::to_string(p) + "/nccl.rank0.log");
+        if (log) {
+          size_t from = log->size() > 3000 ? log->size() - 3000 : 0;
+          std::printf("    ... NCCL log (rank %d):\n%s\n", p, log->substr(from).c_str());
+        }
+        fail("NCCL validation in trainer-" + std::to_string(p) + ": exit " + std::to_string(rc) +
+             ", verdict " + (verdict.empty() ? "none" : verdict));
+      }
+    }
+  }
+
   Heading(7, "rdma-doctor on the node, and the GPU-HCA topology seen from trainer-0");
   {
-    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "KUBERDMA_SYSFS_ROOT=" + fixture};
+    std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + fixture});
     std::printf("  rdma-doctor node:\n");
     int rc = RunShown(node.node(),
                       {doctor_bin, "--state-dir", node.state_dir(), "--device-plugin-dir",

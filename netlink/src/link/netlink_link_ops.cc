@@ -215,4 +215,14 @@ Result<void> NetlinkLinkOps::AddAddress(const NetNs& ns, int ifindex, const std:
   return {};
 }
 
+Result<void> NetlinkLinkOps::SetMaster(const NetNs& ns, const std::string& name,
+                                       const std::string& master) {
+  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo port, GetByName(ns, name));
+  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo bridge, GetByName(ns, master));
+  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
+  int err = rtnl_link_enslave_ifindex(sock, bridge.ifindex, port.ifindex);
+  if (err < 0) return Fail(NlError(err, "make " + name + " a port of " + master));
+  return {};
+}
+
 }  // namespace kuberdma::link

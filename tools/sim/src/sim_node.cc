@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -51,11 +52,33 @@ SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs
   // A plugin may exit before reading its config (VERSION does): writing to its stdin must then fail
   // with EPIPE, not kill the test, benchmark or demo with SIGPIPE before it cleans up.
   std::signal(SIGPIPE, SIG_IGN);
+  netdevs_ = netdevs;
   int i = 0;
   for (const auto& n : netdevs) {
     auto r = links_.CreateVeth(node_, n, fabric_, "sw" + std::to_string(i++));
     if (!r) throw std::runtime_error(r.error().message());
   }
+}
+
+constexpr uint32_t kSwitchMtu = 9216;
+
+Result<void> SimNode::Connect(const std::string& rail, const std::vector<std::string>& netdevs) {
+  KUBERDMA_TRY(links_.Create(fabric_, rail, "bridge"));
+  std::vector<std::string> ports;
+  for (const auto& n : netdevs) {
+    auto it = std::find(netdevs_.begin(), netdevs_.end(), n);
+    if (it == netdevs_.end())
+      return Fail(ErrorCode::kNotFound, n + " is not a netdev of this node");
+    ports.push_back("sw" + std::to_string(it - netdevs_.begin()));
+  }
+  for (const auto& p : ports) KUBERDMA_TRY(links_.SetMaster(fabric_, p, rail));
+  ports.push_back(rail);
+  for (const auto& p : ports) {
+    KUBERDMA_ASSIGN_OR_RETURN(link::LinkInfo l, links_.GetByName(fabric_, p));
+    // A switch takes jumbo frames: a veth drops what exceeds its peer's MTU, and pods run 9000.
+    KUBERDMA_TRY(links_.Change(fabric_, l.ifindex, {.mtu = kSwitchMtu, .up = true}));
+  }
+  return {};
 }
 
 SimNode::~SimNode() {

@@ -46,6 +46,8 @@ class NetlinkLinkOps final : public LinkOps {
   Result<void> Delete(const NetNs& ns, const std::string& name);
   // Adds IPv4 address `cidr` ("10.0.0.1/24") to link `ifindex` in `ns`.
   Result<void> AddAddress(const NetNs& ns, int ifindex, const std::string& cidr);
+  // Makes link `name` a port of bridge `master`, both in `ns`.
+  Result<void> SetMaster(const NetNs& ns, const std::string& name, const std::string& master);
 
  private:
   Result<nl_sock*> Socket(const NetNs& ns);

@@ -49,6 +49,11 @@ class SimNode {
   const std::string& state_dir() const { return state_dir_; }
   const std::string& sysfs_root() const { return sysfs_root_; }
 
+  // Cables HCA netdevs to one switch: their fabric ends become ports of bridge `rail` in the
+  // fabric namespace, all up with a switch's jumbo MTU (9216). Pods holding these netdevs can
+  // then reach each other over them.
+  Result<void> Connect(const std::string& rail, const std::vector<std::string>& netdevs);
+
   // Runs `binary` with CNI_* from `call` and `call.config` on stdin, inside the node namespace.
   CniRun Run(const std::string& binary, const CniCall& call) const;
   // Starts several calls at once and waits for all (concurrency tests).
@@ -61,7 +66,8 @@ class SimNode {
   std::string state_dir_;
   netns::NetNs node_;
   netns::NetNs fabric_;
-  std::vector<std::string> names_;  // named namespaces to delete
+  std::vector<std::string> names_;    // named namespaces to delete
+  std::vector<std::string> netdevs_;  // node netdev i's fabric end is "sw<i>"
   link::NetlinkLinkOps links_;
 };
 
