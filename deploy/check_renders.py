@@ -104,14 +104,13 @@ def helm_template(helm, release, namespace, *values):
     return run(cmd)
 
 
-def check_helm(report, helm, device_plugin):
+def check_helm(report, helm, want, device_plugin):
     ci = os.path.join(CHART, "ci")
     for values in [None] + sorted(os.path.join(ci, f) for f in os.listdir(ci)):
         r = run([helm, "lint", "--strict", CHART] + (["--values", values] if values else []))
         report.check(r.returncode == 0, f"helm lint --strict with {os.path.basename(values) if values else 'default values'}"
                      + ("" if r.returncode == 0 else f":\n{r.stdout}{r.stderr}"))
 
-    want = cm.load_dir(MANIFESTS, report)
     r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "manifests-values.yaml"))
     report.check(r.returncode == 0, "helm template with ci/manifests-values.yaml" + (f": {r.stderr}" if r.returncode else ""))
     got = cm.load_text(r.stdout, "helm(manifests-values)", report)
@@ -178,8 +177,7 @@ def kustomize_version(kubectl):
     return int(m.group(1)) if m else 0
 
 
-def check_kustomize(report, kubectl, device_plugin):
-    want = cm.load_dir(MANIFESTS, report)
+def check_kustomize(report, kubectl, want, device_plugin):
     r = run([kubectl, "kustomize", MANIFESTS])
     report.check(r.returncode == 0, "kubectl kustomize deploy/manifests" + (f": {r.stderr}" if r.returncode else ""))
     compare(report, "kustomize", cm.load_text(r.stdout, "kustomize(manifests)", report), want)
@@ -215,14 +213,15 @@ def main(argv):
     kubectl = opt("--kubectl", shutil.which("kubectl"))
     device_plugin = opt("--device-plugin", None)
     report = cm.Report()
+    want = cm.load_dir(MANIFESTS, report)
     if not helm:
         report.fail("helm not found: `make helm` installs it (.ci/install-helm.sh)")
     else:
-        check_helm(report, helm, device_plugin)
+        check_helm(report, helm, want, device_plugin)
     if not kubectl:
         report.fail("kubectl not found: `make deps` installs it (Debian's kubernetes-client)")
     else:
-        check_kustomize(report, kubectl, device_plugin)
+        check_kustomize(report, kubectl, want, device_plugin)
     return report.summary("render")
 
 

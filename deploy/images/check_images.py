@@ -93,6 +93,9 @@ def main(build_dir):
                         ("Dockerfile.validator", "ghcr.io/kube-rdma/rdma-validate")):
         stages = parse(os.path.join(HERE, name))
         runtime = list(stages.values())[-1]
+        debian = runtime["base"].startswith("debian:12")
+        # What the runtime stage holds: its packages, their dependencies, and the base image's.
+        have = depends_closure(runtime["packages"]) | DEBIAN_BASE if debian else set()
         images[image] = set()
         for frm, src, dst in runtime["copies"]:
             build = stages.get(frm)
@@ -108,8 +111,7 @@ def main(build_dir):
             if not os.path.isfile(binary):
                 continue
             libs = needed(binary)
-            if runtime["base"].startswith("debian:12"):
-                have = depends_closure(runtime["packages"]) | DEBIAN_BASE
+            if debian:
                 for lib in libs:
                     pkg = debian_package_of(lib, binary)
                     check(pkg in have, f"{name}: {target} needs {lib} from {pkg}, which the runtime stage has")
