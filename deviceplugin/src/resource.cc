@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "kuberdma/podenv/pod_env.h"
+
 namespace kuberdma::deviceplugin {
 
 using nlohmann::json;
@@ -201,9 +203,7 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
     return sysfs::NaturalLess(a->hca.name, b->hca.name);
   });
   ContainerAllocation out;
-  std::string nccl;
-  std::string all_ports;
-  json desc = json::array();
+  std::vector<podenv::HcaInfo> described;
   for (const auto* st : chosen) {
     const Hca& h = st->hca;
     out.hcas.push_back(h.name);
@@ -212,39 +212,13 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
     } else {
       AddDeviceNodes(h, &out);
     }
-    json ports = json::array();
-    for (const auto& p : h.ports) {
-      std::string hp = h.name + ":" + std::to_string(p.number);
-      all_ports += (all_ports.empty() ? "" : ",") + hp;
-      if (p.state == sysfs::kPortActive) nccl += (nccl.empty() ? "" : ",") + hp;
-      json pj = {{"port", p.number},
-                 {"state", p.state_name},
-                 {"rateGbps", p.rate_gbps},
-                 {"linkLayer", std::string(sysfs::LinkLayerName(p.link_layer))}};
-      if (!p.netdev.empty()) pj["netdev"] = p.netdev;
-      if (!p.umad.empty()) pj["umad"] = "/dev/infiniband/" + p.umad;
-      if (!p.issm.empty()) pj["issm"] = "/dev/infiniband/" + p.issm;
-      ports.push_back(pj);
-    }
-    desc.push_back({{"name", h.name},
-                    {"pciAddress", h.pci_address},
-                    {"busAddress", h.address},
-                    {"numaNode", h.numa_node},
-                    {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
-                    {"nodeGuid", h.node_guid},
-                    {"netdevs", h.netdevs},
-                    {"uverbs", h.uverbs.empty() ? "" : "/dev/infiniband/" + h.uverbs},
-                    {"healthy", st->healthy},
-                    {"ports", ports}});
+    described.push_back(podenv::Describe(h, st->healthy));
   }
   if (!cfg_.cdi && !chosen.empty()) {
     out.devices.push_back({"/dev/infiniband/rdma_cm", root_.Dev("infiniband/rdma_cm"), "rw"});
   }
   if (cfg_.nccl_env && !chosen.empty()) {
-    // Exact-match form ("=") so mlx5_1 never also selects mlx5_10; active ports only, unless none
-    // is.
-    out.envs["NCCL_IB_HCA"] = "=" + (nccl.empty() ? all_ports : nccl);
-    out.envs[kHcasEnv] = desc.dump();
+    for (auto& [k, v] : podenv::Encode(described)) out.envs[k] = std::move(v);
   }
   for (const auto& [k, v] : cfg_.extra_env) out.envs[k] = v;
   return out;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-doctor's views over the sysfs fixtures: topology, pod checks (the seed's pitfalls), node
-// records and stranded devices, NCCL_IB_HCA semantics, and both kubelet checkpoint formats.
+// records and stranded devices, and both kubelet checkpoint formats.
 #include "kuberdma/doctor/doctor.h"
 
 #include <catch2/catch.hpp>
@@ -47,14 +47,6 @@ struct Fixture {
   link::NetlinkLinkOps links;
   Inputs in;
 };
-
-TEST_CASE("NCCL_IB_HCA selects by prefix unless '=' makes it exact; '^' excludes") {
-  std::vector<std::string> present = {"mlx5_1", "mlx5_10", "mlx5_2"};
-  CHECK(NcclIbHcaMatches("mlx5_1", present) == std::vector<std::string>{"mlx5_1", "mlx5_10"});
-  CHECK(NcclIbHcaMatches("=mlx5_1:1", present) == std::vector<std::string>{"mlx5_1"});
-  CHECK(NcclIbHcaMatches("^mlx5_1", present) == std::vector<std::string>{"mlx5_2"});
-  CHECK(NcclIbHcaMatches("^=mlx5_1", present) == std::vector<std::string>{"mlx5_10", "mlx5_2"});
-}
 
 TEST_CASE(
     "The topology matrix uses nvidia-smi's terms and flags GPUs whose nearest HCA is not in the "

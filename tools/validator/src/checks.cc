@@ -4,7 +4,8 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
+
+#include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::validator {
 
@@ -146,70 +147,34 @@ Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& geten
   return r;
 }
 
-std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value, bool* exact,
-                                                        bool* exclude) {
-  std::string v = value;
-  *exact = false;
-  *exclude = false;
-  if (!v.empty() && v[0] == '^') {
-    *exclude = true;
-    v = v.substr(1);
-  }
-  if (!v.empty() && v[0] == '=') {
-    *exact = true;
-    v = v.substr(1);
-  }
-  std::map<std::string, std::vector<uint32_t>> out;
-  for (const auto& item : SplitList(v)) {
-    auto colon = item.find(':');
-    auto& ports = out[item.substr(0, colon)];
-    if (colon != std::string::npos)
-      ports.push_back(static_cast<uint32_t>(std::atoi(item.c_str() + colon + 1)));
-  }
-  return out;
-}
-
 Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& getenv,
                               const std::string& flag) {
   Expected e;
   if (!flag.empty()) {
-    bool exact = false, exclude = false;
-    for (auto& [n, p] : ParseIbHca(flag, &exact, &exclude)) {
-      e.names.push_back(n);
-      e.ports[n] = p;
+    for (auto& entry : podenv::ParseIbHca(flag).entries) {
+      e.names.push_back(entry.name);
+      e.ports[entry.name] = entry.ports;
     }
     e.source = "--expect";
     return e;
   }
-  if (const char* j = getenv("KUBERDMA_HCAS"); j != nullptr && *j != '\0') {
-    auto doc = nlohmann::json::parse(j, nullptr, false);
-    if (doc.is_discarded() || !doc.is_array()) {
-      return Fail(ErrorCode::kInvalidArgument,
-                  "KUBERDMA_HCAS is not a JSON array (set by rdma-device-plugin)");
-    }
-    for (const auto& h : doc) {
-      if (!h.is_object() || !h.contains("name") || !h["name"].is_string()) {
-        return Fail(ErrorCode::kInvalidArgument, "KUBERDMA_HCAS has an entry without a name");
-      }
-      e.names.push_back(h["name"].get<std::string>());
-    }
-    e.source = "KUBERDMA_HCAS";
+  KUBERDMA_ASSIGN_OR_RETURN(podenv::PodEnv pod, podenv::Read(getenv));
+  if (pod.hcas) {
+    e.names = pod.HcaNames();
+    e.source = podenv::kHcas;
   }
-  if (const char* v = getenv("NCCL_IB_HCA"); v != nullptr && *v != '\0') {
-    bool exact = false, exclude = false;
-    auto parsed = ParseIbHca(v, &exact, &exclude);
-    if (!exclude) {
-      for (auto& [n, p] : parsed) {
-        e.ports[n] = p;
-        if (e.source != "KUBERDMA_HCAS") e.names.push_back(n);
-      }
-      if (e.source.empty()) e.source = "NCCL_IB_HCA";
+  if (pod.ib_hca && !pod.ib_hca->exclude) {
+    for (const auto& entry : pod.ib_hca->entries) {
+      e.ports[entry.name] = entry.ports;
+      if (!pod.hcas) e.names.push_back(entry.name);
     }
+    if (e.source.empty()) e.source = podenv::kNcclIbHca;
   }
   if (e.names.empty()) {
     return Fail(ErrorCode::kInvalidArgument,
-                "no expected HCAs: pass --expect mlx5_0,mlx5_1 or run with rdma-device-plugin's "
-                "env (KUBERDMA_HCAS, NCCL_IB_HCA)");
+                std::string("no expected HCAs: pass --expect mlx5_0,mlx5_1 or run with "
+                            "rdma-device-plugin's env (") +
+                    podenv::kHcas + ", " + podenv::kNcclIbHca + ")");
   }
   return e;
 }

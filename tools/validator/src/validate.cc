@@ -17,6 +17,7 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::validator {
 
@@ -216,7 +217,7 @@ std::map<std::string, std::string> Validator::NcclEnv(const Report& inv) const {
   if (opts_.transport == Transport::kIb) {
     env["NCCL_NET"] = "IB";
     env["NCCL_IB_DISABLE"] = "0";
-    env["NCCL_IB_HCA"] = "=" + list;
+    env[podenv::kNcclIbHca] = "=" + list;
   } else {
     env["NCCL_NET"] = "Socket";
     env["NCCL_IB_DISABLE"] = "1";

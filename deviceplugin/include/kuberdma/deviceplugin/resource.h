@@ -5,8 +5,7 @@
 //
 //   Resource r(cfg.resources[0], SysfsRoot("/"));
 //   r.Refresh(*DiscoverHcas(root, HcaDetail::kPorts));   // true when the list changed
-//   auto alloc = r.Allocate({"mlx5_3-017"});             // device nodes + NCCL_IB_HCA +
-//   KUBERDMA_HCAS
+//   auto alloc = r.Allocate({"mlx5_3-017"});   // device nodes + the pod-env contract (podenv/)
 #pragma once
 
 #include <cstdint>
@@ -20,10 +19,6 @@
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::deviceplugin {
-
-// The environment variable that carries the JSON description of the container's HCAs
-// (docs/deviceplugin.md documents its schema; the validator and doctor read it).
-inline constexpr const char* kHcasEnv = "KUBERDMA_HCAS";
 
 struct DeviceView {
   std::string id;

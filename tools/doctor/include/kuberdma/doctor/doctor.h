@@ -68,11 +68,6 @@ View PodView(const Inputs& in);
 View TopoView(const Inputs& in);
 std::string Render(const View& v);
 
-// The HCA names NCCL_IB_HCA would select from `present` (its prefix semantics without '=',
-// exact with '='; '^' excludes).
-std::vector<std::string> NcclIbHcaMatches(const std::string& value,
-                                          const std::vector<std::string>& present);
-
 // Allocations of rdma/* resources in a kubelet device-manager checkpoint (old list and newer
 // NUMA-keyed formats): one entry per pod, container and resource.
 struct Allocation {

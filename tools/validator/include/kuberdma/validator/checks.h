@@ -72,7 +72,7 @@ Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& geten
 struct Expected {
   std::vector<std::string> names;                      // HCA names (ib) or netdev names (socket)
   std::map<std::string, std::vector<uint32_t>> ports;  // HCA -> ports named by NCCL_IB_HCA (if any)
-  std::string source;  // "--expect", "KUBERDMA_HCAS", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"
+  std::string source;  // --expect, KUBERDMA_HCAS, NCCL_IB_HCA or NCCL_SOCKET_IFNAME
 };
 // The HCAs the pod should have: `flag` (comma list), else KUBERDMA_HCAS, else NCCL_IB_HCA (exact
 // "=" form or a plain list; an exclusion list "^..." names none).
@@ -81,10 +81,5 @@ Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& get
 // The netdevs for the Socket transport: `flag`, else NCCL_SOCKET_IFNAME.
 Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv,
                                  const std::string& flag);
-
-// Parses NCCL_IB_HCA ("=mlx5_0:1,mlx5_3:1", "mlx5_0,mlx5_1", "^mlx5_2") into names and ports.
-// Sets *exact when the '=' form was used and *exclude for '^'.
-std::map<std::string, std::vector<uint32_t>> ParseIbHca(const std::string& value, bool* exact,
-                                                        bool* exclude);
 
 }  // namespace kuberdma::validator

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pod-env codec: what the device plugin writes is what the validator and doctor read back,
+// for every HCA of every fixture; NCCL_IB_HCA's own semantics.
+#include "kuberdma/podenv/pod_env.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+
+namespace kuberdma::podenv {
+namespace {
+
+std::function<const char*(const char*)> Env(const std::map<std::string, std::string>& m) {
+  return [&m](const char* k) -> const char* {
+    auto it = m.find(k);
+    return it == m.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST_CASE("Write then parse is the identity for every HCA of every fixture") {
+  for (const char* fixture : {"roce8", "ib8", "sriov", "sf"}) {
+    sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + fixture);
+    auto hcas = sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+    REQUIRE(hcas);
+    REQUIRE_FALSE(hcas->empty());
+    std::vector<HcaInfo> described;
+    for (size_t i = 0; i < hcas->size(); ++i) described.push_back(Describe((*hcas)[i], i % 2 == 0));
+    auto env = Encode(described);
+    REQUIRE(env.size() == 2);
+    auto pod = Read(Env(env));
+    INFO(fixture << ": " << env[kHcas]);
+    REQUIRE(pod);
+    REQUIRE(pod->hcas);
+    CHECK(*pod->hcas == described);
+    REQUIRE(pod->ib_hca);
+    CHECK(pod->ib_hca->exact);
+    CHECK_FALSE(pod->ib_hca->exclude);
+    // Every HCA, with exactly its ACTIVE ports, in the same order; formatting it again gives the
+    // same text.
+    std::vector<std::string> names;
+    for (const auto& h : *hcas) names.push_back(h.name);
+    CHECK(pod->ib_hca->Names() == names);
+    for (const auto& h : *hcas) {
+      const IbHcaEntry* e = pod->ib_hca->Find(h.name);
+      REQUIRE(e != nullptr);
+      CHECK(e->ports == std::vector<uint32_t>{1});
+    }
+    CHECK(FormatIbHca(*pod->ib_hca) == env[kNcclIbHca]);
+    CHECK(pod->HcaNames() == names);
+  }
+}
+
+TEST_CASE("NCCL_IB_HCA names only ACTIVE ports, and every port when none is active") {
+  HcaInfo up{.name = "mlx5_0", .ports = {{.port = 1, .state = "ACTIVE"}, {.port = 2, .state = "DOWN"}}};
+  HcaInfo down{.name = "mlx5_1", .ports = {{.port = 1, .state = "DOWN"}}};
+  CHECK(Encode({up, down})[kNcclIbHca] == "=mlx5_0:1");
+  CHECK(Encode({down})[kNcclIbHca] == "=mlx5_1:1");
+}
+
+TEST_CASE("NCCL_IB_HCA selects by prefix unless '=' makes it exact; '^' excludes") {
+  std::vector<std::string> present = {"mlx5_1", "mlx5_10", "mlx5_2"};
+  CHECK(ParseIbHca("mlx5_1").Select(present) == std::vector<std::string>{"mlx5_1", "mlx5_10"});
+  CHECK(ParseIbHca("=mlx5_1:1").Select(present) == std::vector<std::string>{"mlx5_1"});
+  CHECK(ParseIbHca("^mlx5_1").Select(present) == std::vector<std::string>{"mlx5_2"});
+  CHECK(ParseIbHca("^=mlx5_1").Select(present) == std::vector<std::string>{"mlx5_10", "mlx5_2"});
+  auto l = ParseIbHca("=mlx5_3:1,mlx5_0:1,mlx5_3:2");
+  CHECK(l.Names() == std::vector<std::string>{"mlx5_3", "mlx5_0"});  // written order, merged
+  CHECK(l.Find("mlx5_3")->ports == std::vector<uint32_t>{1, 2});
+}
+
+TEST_CASE("A malformed KUBERDMA_HCAS is an error that names the variable") {
+  std::map<std::string, std::string> bad = {{kHcas, "{"}};
+  auto r = Read(Env(bad));
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("KUBERDMA_HCAS"));
+  std::map<std::string, std::string> nameless = {{kHcas, R"([{"pciAddress":"0000:1a:00.0"}])"}};
+  CHECK_THAT(Read(Env(nameless)).error().message(), Catch::Contains("KUBERDMA_HCAS[0]"));
+  std::map<std::string, std::string> none;
+  auto empty = Read(Env(none));
+  REQUIRE(empty);
+  CHECK_FALSE(empty->hcas);
+  CHECK_FALSE(empty->ib_hca);
+}
+
+}  // namespace
+}  // namespace kuberdma::podenv
