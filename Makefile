@@ -21,8 +21,10 @@ configure: deps
 build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-boundaries:
+# Source boundaries (.ci/check-boundaries.sh) and the CMake target graph's (.ci/check-targets.py).
+boundaries: configure
 	@bash .ci/check-boundaries.sh
+	@python3 .ci/check-targets.py $(BUILD)
 
 # All test tiers: unit, fuzz replay, and (as root) the real-namespace tests.
 test: build boundaries helm

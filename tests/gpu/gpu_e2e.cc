@@ -50,7 +50,7 @@ pid_t SpawnInPod(const SimNode& node, const std::string& pod, const std::vector<
                                   "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu), "HOME=/tmp"};
   if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
     env.push_back(std::string("LD_LIBRARY_PATH=") + ld);
-  auto pid = kuberdma::netns::SpawnIn(node.Pod(pod), argv, env, -1, fd, fd);
+  auto pid = kuberdma::testing::SpawnIn(node.Pod(pod), argv, env, -1, fd, fd);
   ::close(fd);
   return pid ? *pid : -1;
 }
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
   SimNode node(fixture, {});
   auto& links = node.links();
   // Two cables: hca0 <-> hca1 and hca2 <-> hca3; pod A gets hca0, hca2 and pod B hca1, hca3.
-  if (!links.CreateVeth(node.node(), "hca0", node.node(), "hca1") ||
-      !links.CreateVeth(node.node(), "hca2", node.node(), "hca3")) {
+  if (!node.net().CreateVeth(node.node(), "hca0", node.node(), "hca1") ||
+      !node.net().CreateVeth(node.node(), "hca2", node.node(), "hca3")) {
     std::fprintf(stderr, "cannot create veth pairs\n");
     return 2;
   }
@@ -162,8 +162,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 2; ++i) {
       auto l = links.GetByName(pod, "net" + std::to_string(i + 1));
       if (!l) continue;
-      auto a = links.AddAddress(
-          pod, l->ifindex, "10." + std::to_string(i + 1) + ".0." + std::to_string(p + 1) + "/24");
+      auto a = node.addrs().AddAddress(
+          pod, l->ifindex,
+          *kuberdma::link::ParsePrefix("10." + std::to_string(i + 1) + ".0." +
+                                       std::to_string(p + 1) + "/24"));
       check(a.has_value(), "address 10." + std::to_string(i + 1) + ".0." + std::to_string(p + 1) +
                                " on net" + std::to_string(i + 1));
     }

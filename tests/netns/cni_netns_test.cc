@@ -94,9 +94,9 @@ TEST_CASE("An MTU the device refuses after the kernel moved it is rolled back fo
   // A macvlan (here on a veth, 1500) cannot exceed its lower device's MTU: the kernel moves and
   // renames it, then rejects IFLA_MTU, exactly the partial failure the plugin must undo.
   SimNode node(kRoce8, {"ens1f0np0"});
-  REQUIRE(node.links().CreateVeth(node.node(), "lower0", node.node(), "lower0p"));
-  REQUIRE(node.links().Delete(node.node(), "ens1f0np0"));
-  REQUIRE(node.links().Create(node.node(), "ens1f0np0", "macvlan", "lower0"));
+  REQUIRE(node.net().CreateVeth(node.node(), "lower0", node.node(), "lower0p"));
+  REQUIRE(node.net().DeleteLink(node.node(), "ens1f0np0"));
+  REQUIRE(node.net().CreateLink(node.node(), "ens1f0np0", "macvlan", "lower0"));
   auto before = MustGet(node, node.node(), "ens1f0np0");
   std::string pod = node.AddPod("pod");
   auto add = node.Run(
@@ -235,7 +235,7 @@ TEST_CASE("Links are found by alternative name and by bus address, also inside a
   REQUIRE(by_alt);
   CHECK(by_alt->name == "ens4f0np0");
   auto by_bus =
-      link::FindByBusAddress(node.links(), node.node(), sysfs::SysfsRoot(kRoce8), "0000:3d:00.0");
+      FindByBusAddress(node.links(), node.node(), sysfs::SysfsRoot(kRoce8), "0000:3d:00.0");
   REQUIRE(by_bus);
   CHECK(by_bus->name == "ens4f0np0");
   CHECK(by_bus->ifindex == by_alt->ifindex);

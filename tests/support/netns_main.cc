@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "kuberdma/netns/netns.h"
+#include "kuberdma/testing/test_net.h"
 #include "kuberdma/sim/sim_node.h"
 
 int main(int argc, char** argv) {
@@ -18,12 +18,12 @@ int main(int argc, char** argv) {
   }
   kuberdma::sim::RemoveStaleNamespaces();
   std::string probe = "krt-" + std::to_string(::getpid()) + "-probe";
-  auto ns = kuberdma::netns::CreateNamed(probe);
+  auto ns = kuberdma::testing::CreateNamed(probe);
   if (!ns) {
     std::fprintf(stderr, "SKIP: cannot create a network namespace here: %s\n",
                  ns.error().message().c_str());
     return 77;
   }
-  (void)kuberdma::netns::DeleteNamed(probe);
+  (void)kuberdma::testing::DeleteNamed(probe);
   return Catch::Session().run(argc, argv);
 }

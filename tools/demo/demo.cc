@@ -27,8 +27,10 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
+#include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/hca.h"
+#include "kuberdma/sysfs/topology.h"
 
 namespace {
 
@@ -67,7 +69,7 @@ constexpr const char* kPluginConfig = R"({"configList":[
 int RunShown(const kuberdma::netns::NetNs& ns, const std::vector<std::string>& argv,
              const std::vector<std::string>& env, const std::string& out) {
   int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  auto pid = kuberdma::netns::SpawnIn(ns, argv, env, -1, fd, fd);
+  auto pid = kuberdma::testing::SpawnIn(ns, argv, env, -1, fd, fd);
   ::close(fd);
   int st = 0;
   if (pid) waitpid(*pid, &st, 0);
@@ -232,8 +234,8 @@ int main(int argc, char** argv) {
         "  trainer-%d  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, "
         "rdma_cm)\n",
         p, pod_paths.back().c_str(), alloc->devices.size());
-    std::printf("             NCCL_IB_HCA=%s\n", alloc->envs["NCCL_IB_HCA"].c_str());
-    auto hcas_env = json::parse(alloc->envs["KUBERDMA_HCAS"], nullptr, false);
+    std::printf("             NCCL_IB_HCA=%s\n", alloc->envs[kuberdma::podenv::kNcclIbHca].c_str());
+    auto hcas_env = json::parse(alloc->envs[kuberdma::podenv::kHcas], nullptr, false);
     std::string desc;
     if (!hcas_env.is_discarded()) {
       for (const auto& h : hcas_env) {
@@ -353,7 +355,7 @@ int main(int argc, char** argv) {
       for (const auto& [i, devs] : rails) {
         auto l = node.links().GetByName(ns, "net" + std::to_string(i));
         std::string cidr = "10.10." + std::to_string(i) + "." + std::to_string(p + 1) + "/24";
-        if (!l || !node.links().AddAddress(ns, l->ifindex, cidr))
+        if (!l || !node.addrs().AddAddress(ns, l->ifindex, *kuberdma::link::ParsePrefix(cidr)))
           fail("address " + cidr + " on trainer-" + std::to_string(p));
       }
     }
@@ -391,7 +393,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> env = ToolEnv({"HOME=/tmp", "CUDA_VISIBLE_DEVICES=" + r});
       int fd = ::open((out + "/rank" + r + ".txt").c_str(),
                       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      auto pid = kuberdma::netns::SpawnIn(node.Pod(pod_paths[static_cast<size_t>(p)]), args, env,
+      auto pid = kuberdma::testing::SpawnIn(node.Pod(pod_paths[static_cast<size_t>(p)]), args, env,
                                           -1, fd, fd);
       ::close(fd);
       ranks.push_back(pid ? *pid : -1);

@@ -4,7 +4,6 @@
 
 #include <cctype>
 
-#include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::link {
 
@@ -22,15 +21,6 @@ Result<LinkInfo> FindByMac(LinkOps& ops, const NetNs& ns, std::string_view mac) 
   }
   return Fail(ErrorCode::kNotFound,
               "no link with MAC " + std::string(mac) + " in netns " + ns.path());
-}
-
-Result<LinkInfo> FindByBusAddress(LinkOps& ops, const NetNs& ns, const sysfs::SysfsRoot& root,
-                                  const std::string& address) {
-  KUBERDMA_ASSIGN_OR_RETURN(auto names, sysfs::NetdevsAtAddress(root, address));
-  for (const auto& n : names) {
-    if (auto l = ops.GetByName(ns, n)) return l;
-  }
-  return Fail(ErrorCode::kNotFound, "no netdev of " + address + " in netns " + ns.path());
 }
 
 }  // namespace kuberdma::link

@@ -8,9 +8,7 @@
 #include <netlink/errno.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
-#include <netlink/route/addr.h>
 #include <netlink/route/link.h>
-#include <netlink/route/link/veth.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -149,80 +147,6 @@ Result<void> NetlinkLinkOps::MoveTo(const NetNs& from, int ifindex, const NetNs&
   return Send(from, EncodeLinkChange(ifindex, change, to.fd()),
               "move ifindex " + std::to_string(ifindex) + " from netns " + from.path() +
                   " to netns " + to.path());
-}
-
-Result<void> NetlinkLinkOps::CreateVeth(const NetNs& ns, const std::string& name,
-                                        const NetNs& peer_ns, const std::string& peer) {
-  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
-  rtnl_link* l = rtnl_link_veth_alloc();
-  if (l == nullptr) return Fail(ErrorCode::kIo, "allocate veth");
-  rtnl_link_set_name(l, name.c_str());
-  rtnl_link_set_name(rtnl_link_veth_get_peer(l), peer.c_str());
-  int err = rtnl_link_add(sock, l, NLM_F_CREATE | NLM_F_EXCL);
-  rtnl_link_veth_release(l);
-  if (err < 0) return Fail(NlError(err, "create veth " + name + "/" + peer));
-  if (peer_ns.SameAs(ns)) return {};
-  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo p, GetByName(ns, peer));
-  return MoveTo(ns, p.ifindex, peer_ns, {});
-}
-
-Result<void> NetlinkLinkOps::Create(const NetNs& ns, const std::string& name,
-                                    const std::string& kind, const std::string& lower) {
-  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
-  int lower_index = 0;
-  if (!lower.empty()) {
-    KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, GetByName(ns, lower));
-    lower_index = l.ifindex;
-  }
-  rtnl_link* l = rtnl_link_alloc();
-  if (l == nullptr) return Fail(ErrorCode::kIo, "allocate link");
-  rtnl_link_set_name(l, name.c_str());
-  int err = rtnl_link_set_type(l, kind.c_str());
-  if (err >= 0 && lower_index != 0) rtnl_link_set_link(l, lower_index);
-  if (err >= 0) err = rtnl_link_add(sock, l, NLM_F_CREATE | NLM_F_EXCL);
-  rtnl_link_put(l);
-  if (err < 0) return Fail(NlError(err, "create " + kind + " link " + name));
-  return {};
-}
-
-Result<void> NetlinkLinkOps::Delete(const NetNs& ns, const std::string& name) {
-  auto l = GetByName(ns, name);
-  if (!l) return l.error().code() == ErrorCode::kNotFound ? Result<void>{} : Fail(l.error());
-  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
-  rtnl_link* del = rtnl_link_alloc();
-  rtnl_link_set_ifindex(del, l->ifindex);
-  int err = rtnl_link_delete(sock, del);
-  rtnl_link_put(del);
-  if (err < 0 && -err != NLE_NODEV && -err != NLE_OBJ_NOTFOUND) {
-    return Fail(NlError(err, "delete link " + name));
-  }
-  return {};
-}
-
-Result<void> NetlinkLinkOps::AddAddress(const NetNs& ns, int ifindex, const std::string& cidr) {
-  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
-  nl_addr* local = nullptr;
-  int err = nl_addr_parse(cidr.c_str(), AF_INET, &local);
-  if (err < 0) return Fail(NlError(err, "parse address " + cidr));
-  rtnl_addr* a = rtnl_addr_alloc();
-  rtnl_addr_set_ifindex(a, ifindex);
-  rtnl_addr_set_local(a, local);
-  rtnl_addr_set_prefixlen(a, static_cast<int>(nl_addr_get_prefixlen(local)));
-  err = rtnl_addr_add(sock, a, 0);
-  rtnl_addr_put(a);
-  nl_addr_put(local);
-  if (err < 0) return Fail(NlError(err, "add address " + cidr));
-  return {};
-}
-
-Result<void> NetlinkLinkOps::SetMaster(const NetNs& ns, const std::string& name,
-                                       const std::string& master) {
-  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo port, GetByName(ns, name));
-  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo bridge, GetByName(ns, master));
-  KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
-  int err = rtnl_link_enslave_ifindex(sock, bridge.ifindex, port.ifindex);
-  if (err < 0) return Fail(NlError(err, "make " + name + " a port of " + master));
-  return {};
 }
 
 }  // namespace kuberdma::link

@@ -212,63 +212,6 @@ std::optional<bool> BootNetnsModeShared(const SysfsRoot& root) {
   return (*v)[0] == 'Y' || (*v)[0] == '1';
 }
 
-Result<std::vector<Gpu>> DiscoverGpus(const SysfsRoot& root) {
-  std::vector<Gpu> out;
-  if (!root.Exists("bus/pci/devices")) return out;
-  KUBERDMA_ASSIGN_OR_RETURN(auto devs, root.ListDir("bus/pci/devices"));
-  for (const auto& d : devs) {
-    std::string base = "bus/pci/devices/" + d;
-    if (root.ReadAttrOr(base + "/vendor", "") != "0x10de") continue;
-    std::string cls = root.ReadAttrOr(base + "/class", "");
-    if (cls.rfind("0x0300", 0) != 0 && cls.rfind("0x0302", 0) != 0) continue;
-    Gpu g;
-    g.address = d;
-    if (auto p = root.Resolve(base)) g.device_path = *p;
-    g.numa_node = std::atoi(root.ReadAttrOr(base + "/numa_node", "-1").c_str());
-    out.push_back(std::move(g));
-  }
-  // Fixed-width hex addresses sort as text (a natural sort would put 3a before 18).
-  std::sort(out.begin(), out.end(),
-            [](const Gpu& x, const Gpu& y) { return x.address < y.address; });
-  return out;
-}
-
-std::string PciDistance(const std::string& a_path, int a_numa, const std::string& b_path,
-                        int b_numa) {
-  auto split = [](const std::string& p) {
-    std::vector<std::string> parts;
-    size_t pos = 0;
-    while (pos <= p.size()) {
-      size_t e = p.find('/', pos);
-      parts.push_back(p.substr(pos, e == std::string::npos ? std::string::npos : e - pos));
-      if (e == std::string::npos) break;
-      pos = e + 1;
-    }
-    return parts;
-  };
-  auto a = split(a_path);
-  auto b = split(b_path);
-  // parts: "devices", "pciDDDD:BB" (host bridge), root port, [switch up, switch down ...], device
-  if (a.size() < 3 || b.size() < 3 || a[1] != b[1]) {
-    return a_numa >= 0 && a_numa == b_numa ? "NODE" : "SYS";
-  }
-  size_t common = 0;
-  while (common < a.size() - 1 && common < b.size() - 1 && a[common] == b[common]) ++common;
-  // common counts "devices" and the host bridge; beyond that, shared bridges.
-  size_t shared_bridges = common - 2;
-  if (shared_bridges == 0) return "PHB";
-  if (shared_bridges == 1) return "PXB";
-  return "PIX";
-}
-
-int PciDistanceRank(const std::string& d) {
-  static const char* kOrder[] = {"PIX", "PXB", "PHB", "NODE", "SYS"};
-  for (int i = 0; i < 5; ++i) {
-    if (d == kOrder[i]) return i;
-  }
-  return 5;
-}
-
 Result<uint16_t> ParsePkey(std::string_view text) {
   std::string s(text);
   if (s.empty()) return Fail(ErrorCode::kInvalidArgument, "empty pkey");

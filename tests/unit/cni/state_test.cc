@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "kuberdma/base/files.h"
-#include "kuberdma/base/scope_guard.h"
 
 namespace kuberdma::cni {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for the base types: Error, ScopeGuard, file helpers.
+// Tests for the base types: Error, file helpers.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -9,7 +9,6 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/files.h"
-#include "kuberdma/base/scope_guard.h"
 
 namespace kuberdma {
 namespace {
@@ -42,23 +41,13 @@ TEST_CASE("ASSIGN_OR_RETURN propagates the error and unwraps the value") {
   CHECK(r.error().code() == ErrorCode::kTimeout);
 }
 
-TEST_CASE("ScopeGuard runs on scope exit unless cancelled") {
-  int ran = 0;
-  {
-    ScopeGuard g([&] { ++ran; });
-  }
-  CHECK(ran == 1);
-  {
-    ScopeGuard g([&] { ++ran; });
-    g.Cancel();
-  }
-  CHECK(ran == 1);
-}
-
 TEST_CASE("WriteFileAtomic creates parents and ReadFile reads it back") {
   char tmpl[] = "/tmp/kuberdma-files-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
-  ScopeGuard cleanup([&] { std::filesystem::remove_all(tmpl); });
+  struct RemoveDir {
+    std::string d;
+    ~RemoveDir() { std::filesystem::remove_all(d); }
+  } cleanup{tmpl};
   std::string path = std::string(tmpl) + "/a/b/c.json";
   REQUIRE(WriteFileAtomic(path, "{\"x\":1}\n"));
   auto text = ReadFile(path);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "kuberdma/sysfs/hca.h"
+#include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::sysfs {
 namespace {
@@ -165,17 +166,17 @@ TEST_CASE("GPUs are found on the PCI bus and their distance to HCAs uses nvidia-
   CHECK((*gpus)[7].numa_node == 1);
   auto hcas = *DiscoverHcas(root, HcaDetail::kIdentity);
   const Gpu& g0 = (*gpus)[0];
-  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[0].device_path, hcas[0].numa_node) ==
-        "PIX");  // same switch
-  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[2].device_path, hcas[2].numa_node) ==
-        "NODE");  // other root, NUMA 0
-  CHECK(PciDistance(g0.device_path, g0.numa_node, hcas[7].device_path, hcas[7].numa_node) ==
-        "SYS");  // other socket
-  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0,
-                    "devices/pci0000:15/0000:15:01.0/0000:17:00.0", 0) == "PXB");
-  CHECK(PciDistance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0,
-                    "devices/pci0000:15/0000:15:02.0/0000:17:00.0", 0) == "PHB");
-  CHECK(PciDistanceRank("PIX") < PciDistanceRank("SYS"));
+  auto dist = [&](const Hca& h) {
+    return PciDistanceName(Distance(g0.device_path, g0.numa_node, h.device_path, h.numa_node));
+  };
+  CHECK(dist(hcas[0]) == "PIX");   // same switch
+  CHECK(dist(hcas[2]) == "NODE");  // other root, NUMA 0
+  CHECK(dist(hcas[7]) == "SYS");   // other socket
+  CHECK(Distance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0,
+                 "devices/pci0000:15/0000:15:01.0/0000:17:00.0", 0) == PciDistance::kPxb);
+  CHECK(Distance("devices/pci0000:15/0000:15:01.0/0000:16:00.0", 0,
+                 "devices/pci0000:15/0000:15:02.0/0000:17:00.0", 0) == PciDistance::kPhb);
+  CHECK(PciDistance::kPix < PciDistance::kSys);
 }
 
 }  // namespace

@@ -21,7 +21,8 @@
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/podresources.h"
-#include "kuberdma/validator/checks.h"
+#include "kuberdma/sysfs/topology.h"
+#include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::doctor {
 
@@ -65,14 +66,8 @@ std::vector<std::string> Names(const std::vector<sysfs::Hca>& hcas) {
 
 // The HCAs this pod was given, from the device plugin's env.
 std::vector<std::string> Ours(const Inputs& in) {
-  std::vector<std::string> out;
-  auto doc = json::parse(Env(in, "KUBERDMA_HCAS"), nullptr, false);
-  if (doc.is_array()) {
-    for (const auto& h : doc) {
-      if (h.is_object() && h.contains("name") && h["name"].is_string()) out.push_back(h["name"]);
-    }
-  }
-  return out;
+  auto pod = podenv::Read(in.getenv ? in.getenv : [](const char*) -> const char* { return nullptr; });
+  return pod ? pod->HcaNames() : std::vector<std::string>{};
 }
 
 std::string Join(const std::vector<std::string>& v) {
@@ -141,21 +136,6 @@ std::string Render(const View& v) {
     if (f.status != Status::kOk && !f.fix.empty()) o << "         fix: " << f.fix << "\n";
   }
   return o.str();
-}
-
-std::vector<std::string> NcclIbHcaMatches(const std::string& value,
-                                          const std::vector<std::string>& present) {
-  bool exact = false;
-  bool exclude = false;
-  auto names = validator::ParseIbHca(value, &exact, &exclude);
-  std::vector<std::string> out;
-  for (const auto& p : present) {
-    bool hit = std::any_of(names.begin(), names.end(), [&](const auto& entry) {
-      return exact ? p == entry.first : p.rfind(entry.first, 0) == 0;  // NCCL's default: prefix
-    });
-    if (hit != exclude) out.push_back(p);
-  }
-  return out;
 }
 
 Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path) {
@@ -396,8 +376,8 @@ View PodView(const Inputs& in) {
   }
   // NCCL configuration sanity.
   json env = json::object();
-  for (const char* k : {"NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
-                        "NCCL_MAX_NCHANNELS", "KUBERDMA_HCAS"}) {
+  for (const char* k : {podenv::kNcclIbHca, "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
+                        "NCCL_MAX_NCHANNELS", podenv::kHcas}) {
     if (!Env(in, k).empty()) env[k] = Env(in, k);
   }
   v.doc["env"] = env;
@@ -415,20 +395,17 @@ View PodView(const Inputs& in) {
   }
   std::vector<std::string> ours = Ours(in);
   std::vector<std::string> present = Names(visible);
-  if (std::string ib = Env(in, "NCCL_IB_HCA"); !ib.empty()) {
-    bool exact = false;
-    bool exclude = false;
-    auto entries = validator::ParseIbHca(ib, &exact, &exclude);
-    std::string list;
-    for (const auto& [name, ports] : entries) list += (list.empty() ? "" : ",") + name;
-    for (const auto& [name, ports] : entries) {
+  if (std::string ib = Env(in, podenv::kNcclIbHca); !ib.empty()) {
+    podenv::IbHcaList parsed = podenv::ParseIbHca(ib);
+    std::string list = Join(parsed.Names());
+    for (const auto& name : parsed.Names()) {
       if (std::find(present.begin(), present.end(), name) == present.end()) {
         Add(v, "pitfall-3: NCCL_IB_HCA names present HCAs", Status::kFail,
             "NCCL_IB_HCA names " + name + ", which this pod does not have",
             "use the device plugin's NCCL_IB_HCA (drop the pod spec's own value) or list the pod's "
             "HCAs");
       }
-      if (!exact && !exclude) {
+      if (!parsed.exact && !parsed.exclude) {
         for (const auto& p : present) {
           if (p != name && p.rfind(name, 0) == 0) {
             Add(v, "pitfall-3: NCCL_IB_HCA exact match", Status::kWarn,
@@ -438,7 +415,7 @@ View PodView(const Inputs& in) {
         }
       }
     }
-    auto selected = NcclIbHcaMatches(ib, present);
+    auto selected = parsed.Select(present);
     for (const auto& o : ours) {
       if (std::find(selected.begin(), selected.end(), o) == selected.end()) {
         Add(v, "pitfall-3: every HCA in NCCL_IB_HCA", Status::kFail,
@@ -524,8 +501,8 @@ View TopoView(const Inputs& in) {
   }
   std::vector<std::string> ours = Ours(in);
   if (ours.empty()) {
-    std::string ib = Env(in, "NCCL_IB_HCA");
-    if (!ib.empty()) ours = NcclIbHcaMatches(ib, Names(*hcas));
+    std::string ib = Env(in, podenv::kNcclIbHca);
+    if (!ib.empty()) ours = podenv::ParseIbHca(ib).Select(Names(*hcas));
   }
   v.doc["hcaNames"] = Names(*hcas);
   v.doc["ours"] = ours;
@@ -534,15 +511,15 @@ View TopoView(const Inputs& in) {
     if (!in.gpus.empty() && std::find(in.gpus.begin(), in.gpus.end(), g.address) == in.gpus.end())
       continue;
     json dist = json::array();
-    int best = 99;
+    std::vector<sysfs::PciDistance> ds;
     for (const auto& h : *hcas) {
-      std::string d = sysfs::PciDistance(g.device_path, g.numa_node, h.device_path, h.numa_node);
-      dist.push_back(d);
-      best = std::min(best, sysfs::PciDistanceRank(d));
+      ds.push_back(sysfs::Distance(g.device_path, g.numa_node, h.device_path, h.numa_node));
+      dist.push_back(std::string(sysfs::PciDistanceName(ds.back())));
     }
+    sysfs::PciDistance best = *std::min_element(ds.begin(), ds.end());
     std::vector<std::string> nearest;
     for (size_t i = 0; i < hcas->size(); ++i) {
-      if (sysfs::PciDistanceRank(dist[i]) == best) nearest.push_back((*hcas)[i].name);
+      if (ds[i] == best) nearest.push_back((*hcas)[i].name);
     }
     matrix.push_back(
         {{"gpu", g.address}, {"numaNode", g.numa_node}, {"distances", dist}, {"nearest", nearest}});

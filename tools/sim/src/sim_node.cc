@@ -17,13 +17,14 @@
 #include <stdexcept>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::sim {
 
 namespace {
 
 netns::NetNs MustCreate(const std::string& name) {
-  auto ns = netns::CreateNamed(name);
+  auto ns = testing::CreateNamed(name);
   if (!ns) throw std::runtime_error("create netns " + name + ": " + ns.error().message());
   return std::move(*ns);
 }
@@ -55,7 +56,7 @@ SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs
   netdevs_ = netdevs;
   int i = 0;
   for (const auto& n : netdevs) {
-    auto r = links_.CreateVeth(node_, n, fabric_, "sw" + std::to_string(i++));
+    auto r = net_.CreateVeth(node_, n, fabric_, "sw" + std::to_string(i++));
     if (!r) throw std::runtime_error(r.error().message());
   }
 }
@@ -63,7 +64,7 @@ SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs
 constexpr uint32_t kSwitchMtu = 9216;
 
 Result<void> SimNode::Connect(const std::string& rail, const std::vector<std::string>& netdevs) {
-  KUBERDMA_TRY(links_.Create(fabric_, rail, "bridge"));
+  KUBERDMA_TRY(net_.CreateLink(fabric_, rail, "bridge"));
   std::vector<std::string> ports;
   for (const auto& n : netdevs) {
     auto it = std::find(netdevs_.begin(), netdevs_.end(), n);
@@ -71,7 +72,7 @@ Result<void> SimNode::Connect(const std::string& rail, const std::vector<std::st
       return Fail(ErrorCode::kNotFound, n + " is not a netdev of this node");
     ports.push_back("sw" + std::to_string(it - netdevs_.begin()));
   }
-  for (const auto& p : ports) KUBERDMA_TRY(links_.SetMaster(fabric_, p, rail));
+  for (const auto& p : ports) KUBERDMA_TRY(net_.SetMaster(fabric_, p, rail));
   ports.push_back(rail);
   for (const auto& p : ports) {
     KUBERDMA_ASSIGN_OR_RETURN(link::LinkInfo l, links_.GetByName(fabric_, p));
@@ -83,7 +84,7 @@ Result<void> SimNode::Connect(const std::string& rail, const std::vector<std::st
 
 SimNode::~SimNode() {
   // Pods first, so the veths inside them die with them rather than bounce to the node.
-  for (auto it = names_.rbegin(); it != names_.rend(); ++it) (void)netns::DeleteNamed(*it);
+  for (auto it = names_.rbegin(); it != names_.rend(); ++it) (void)testing::DeleteNamed(*it);
   std::filesystem::remove_all(state_dir_);
 }
 
@@ -91,12 +92,12 @@ std::string SimNode::AddPod(const std::string& name) {
   std::string n = prefix_ + "-" + name;
   MustCreate(n);
   names_.push_back(n);
-  return std::string(netns::kNamedNetnsDir) + "/" + n;
+  return std::string(testing::kNamedNetnsDir) + "/" + n;
 }
 
 void SimNode::DeletePod(const std::string& path) {
   std::string n = path.substr(path.find_last_of('/') + 1);
-  (void)netns::DeleteNamed(n);
+  (void)testing::DeleteNamed(n);
 }
 
 netns::NetNs SimNode::Pod(const std::string& path) const {
@@ -117,7 +118,7 @@ pid_t SimNode::Start(const std::string& binary, const CniCall& call, int out[2],
                                   "CNI_PATH=/opt/cni/bin",
                                   "KUBERDMA_SYSFS_ROOT=" + sysfs_root_,
                                   "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  auto pid = netns::SpawnIn(node_, {binary}, env, in[0], out[1], err[1]);
+  auto pid = testing::SpawnIn(node_, {binary}, env, in[0], out[1], err[1]);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
@@ -190,8 +191,17 @@ std::string WriteMiniNode(const std::string& dir, int n, const std::string& netd
   return dir;
 }
 
+Result<link::LinkInfo> FindByBusAddress(link::LinkOps& ops, const netns::NetNs& ns,
+                                        const sysfs::SysfsRoot& root, const std::string& address) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto names, sysfs::NetdevsAtAddress(root, address));
+  for (const auto& n : names) {
+    if (auto l = ops.GetByName(ns, n)) return l;
+  }
+  return Fail(ErrorCode::kNotFound, "no netdev of " + address + " in netns " + ns.path());
+}
+
 void RemoveStaleNamespaces() {
-  DIR* d = ::opendir(netns::kNamedNetnsDir);
+  DIR* d = ::opendir(testing::kNamedNetnsDir);
   if (d == nullptr) return;
   std::vector<std::string> stale;
   while (const dirent* e = ::readdir(d)) {
@@ -201,7 +211,7 @@ void RemoveStaleNamespaces() {
     if (owner > 0 && ::kill(owner, 0) != 0) stale.push_back(n);
   }
   ::closedir(d);
-  for (const auto& n : stale) (void)netns::DeleteNamed(n);
+  for (const auto& n : stale) (void)testing::DeleteNamed(n);
 }
 
 }  // namespace kuberdma::sim

@@ -20,7 +20,6 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/netns/netns.h"
-#include "kuberdma/sysfs/sysfs.h"
 
 namespace kuberdma::link {
 
@@ -75,11 +74,6 @@ class LinkOps {
 
 // Finds the link with hardware address `mac` (case-insensitive) in `ns`; kNotFound otherwise.
 Result<LinkInfo> FindByMac(LinkOps& ops, const NetNs& ns, std::string_view mac);
-
-// Finds the netdev of the device at bus address `address` (PCI BDF or auxiliary device name) that
-// is present in `ns`, using `root`'s sysfs view to map the address to netdev names.
-Result<LinkInfo> FindByBusAddress(LinkOps& ops, const NetNs& ns, const sysfs::SysfsRoot& root,
-                                  const std::string& address);
 
 // Lower-cases a MAC for comparisons.
 std::string NormalizeMac(std::string_view mac);

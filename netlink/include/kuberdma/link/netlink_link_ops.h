@@ -34,20 +34,6 @@ class NetlinkLinkOps final : public LinkOps {
   Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to,
                       const LinkChange& change) override;
 
-  // Test and demo setup (not part of the LinkOps seam): veth pairs, deletion, addresses.
-  // Creates veth `name` in `ns` with its peer `peer` in `peer_ns`.
-  Result<void> CreateVeth(const NetNs& ns, const std::string& name, const NetNs& peer_ns,
-                          const std::string& peer);
-  // Creates a link of `kind` ("macvlan", "dummy" where the module exists) named `name` in `ns`, on
-  // top of link `lower` (a name in `ns`) for stacked kinds.
-  Result<void> Create(const NetNs& ns, const std::string& name, const std::string& kind,
-                      const std::string& lower = "");
-  // Deletes link `name` in `ns`; succeeds if it is already gone.
-  Result<void> Delete(const NetNs& ns, const std::string& name);
-  // Adds IPv4 address `cidr` ("10.0.0.1/24") to link `ifindex` in `ns`.
-  Result<void> AddAddress(const NetNs& ns, int ifindex, const std::string& cidr);
-  // Makes link `name` a port of bridge `master`, both in `ns`.
-  Result<void> SetMaster(const NetNs& ns, const std::string& name, const std::string& master);
 
  private:
   Result<nl_sock*> Socket(const NetNs& ns);

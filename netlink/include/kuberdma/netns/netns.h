@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Network namespace handles: open one by path, compare two, run code inside one, and create or
-// delete a named one the way `ip netns add/del` does (tests, the demo and the GPU end-to-end set up
-// namespaces with this, on machines that have no `ip` command).
+// Network namespace handles: open one by path, compare two, run code inside one. (Creating named
+// namespaces is test support: kuberdma/testing/test_net.h.)
 //
 //   KUBERDMA_ASSIGN_OR_RETURN(NetNs pod, NetNs::Open("/var/run/netns/cni-1234"));
 //   KUBERDMA_TRY(pod.RunIn([&] { sock = OpenNetlinkSocket(); }));  // socket lives in `pod`
@@ -13,7 +12,6 @@
 
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
@@ -57,23 +55,5 @@ class NetNs {
   dev_t dev_ = 0;
   ino_t ino_ = 0;
 };
-
-// The directory where named namespaces are bind-mounted (as iproute2 does).
-inline constexpr const char* kNamedNetnsDir = "/run/netns";
-
-// Creates a new, empty network namespace bind-mounted at /run/netns/<name> and returns a handle.
-// Its loopback is brought up by the caller if needed. kAlreadyExists if the name is taken.
-Result<NetNs> CreateNamed(const std::string& name);
-
-// Unmounts and removes /run/netns/<name>. The namespace dies once no process or handle holds it.
-// Succeeds if it does not exist (idempotent).
-Result<void> DeleteNamed(const std::string& name);
-
-// Forks a child that enters `ns` and execs `argv` with `envp`; stdin/stdout/stderr are wired to
-// the given descriptors (-1 keeps the parent's). Returns the child pid. Used by tests, the demo
-// and benchmarks to run a binary "on the node" that a namespace simulates.
-Result<pid_t> SpawnIn(const NetNs& ns, const std::vector<std::string>& argv,
-                      const std::vector<std::string>& envp, int stdin_fd, int stdout_fd,
-                      int stderr_fd);
 
 }  // namespace kuberdma::netns

@@ -94,23 +94,6 @@ Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root,
 // mode, which `rdma system set` can change, is read over RDMA netlink; this is the fallback.
 std::optional<bool> BootNetnsModeShared(const SysfsRoot& root);
 
-// A GPU (NVIDIA display/3D controller) on the PCI bus.
-struct Gpu {
-  std::string address;      // "0000:18:00.0"
-  std::string device_path;  // relative to sys/
-  int numa_node = -1;
-};
-// Every NVIDIA GPU under bus/pci/devices, in address order.
-Result<std::vector<Gpu>> DiscoverGpus(const SysfsRoot& root);
-
-// nvidia-smi topo -m's terms for the PCI path between two devices (device paths relative to sys/):
-// "PIX" (one PCIe switch), "PXB" (several bridges, no host bridge), "PHB" (through the host
-// bridge), "NODE" (between host bridges of one NUMA node), "SYS" (across NUMA nodes).
-std::string PciDistance(const std::string& a_path, int a_numa, const std::string& b_path,
-                        int b_numa);
-// Rank of a distance for comparisons: PIX 0 < PXB 1 < PHB 2 < NODE 3 < SYS 4.
-int PciDistanceRank(const std::string& d);
-
 // Parses "0xffff" / "65535" into a pkey; kInvalidArgument otherwise.
 Result<uint16_t> ParsePkey(std::string_view text);
 

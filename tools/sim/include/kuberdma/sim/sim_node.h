@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/sysfs/sysfs.h"
+#include "kuberdma/testing/test_net.h"
 
 namespace kuberdma::sim {
 
@@ -46,6 +49,9 @@ class SimNode {
   const netns::NetNs& node() const { return node_; }
   netns::NetNs Pod(const std::string& path) const;
   link::NetlinkLinkOps& links() { return links_; }
+  link::NetlinkAddrOps& addrs() { return addrs_; }
+  // Test-only link setup (veths, bridges, qdiscs) in any of the node's namespaces.
+  testing::TestNet& net() { return net_; }
   const std::string& state_dir() const { return state_dir_; }
   const std::string& sysfs_root() const { return sysfs_root_; }
 
@@ -69,10 +75,17 @@ class SimNode {
   std::vector<std::string> names_;    // named namespaces to delete
   std::vector<std::string> netdevs_;  // node netdev i's fabric end is "sw<i>"
   link::NetlinkLinkOps links_;
+  link::NetlinkAddrOps addrs_;
+  testing::TestNet net_{links_};
 };
 
 // Writes a minimal RoCE sysfs tree with `n` HCAs mlx5_0..n-1 whose netdevs are `netdev(i)`.
 std::string WriteMiniNode(const std::string& dir, int n, const std::string& netdev_prefix);
+
+// Finds the netdev of the device at bus address `address` (PCI BDF or auxiliary device name) that
+// is present in `ns`, using `root`'s sysfs view to map the address to netdev names.
+Result<link::LinkInfo> FindByBusAddress(link::LinkOps& ops, const netns::NetNs& ns,
+                                        const sysfs::SysfsRoot& root, const std::string& address);
 
 // Removes namespaces left by earlier runs that were killed (prefix "krt-", creator pid gone).
 void RemoveStaleNamespaces();

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The library boundaries that live in the CMake target graph, checked on the graph itself
+(`cmake --graphviz` of a configured build tree; run by `make boundaries`):
+  - the node library's link operations do not depend on the sysfs model (kuberdma_link has no
+    path to kuberdma_sysfs);
+  - no production binary links test support: rdma, rdma-device-plugin, rdma-validate and
+    rdma-doctor reach none of kuberdma_nl_testing (veths, bridges, qdiscs, named namespaces),
+    kuberdma_sim, kuberdma_fakes, the kubelet stand-in or Catch2;
+  - rdma-doctor reads CNI state records without linking the CNI plugin (kuberdma_cni);
+  - the node library (netlink/) depends on no other part of the repo.
+Usage: check-targets.py <build-dir>
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+PRODUCTION = ["rdma", "rdma-device-plugin", "rdma-validate", "rdma-doctor"]
+TEST_SUPPORT = ["kuberdma_nl_testing", "kuberdma_sim", "kuberdma_fakes",
+                "kuberdma_deviceplugin_standin", "kuberdma_test_main", "Catch2::Catch2"]
+NODE_LIBRARY = ["kuberdma_base", "kuberdma_netns", "kuberdma_sysfs", "kuberdma_topology",
+                "kuberdma_nl", "kuberdma_link", "kuberdma_rdma", "kuberdma_events"]
+
+
+def graph(build):
+    with tempfile.TemporaryDirectory() as d:
+        dot = os.path.join(d, "targets.dot")
+        subprocess.run(["cmake", f"--graphviz={dot}", build], check=True, capture_output=True)
+        text = open(dot).read()
+    edges = {}
+    for a, b in re.findall(r"//\s*(\S+)\s*->\s*(\S+)", text):
+        edges.setdefault(a, set()).add(b)
+    return edges
+
+
+def closure(edges, start):
+    seen, todo = set(), [start]
+    while todo:
+        for n in edges.get(todo.pop(), ()):
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+def main(build):
+    edges = graph(build)
+    failures = []
+
+    def check(ok, what):
+        print(("ok   " if ok else "FAIL ") + what)
+        if not ok:
+            failures.append(what)
+
+    check("kuberdma_link" in edges, "the graph has kuberdma_link")
+    print("     kuberdma_link -> " + ", ".join(sorted(edges.get("kuberdma_link", ()))))
+    check("kuberdma_sysfs" not in closure(edges, "kuberdma_link"),
+          "kuberdma_link does not depend on kuberdma_sysfs")
+    for exe in PRODUCTION:
+        deps = closure(edges, exe)
+        check(exe in edges, f"the graph has {exe}")
+        bad = sorted(set(TEST_SUPPORT) & deps)
+        check(not bad, f"{exe} links no test support" + (f" (it links {', '.join(bad)})" if bad else ""))
+    check("kuberdma_cni" not in closure(edges, "rdma-doctor"),
+          "rdma-doctor does not link the CNI plugin library")
+    for lib in NODE_LIBRARY:
+        outside = sorted(d for d in closure(edges, lib)
+                         if d.startswith("kuberdma_") and d not in NODE_LIBRARY + ["kuberdma_libnl", "kuberdma_log"])
+        check(not outside, f"{lib} depends on nothing outside netlink/" + (f" ({', '.join(outside)})" if outside else ""))
+    print("targets: ok" if not failures else f"targets: {len(failures)} boundary violation(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "build/ci"))

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// GPU PCI topology: the NVIDIA GPUs on the PCI bus, and the PCI path between a GPU and an HCA in
+// the terms of `nvidia-smi topo -m`, for the doctor's topology view and the demo.
+//
+//   KUBERDMA_ASSIGN_OR_RETURN(auto gpus, DiscoverGpus(root));
+//   PciDistance d = Distance(gpus[0].device_path, gpus[0].numa_node, hca.device_path,
+//                            hca.numa_node);
+//   if (d <= PciDistance::kPxb) ...   // the pairing NCCL wants
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/sysfs/sysfs.h"
+
+namespace kuberdma::sysfs {
+
+// A GPU (NVIDIA display/3D controller) on the PCI bus.
+struct Gpu {
+  std::string address;      // "0000:18:00.0"
+  std::string device_path;  // relative to sys/
+  int numa_node = -1;
+};
+
+// Every NVIDIA GPU under bus/pci/devices, in address order. No PCI bus is an empty list.
+Result<std::vector<Gpu>> DiscoverGpus(const SysfsRoot& root);
+
+// The PCI path between two devices, nearest first, so that distances compare with `<`:
+// kPix (one PCIe switch), kPxb (several bridges, no host bridge), kPhb (through the host bridge),
+// kNode (between host bridges of one NUMA node), kSys (across NUMA nodes).
+enum class PciDistance { kPix, kPxb, kPhb, kNode, kSys };
+
+// nvidia-smi's name of `d`: "PIX", "PXB", "PHB", "NODE", "SYS".
+std::string_view PciDistanceName(PciDistance d);
+
+// The distance between devices at `a_path` and `b_path` (device paths relative to sys/, as
+// Hca::device_path and Gpu::device_path) on NUMA nodes `a_numa` and `b_numa` (-1: unknown).
+PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b_path,
+                     int b_numa);
+
+}  // namespace kuberdma::sysfs
