@@ -34,6 +34,24 @@ std::string EscapeName(std::string_view name) {
   return out.empty() ? "%00" : out;
 }
 
+std::string_view RdmaNetnsModeName(RdmaNetnsMode mode) {
+  switch (mode) {
+    case RdmaNetnsMode::kExclusive:
+      return "exclusive";
+    case RdmaNetnsMode::kShared:
+      return "shared";
+    case RdmaNetnsMode::kUnavailable:
+      break;
+  }
+  return "unavailable";
+}
+
+RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name) {
+  if (name == "exclusive") return RdmaNetnsMode::kExclusive;
+  if (name == "shared") return RdmaNetnsMode::kShared;
+  return RdmaNetnsMode::kUnavailable;
+}
+
 json AttachmentRecord::ToJson() const {
   return {{"version", version},
           {"network", network},
@@ -49,7 +67,7 @@ json AttachmentRecord::ToJson() const {
             {"mac", mac},
             {"hostMtu", host_mtu},
             {"hostAdminUp", host_admin_up}}},
-          {"rdma", {{"netnsMode", netns_mode}, {"moved", rdma_moved}}},
+          {"rdma", {{"netnsMode", RdmaNetnsModeName(netns_mode)}, {"moved", rdma_moved}}},
           {"pkey", {{"value", pkey}, {"index", pkey_index}}}};
 }
 
@@ -97,7 +115,7 @@ Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
   r.host_mtu = static_cast<uint32_t>(num(nd, "hostMtu", 0));
   r.host_admin_up = flag(nd, "hostAdminUp");
   json rd = sub(j, "rdma");
-  r.netns_mode = str(rd, "netnsMode");
+  r.netns_mode = ParseRdmaNetnsMode(str(rd, "netnsMode"));
   r.rdma_moved = flag(rd, "moved");
   json pk = sub(j, "pkey");
   r.pkey = static_cast<uint16_t>(num(pk, "value", 0xffff));

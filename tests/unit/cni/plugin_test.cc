@@ -202,7 +202,7 @@ TEST_CASE("Shared RDMA netns mode continues by default and is rejected with poli
   REQUIRE(p.Add(Req(kPod, "net1"), n.Conf()));
   CHECK(n.world.HasRdma(kHostPath, "mlx5_0"));  // not moved
   auto rec = **StateStore(n.state_dir).Load("rdma-net", "c1", "net1");
-  CHECK(rec.netns_mode == "shared");
+  CHECK(rec.netns_mode == RdmaNetnsMode::kShared);
   CHECK_FALSE(rec.rdma_moved);
   auto strict = p.Add(Req(kPod, "net2"), n.Conf(R"(,"sharedNetnsPolicy":"error")"));
   REQUIRE_FALSE(strict);
@@ -210,7 +210,7 @@ TEST_CASE("Shared RDMA netns mode continues by default and is rejected with poli
   n.world.SetMode(std::nullopt);  // no RDMA subsystem at all
   auto none = p.Add(Req(kPod, "net2"), n.Conf());
   REQUIRE(none);
-  CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", "net2")).netns_mode == "unavailable");
+  CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", "net2")).netns_mode == RdmaNetnsMode::kUnavailable);
 }
 
 TEST_CASE(

@@ -5,15 +5,17 @@
 //   Plugin plugin({.links = links, .rdma = rdma, .namespaces = ns, .sysfs = SysfsRoot::FromEnv()});
 //   CniResult<nlohmann::json> result = plugin.Add(request, conf);
 //
-// Every verb takes the node lock (bounded wait, then error 11). ADD writes the state record before
-// the first change and undoes completed steps in reverse order on any failure; DEL, GC and a
-// retried ADD all restore through the same locate-then-restore path, so a device is found wherever
-// it ended up (pod, host, renamed devN by the kernel) and put back.
+// Every verb takes the node lock (bounded wait, then error 11). ADD plans first (read-only,
+// plan.h), writes the state record before the first change, executes, and undoes completed steps
+// on any failure; DEL, GC and a retried ADD all restore through the same locate-then-restore
+// path, so a device is found wherever it ended up (pod, host, renamed devN by the kernel) and put
+// back.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/cni/config.h"
+#include "kuberdma/cni/plan.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
 #include "kuberdma/link/link_ops.h"
@@ -47,19 +49,21 @@ class Plugin {
   CniResult<void> Gc(const NetConf& conf);
 
  private:
-  // The chosen HCA, and its netdev on the host when selection already looked it up.
-  struct Selected {
-    sysfs::Hca hca;
-    std::optional<link::LinkInfo> host_link;
-  };
-  CniResult<Selected> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
-                             const StateStore& store, const std::string& self_key);
-  CniResult<std::string> NetnsMode(const netns::NetNs& host, const NetConf& conf);
-  CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
-  CniResult<nlohmann::json> Attach(const Request& req, const NetConf& conf, const StateStore& store,
-                                   const netns::NetNs& host, const netns::NetNs& pod);
-  Result<void> Apply(AttachmentRecord& rec, const NetConf& conf, const StateStore& store,
-                     const netns::NetNs& host, const netns::NetNs& pod);
+  // A completed attachment's result again, when it still holds; nullopt to attach anew.
+  std::optional<nlohmann::json> Repeat(const AttachmentRecord& old, const Request& req,
+                                       const NetConf& conf, const netns::NetNs& pod);
+  // Undoes an attachment left under the same key by an earlier ADD that did not finish.
+  CniResult<void> UndoStale(const AttachmentRecord& old, const Request& req, const NetConf& conf,
+                            const StateStore& store, const netns::NetNs& host);
+  // Executes `plan`: record, moves, verification; on failure, the undo.
+  CniResult<nlohmann::json> Execute(AttachPlan& plan, const Request& req, const NetConf& conf,
+                                    const StateStore& store, const netns::NetNs& host,
+                                    const netns::NetNs& pod);
+  CniResult<nlohmann::json> RollBack(const AttachmentRecord& rec, const NetConf& conf,
+                                     const StateStore& store, const netns::NetNs& host,
+                                     const CniError& why);
+  Result<void> Apply(AttachPlan& plan, const StateStore& store, const netns::NetNs& host,
+                     const netns::NetNs& pod);
   Result<link::LinkInfo> Verify(const AttachmentRecord& rec, const NetConf& conf,
                                 const netns::NetNs& pod);
   // Puts the netdev and RDMA device of `rec` back on the host, wherever they are now.
@@ -68,6 +72,8 @@ class Plugin {
                              const netns::NetNs* pod);
   Result<void> RestoreRdma(const AttachmentRecord& rec, const netns::NetNs& host,
                            const netns::NetNs* pod);
+  nlohmann::json ResultFor(const AttachmentRecord& rec, const link::LinkInfo& link,
+                           const std::string& pci_id, const NetConf& conf) const;
   void WriteDeviceInfo(const NetConf& conf, const sysfs::Hca& hca, const AttachmentRecord& rec);
 
   Deps d_;

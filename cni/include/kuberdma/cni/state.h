@@ -23,6 +23,14 @@ namespace kuberdma::cni {
 
 inline constexpr int kStateVersion = 1;
 
+// The RDMA subsystem's netns mode as the plugin found it: exclusive (the RDMA device moves with
+// its netdev), shared (it stays visible to every namespace) or unavailable (no RDMA subsystem).
+enum class RdmaNetnsMode { kExclusive, kShared, kUnavailable };
+// "exclusive", "shared", "unavailable": the names records and device-info files carry.
+std::string_view RdmaNetnsModeName(RdmaNetnsMode mode);
+// The mode a record names; an unknown or missing name reads as unavailable (nothing was moved).
+RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name);
+
 struct AttachmentRecord {
   int version = kStateVersion;
   std::string network;
@@ -42,7 +50,7 @@ struct AttachmentRecord {
   uint32_t host_mtu = 0;
   bool host_admin_up = false;
 
-  std::string netns_mode;  // "exclusive", "shared", or "unavailable" (no RDMA subsystem)
+  RdmaNetnsMode netns_mode = RdmaNetnsMode::kUnavailable;
   bool rdma_moved = false;
   uint16_t pkey = 0xffff;
   int pkey_index = -1;  // index in the port's pkey table (InfiniBand), -1 if not applicable

@@ -49,6 +49,37 @@ inline tl::unexpected<CniError> CniFail(int code, std::string msg, std::string d
 // otherwise `fallback`.
 CniError FromError(const Error& e, int fallback);
 
+// The one way a failure becomes a CNI error: a library Error through FromError(e, code), a
+// CniError as it is (it already has its code).
+inline CniError ToCniError(const Error& e, int code) { return FromError(e, code); }
+inline CniError ToCniError(CniError e, int /*code*/) { return e; }
+
+}  // namespace kuberdma::cni
+
+// Propagates a failed Result<T> or CniResult<T> from a function returning CniResult<U>; a library
+// Error becomes a CNI error with `code` (or 11/7, see FromError):
+//   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
+#define KUBERDMA_CNI_TRY(expr, code)                                                     \
+  do {                                                                                   \
+    auto kuberdma_cni_try_ = (expr);                                                     \
+    if (!kuberdma_cni_try_) {                                                            \
+      return ::tl::unexpected(                                                           \
+          ::kuberdma::cni::ToCniError(std::move(kuberdma_cni_try_).error(), (code)));    \
+    }                                                                                    \
+  } while (false)
+
+#define KUBERDMA_CNI_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, code)                       \
+  auto tmp = (expr);                                                                    \
+  if (!tmp) return ::tl::unexpected(::kuberdma::cni::ToCniError(std::move(tmp).error(), (code))); \
+  lhs = std::move(*tmp)
+
+// `KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, namespaces.Host(), kIoFailure);` declares `host` or
+// returns the failure as a CNI error.
+#define KUBERDMA_CNI_ASSIGN_OR_RETURN(lhs, expr, code) \
+  KUBERDMA_CNI_ASSIGN_OR_RETURN_IMPL_(KUBERDMA_CONCAT_(kuberdma_cni_aor_, __LINE__), lhs, expr, code)
+
+namespace kuberdma::cni {
+
 enum class Command { kAdd, kDel, kCheck, kVersion, kStatus, kGc };
 
 // What the runtime passed in CNI_* variables.

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// ADD's read-only half: which HCA, which netdev, what moves where under which name, with which MTU
+// and link state, and whether the pkey applies. Planning only looks (LinkOps and RdmaOps Get/List
+// calls, sysfs reads, the state store's List): it changes nothing, so any plan can be thrown away.
+// Plugin::Add executes the plan it gets.
+//
+//   Planner planner(links, rdma, root);
+//   KUBERDMA_CNI_ASSIGN_OR_RETURN(AttachPlan plan, planner.Plan(req, conf, store, host, pod), 0);
+//   // plan.record: what to save before the first change; plan.into: what the move applies
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "kuberdma/cni/config.h"
+#include "kuberdma/cni/state.h"
+#include "kuberdma/cni/types.h"
+#include "kuberdma/link/link_ops.h"
+#include "kuberdma/rdma/rdma_ops.h"
+#include "kuberdma/sysfs/hca.h"
+
+namespace kuberdma::cni {
+
+struct AttachPlan {
+  // The attachment as it will be once done (done == false, nothing moved yet): everything the
+  // undo needs, saved before the first change.
+  AttachmentRecord record;
+  sysfs::Hca hca;
+  // Another plugin of the chain already put the netdev in the pod: only the RDMA device moves.
+  bool chained = false;
+  // Applied in the same RTM_NEWLINK as the netdev's move: the pod's name, the MTU, and the admin
+  // state (unset when it is set later, after IPAM's addresses).
+  link::LinkChange into;
+  // The admin state the pod's interface ends in (nullopt: leave it).
+  std::optional<bool> want_up;
+};
+
+class Planner {
+ public:
+  Planner(link::LinkOps& links, rdma::RdmaOps& rdma, sysfs::SysfsRoot root)
+      : links_(links), rdma_(rdma), root_(std::move(root)) {}
+
+  // The plan for attaching `req` with `conf`, or the CNI error that stops it (7 for a config that
+  // cannot apply or no free device, 100 for a device attached elsewhere, 102 for shared mode under
+  // sharedNetnsPolicy "error", 4 for an ifname already in the pod).
+  CniResult<AttachPlan> Plan(const Request& req, const NetConf& conf, const StateStore& store,
+                             const netns::NetNs& host, const netns::NetNs& pod);
+
+ private:
+  // The chosen HCA, and its netdev on the host when selection already looked it up.
+  struct Selected {
+    sysfs::Hca hca;
+    std::optional<link::LinkInfo> host_link;
+  };
+  using Claims = std::map<std::string, std::string>;  // HCA bus address -> "cid/ifname"
+
+  CniResult<Selected> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
+                             const Claims& claimed);
+  Result<sysfs::Hca> FindNamed(const Selector& sel, const netns::NetNs& host);
+  CniResult<Selected> FirstFree(const NetConf& conf, const netns::NetNs& host,
+                                const Claims& claimed);
+  CniResult<RdmaNetnsMode> NetnsMode(const netns::NetNs& host, const NetConf& conf);
+  CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
+  CniResult<link::LinkInfo> Netdev(const Request& req, const Selected& selected, bool chained,
+                                   const netns::NetNs& host, const netns::NetNs& pod);
+
+  link::LinkOps& links_;
+  rdma::RdmaOps& rdma_;
+  sysfs::SysfsRoot root_;
+};
+
+// The admin state `conf` wants in the pod for a netdev that was `host_admin_up` on the host.
+std::optional<bool> WantedAdminUp(const NetConf& conf, bool host_admin_up);
+
+// The state store's key of an attachment ("cid/ifname").
+std::string AttachmentKey(const std::string& container_id, const std::string& ifname);
+
+}  // namespace kuberdma::cni
