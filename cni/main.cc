@@ -93,7 +93,7 @@ int Run() {
   auto text = ReadStdin();
   if (!text) return PrintError("", text.error());
   auto conf = ParseConfig(*text, req->command);
-  if (!conf) return PrintError("", conf.error());
+  if (!conf) return PrintError(ErrorVersion(*text), conf.error());
   SetUpLogging(*req, *conf);
 
   kuberdma::link::NetlinkLinkOps netlink_links;

@@ -209,6 +209,16 @@ std::string_view SelectorName(SelectorKind kind) {
   return "?";
 }
 
+std::string ErrorVersion(std::string_view text) {
+  json obj = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!obj.is_object()) return "";
+  auto it = obj.find("cniVersion");
+  if (it == obj.end() || !it->is_string()) return "";
+  const auto& v = SupportedVersions();
+  auto version = it->get<std::string>();
+  return std::find(v.begin(), v.end(), version) != v.end() ? version : "";
+}
+
 const std::vector<std::string>& SupportedVersions() {
   static const std::vector<std::string> kVersions = {"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"};
   return kVersions;

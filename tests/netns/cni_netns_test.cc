@@ -196,6 +196,17 @@ TEST_CASE("Errors are CNI error documents on stdout with the specification's cod
   CHECK(node.Run(kBin, {"STATUS", "", "", "", SeedConf(node, "1.1.0")}).exit_code == 0);
 }
 
+TEST_CASE("The error for a config whose fields are wrong carries the config's cniVersion") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  auto r = node.Run(kBin, {"ADD", "c8", pod, "net1", SeedConf(node, "0.3.1", R"(,"mtu":"9000")")});
+  CHECK(r.exit_code != 0);
+  json err = json::parse(r.out);
+  CHECK(err["code"] == 7);
+  CHECK(err["cniVersion"] == "0.3.1");
+  CHECK(node.links().GetByName(node.node(), "ens1f0np0"));  // nothing moved
+}
+
 TEST_CASE("GC gives back attachments that are no longer valid") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");

@@ -136,6 +136,14 @@ TEST_CASE("runtimeConfig carries the device-info file; GC reads valid attachment
                Command::kGc) == kInvalidConfig);
 }
 
+TEST_CASE("Errors about a config that parsed answer in the config's own cniVersion") {
+  CHECK(ErrorVersion(R"({"cniVersion":"0.3.1","name":"x","mtu":"9000"})") == "0.3.1");
+  CHECK(ErrorVersion(R"({"cniVersion":"1.0.0"})") == "1.0.0");
+  CHECK(ErrorVersion(R"({"cniVersion":"0.2.0"})").empty());  // not ours: the newest answers
+  CHECK(ErrorVersion("{not json").empty());
+  CHECK(ErrorVersion(R"({"cniVersion":7})").empty());
+}
+
 TEST_CASE("Version comparison is numeric per component") {
   CHECK(CompareVersions("0.4.0", "1.0.0") < 0);
   CHECK(CompareVersions("1.10.0", "1.9.0") > 0);

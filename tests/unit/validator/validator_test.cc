@@ -133,6 +133,16 @@ Options Ib(const std::string& expect) {
   return o;
 }
 
+TEST_CASE("With nothing to validate the report says so, and exits 2 naming where devices come from") {
+  link::NetlinkLinkOps links;
+  Validator v(Options{}, sysfs::SysfsRoot(Fx("sysfs/roce8")), links, Env({}));
+  Report r = v.Inventory();
+  CHECK(r.exit_code == 2);
+  std::string table = r.Table();
+  CHECK_THAT(table, Catch::Contains("no expected devices") && Catch::Contains("--expect"));
+  CHECK_THAT(table, !Catch::Contains("expected from )"));
+}
+
 TEST_CASE(
     "Inventory names every mismatch: missing, port down, uverbs unopenable, visible but not ours") {
   FixtureCopy fx;

@@ -409,11 +409,15 @@ std::string Report::Table() const {
   std::ostringstream o;
   o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
     << (opts.transport == Transport::kIb ? "IB" : "Socket") << ", rank " << rank << " of "
-    << world_size << "; expected from " << expected_source << ")\n";
+    << world_size << "; "
+    << (expected_source.empty() ? "no expected devices" : "expected from " + expected_source)
+    << ")\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %7s %s\n", "device",
-                "present", "state", "usable", "chosen", "sent", "received", "share", "traffic");
-  o << line;
+  if (!devices.empty()) {
+    std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %7s %s\n", "device",
+                  "present", "state", "usable", "chosen", "sent", "received", "share", "traffic");
+    o << line;
+  }
   for (const auto& d : devices) {
     std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %6.1f%% %s\n",
                   d.name.c_str(), d.present ? "yes" : "NO", d.state.c_str(),

@@ -61,6 +61,11 @@ struct NetConf {
 // STATUS/GC < 1.1.0).
 CniResult<NetConf> ParseConfig(std::string_view text, Command command);
 
+// The cniVersion an error about `text` is written in: the config's own when it is JSON naming a
+// version this plugin supports, else "" (the newest). A config that parses but has a bad field
+// is answered in its own version.
+std::string ErrorVersion(std::string_view text);
+
 // The cniVersion values this plugin reads and answers in.
 const std::vector<std::string>& SupportedVersions();
 
