@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the doctor's views share: adding a finding, reading the environment, small list helpers.
+// Internal to tools/doctor.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kuberdma/doctor/doctor.h"
+
+namespace kuberdma::doctor::internal {
+
+inline void Add(View& v, std::string check, Status s, std::string msg, std::string fix = "") {
+  v.findings.push_back({std::move(check), s, std::move(msg), std::move(fix)});
+}
+
+// "ok", "warn", "FAIL".
+const char* StatusName(Status s);
+
+// The variable `k` from the inputs' environment, "" when unset.
+std::string Env(const Inputs& in, const char* k);
+std::vector<std::string> Split(const std::string& s, char sep);
+std::string Join(const std::vector<std::string>& v, const std::string& sep = ",");
+std::vector<std::string> Names(const std::vector<sysfs::Hca>& hcas);
+// The HCAs this pod was given, from the device plugin's env (the pod-env contract).
+std::vector<std::string> Ours(const Inputs& in);
+
+// The seed article's pitfalls 2-4, 6 and 7 as checks of a pod's NCCL setup (pitfalls.cc).
+void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v);
+void CheckIbHca(const Inputs& in, const std::vector<std::string>& present,
+                const std::vector<std::string>& ours, View& v);
+void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours,
+                          size_t visible, View& v);
+void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames, View& v);
+void CheckMemlock(View& v);
+void CheckNcclVersion(const Inputs& in, View& v);
+
+}  // namespace kuberdma::doctor::internal

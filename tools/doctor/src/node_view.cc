@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node view: every HCA and where it is, the netns mode, the device plugin, allocations, CNI
+// records and stranded devices.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <tuple>
+
+#include "internal.h"
+#include "kuberdma/cni/state.h"
+#include "kuberdma/deviceplugin/podresources.h"
+
+namespace kuberdma::doctor {
+
+using internal::Add;
+using internal::Join;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<cni::AttachmentRecord> Records(const Inputs& in) {
+  std::vector<cni::AttachmentRecord> records;
+  if (auto r = cni::StateStore(in.state_dir).List()) records = *r;
+  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.container_id, a.ifname) < std::tie(b.container_id, b.ifname);
+  });
+  return records;
+}
+
+// Where `h`'s netdev is: on the host, in a pod (from the records), or not visible here.
+std::string WhereIs(const Inputs& in, const Result<netns::NetNs>& host, const sysfs::Hca& h,
+                    const std::vector<cni::AttachmentRecord>& records) {
+  std::string where = "not in this namespace";
+  std::string nd = h.netdevs.empty() ? "" : h.netdevs.front();
+  if (!nd.empty() && host && in.links != nullptr && in.links->GetByName(*host, nd)) where = "host";
+  for (const auto& r : records) {
+    if (r.hca_address == h.address) {
+      where = "pod " + r.container_id + "/" + r.ifname + " (" + r.netns + ")";
+    }
+  }
+  return where;
+}
+
+void ListHcas(const Inputs& in, const Result<netns::NetNs>& host,
+              const std::vector<sysfs::Hca>& hcas,
+              const std::vector<cni::AttachmentRecord>& records, View& v) {
+  json list = json::array();
+  for (const auto& h : hcas) {
+    list.push_back({{"name", h.name},
+                    {"address", h.address},
+                    {"numaNode", h.numa_node},
+                    {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
+                    {"portState", h.ports.empty() ? "" : h.ports.front().state_name},
+                    {"netdev", h.netdevs.empty() ? "" : h.netdevs.front()},
+                    {"where", WhereIs(in, host, h, records)}});
+    if (!h.ports.empty() && h.ports.front().state != sysfs::kPortActive) {
+      Add(v, "port state", Status::kWarn, h.name + " port 1 is " + h.ports.front().state_name,
+          "check the cable and switch port; the device plugin marks it Unhealthy");
+    }
+  }
+  v.doc["hcas"] = list;
+  if (list.empty()) {
+    Add(v, "HCAs present", Status::kFail,
+        "no RDMA devices under " + in.root.Sys("class/infiniband"),
+        "load the driver (mlx5_ib) and check ibv_devinfo");
+  }
+}
+
+std::string NetnsMode(const Inputs& in, const Result<netns::NetNs>& host) {
+  if (host && in.rdma != nullptr) {
+    if (auto m = in.rdma->GetNetnsMode(*host)) return std::string(rdma::NetnsModeName(*m));
+  }
+  if (auto boot = sysfs::BootNetnsModeShared(in.root)) {
+    return std::string(*boot ? "shared" : "exclusive") + " (boot parameter)";
+  }
+  return "unknown";
+}
+
+void DevicePlugin(const Inputs& in, View& v) {
+  json dp = {{"dir", in.plugin_dir},
+             {"kubeletSocket", fs::exists(in.plugin_dir + "/kubelet.sock")},
+             {"sockets", json::array()}};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(in.plugin_dir, ec)) {
+    std::string n = e.path().filename();
+    if (n.rfind("kuberdma-", 0) == 0) dp["sockets"].push_back(n);
+  }
+  v.doc["devicePlugin"] = dp;
+  if (dp["sockets"].empty()) {
+    Add(v, "pitfall-1: device plugin serving", Status::kFail,
+        "no kuberdma-*.sock in " + in.plugin_dir,
+        "the rdma-device-plugin DaemonSet is not running on this node: kubectl -n kube-rdma get "
+        "pods -o wide");
+  } else {
+    Add(v, "pitfall-1: device plugin serving", Status::kOk,
+        Join(dp["sockets"].get<std::vector<std::string>>()));
+  }
+}
+
+json FromPodResources(const Inputs& in) {
+  if (!fs::exists(in.pod_resources)) return nullptr;
+  auto pr = deviceplugin::ListPodResources(in.pod_resources, std::chrono::seconds(2));
+  if (!pr) return nullptr;
+  json allocs = json::array();
+  for (const auto& x : *pr) {
+    if (x.resource.rfind("rdma/", 0) != 0) continue;
+    allocs.push_back({{"pod", x.pod},
+                      {"container", x.container},
+                      {"resource", x.resource},
+                      {"deviceIDs", x.device_ids}});
+  }
+  return allocs;
+}
+
+json FromCheckpoint(const std::string& path) {
+  auto a = ReadCheckpoint(path);
+  if (!a) return nullptr;
+  json allocs = json::array();
+  for (const auto& x : *a) {
+    allocs.push_back({{"podUID", x.pod_uid},
+                      {"container", x.container},
+                      {"resource", x.resource},
+                      {"deviceIDs", x.device_ids}});
+  }
+  return allocs;
+}
+
+// rdma/* allocations: the pod-resources API when it answers, the checkpoint file otherwise.
+void Allocations(const Inputs& in, View& v) {
+  std::string cp =
+      in.checkpoint.empty() ? in.plugin_dir + "/kubelet_internal_checkpoint" : in.checkpoint;
+  json allocs = FromPodResources(in);
+  std::string source = "pod-resources API";
+  if (allocs.is_null()) {
+    allocs = FromCheckpoint(cp);
+    source = "checkpoint " + cp;
+  }
+  if (allocs.is_null()) {
+    allocs = json::array();
+    source = "none";
+  }
+  v.doc["allocations"] = allocs;
+  v.doc["allocationsSource"] = source;
+}
+
+void CheckRecord(const Inputs& in, const cni::AttachmentRecord& r, View& v) {
+  if (r.netns.empty()) return;
+  auto ns = netns::NetNs::Open(HostPath(in, r.netns));
+  if (!ns && ns.error().code() == ErrorCode::kNotFound) {
+    Add(v, "stranded devices", Status::kFail,
+        r.hca + " is recorded for " + r.container_id + "/" + r.ifname + " in " + r.netns +
+            ", which no longer exists",
+        "CNI GC (or DEL of that container) restores it; the kernel has already returned the "
+        "netdev to the host");
+  } else if (!ns) {
+    // Not seeing a namespace is not proof that it is gone: never call a live pod stranded.
+    Add(v, "stranded devices", Status::kWarn,
+        "cannot tell whether " + r.netns + " (" + r.container_id + "/" + r.ifname +
+            ") exists: " + ns.error().message(),
+        "run on the host as root, or in `kubectl debug node/<node> --profile=sysadmin` with "
+        "--host-root /host");
+  }
+}
+
+void CniRecords(const Inputs& in, const std::vector<cni::AttachmentRecord>& records, View& v) {
+  json recs = json::array();
+  for (const auto& r : records) {
+    recs.push_back({{"network", r.network},
+                    {"containerID", r.container_id},
+                    {"ifname", r.ifname},
+                    {"hca", r.hca},
+                    {"netns", r.netns}});
+    CheckRecord(in, r, v);
+  }
+  v.doc["cniRecords"] = recs;
+}
+
+// HCA netdevs the kernel renamed devN when the namespace they were in died.
+void CheckRenamed(const Inputs& in, const Result<netns::NetNs>& host, View& v) {
+  if (!host || in.links == nullptr) return;
+  auto links = in.links->List(*host);
+  if (!links) return;
+  for (const auto& l : *links) {
+    bool devn = l.name.size() > 3 && l.name.rfind("dev", 0) == 0 &&
+                l.name.find_first_not_of("0123456789", 3) == std::string::npos;
+    if (devn && sysfs::HcaForNetdev(in.root, l.name, sysfs::HcaDetail::kIdentity)) {
+      Add(v, "stranded devices", Status::kWarn,
+          l.name + " is an HCA netdev the kernel renamed when a pod's namespace died",
+          "CNI DEL or GC for that pod restores its name; `rdma-doctor node --json` lists the "
+          "records");
+    }
+  }
+}
+
+}  // namespace
+
+View NodeView(const Inputs& in) {
+  View v{"node", json::object(), {}};
+  auto host = netns::NetNs::Current();
+  auto hcas = sysfs::DiscoverHcas(in.root, sysfs::HcaDetail::kPorts);
+  std::vector<cni::AttachmentRecord> records = Records(in);
+  ListHcas(in, host, hcas ? *hcas : std::vector<sysfs::Hca>{}, records, v);
+  v.doc["netnsMode"] = NetnsMode(in, host);
+  DevicePlugin(in, v);
+  Allocations(in, v);
+  CniRecords(in, records, v);
+  CheckRenamed(in, host, v);
+  return v;
+}
+
+}  // namespace kuberdma::doctor

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+// The seed article's pitfalls as checks of a pod's NCCL setup, each with its fix.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "internal.h"
+#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/sysfs/topology.h"
+
+namespace kuberdma::doctor::internal {
+
+namespace fs = std::filesystem;
+
+void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v) {
+  if (Env(in, "NCCL_IB_DISABLE") == "1" && !visible.empty()) {
+    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail,
+        "NCCL_IB_DISABLE=1 while " + std::to_string(visible.size()) + " HCA(s) are present",
+        "set NCCL_IB_DISABLE=0 (RoCE needs it too)");
+  } else if (visible.empty()) {
+    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail,
+        "no RDMA device is visible: NCCL can only use TCP",
+        "inject HCAs with rdma-device-plugin and attach them with the rdma CNI");
+  } else {
+    Add(v, "pitfall-2: NCCL over RDMA", Status::kOk,
+        std::to_string(visible.size()) + " HCA(s) visible");
+  }
+}
+
+namespace {
+
+void CheckIbHcaEntry(const podenv::IbHcaList& parsed, const std::string& name,
+                     const std::vector<std::string>& present, View& v) {
+  if (std::find(present.begin(), present.end(), name) == present.end()) {
+    Add(v, "pitfall-3: NCCL_IB_HCA names present HCAs", Status::kFail,
+        "NCCL_IB_HCA names " + name + ", which this pod does not have",
+        "use the device plugin's NCCL_IB_HCA (drop the pod spec's own value) or list the pod's "
+        "HCAs");
+  }
+  if (parsed.exact || parsed.exclude) return;
+  for (const auto& p : present) {
+    if (p != name && p.rfind(name, 0) == 0) {
+      Add(v, "pitfall-3: NCCL_IB_HCA exact match", Status::kWarn,
+          "NCCL_IB_HCA entry " + name + " also matches " + p + " by prefix",
+          "use the exact-match form: NCCL_IB_HCA==" + Join(parsed.Names()));
+    }
+  }
+}
+
+}  // namespace
+
+void CheckIbHca(const Inputs& in, const std::vector<std::string>& present,
+                const std::vector<std::string>& ours, View& v) {
+  std::string ib = Env(in, podenv::kNcclIbHca);
+  if (ib.empty()) return;
+  podenv::IbHcaList parsed = podenv::ParseIbHca(ib);
+  for (const auto& name : parsed.Names()) CheckIbHcaEntry(parsed, name, present, v);
+  auto selected = parsed.Select(present);
+  for (const auto& o : ours) {
+    if (std::find(selected.begin(), selected.end(), o) == selected.end()) {
+      Add(v, "pitfall-3: every HCA in NCCL_IB_HCA", Status::kFail,
+          o + " was allocated to this pod but NCCL_IB_HCA leaves it out",
+          "NCCL will not use it: include it, or let the device plugin's NCCL_IB_HCA stand");
+    }
+  }
+}
+
+void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours, size_t visible,
+                          View& v) {
+  if (auto mc = Env(in, "NCCL_MAX_NCHANNELS");
+      !mc.empty() && std::atoi(mc.c_str()) < static_cast<int>(std::max(ours.size(), size_t{1}))) {
+    Add(v, "pitfall-3: channels per NIC", Status::kWarn,
+        "NCCL_MAX_NCHANNELS=" + mc + " is fewer than the pod's " + std::to_string(ours.size()) +
+            " HCAs",
+        "raise NCCL_MAX_NCHANNELS to at least the number of HCAs (the seed uses 32)");
+  }
+  auto gpus = sysfs::DiscoverGpus(in.root);
+  size_t ngpu = gpus ? gpus->size() : 0;
+  size_t nhca = ours.empty() ? visible : ours.size();
+  if (ngpu > 0 && nhca < ngpu) {
+    Add(v, "pitfall-3: one NIC per GPU", Status::kWarn,
+        std::to_string(nhca) + " HCA(s) for " + std::to_string(ngpu) + " GPU(s)",
+        "attach one rdma-net per GPU (net1..netN) and request as many HCAs");
+  }
+}
+
+void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames, View& v) {
+  std::string ifn = Env(in, "NCCL_SOCKET_IFNAME");
+  if (ifn.empty()) {
+    Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kWarn,
+        "NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself",
+        "set NCCL_SOCKET_IFNAME=eth0 (the pod's primary interface) so renamed NICs cannot surprise "
+        "it");
+    return;
+  }
+  std::string l = ifn[0] == '=' || ifn[0] == '^' ? ifn.substr(1) : ifn;
+  bool any = false;
+  for (const auto& item : Split(l, ',')) {
+    for (const auto& n : ifnames) any = any || (ifn[0] == '=' ? n == item : n.rfind(item, 0) == 0);
+    any = any || item == "lo";
+  }
+  if (!any && ifn[0] != '^') {
+    Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kFail,
+        "NCCL_SOCKET_IFNAME=" + ifn + " names no interface of this pod (" + Join(ifnames) + ")",
+        "name an interface that exists in the pod, e.g. eth0");
+  }
+}
+
+void CheckMemlock(View& v) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < (64u << 20)) {
+    Add(v, "pitfall-6: locked memory", Status::kWarn,
+        "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur >> 10) +
+            " KiB: RDMA registration pins memory",
+        "raise the container runtime's memlock limit (e.g. LimitMEMLOCK=infinity for containerd)");
+  }
+}
+
+std::string NcclLibraryVersion(const std::vector<std::string>& lib_dirs) {
+  std::string nccl;
+  std::error_code ec;
+  for (const auto& dir : lib_dirs) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::string n = e.path().filename();
+      if (n.rfind("libnccl.so.2.", 0) == 0 && n.size() > 13) nccl = n.substr(11);
+      if (n == "libnccl.so.2" && nccl.empty()) {
+        // Only the soname link: its target carries the version (libnccl.so.2.28.3).
+        std::string target = fs::read_symlink(e.path(), ec).filename().string();
+        if (target.rfind("libnccl.so.2.", 0) == 0) nccl = target.substr(11);
+      }
+    }
+  }
+  return nccl;
+}
+
+void CheckNcclVersion(const Inputs& in, View& v) {
+  std::string nccl = NcclLibraryVersion(in.lib_dirs);
+  if (nccl.empty()) {
+    Add(v, "pitfall-7: NCCL version", Status::kWarn, "no libnccl.so.2.x.y in " + Join(in.lib_dirs),
+        "use an NGC image, which ships a tuned NCCL");
+    return;
+  }
+  auto parts = Split(nccl, '.');
+  int minor = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 0;
+  Add(v, "pitfall-7: NCCL version", minor >= 20 ? Status::kOk : Status::kWarn, "NCCL " + nccl,
+      "multi-HCA and symmetric-memory features need NCCL 2.20 or later: update the image");
+}
+
+}  // namespace kuberdma::doctor::internal

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// The readable form of a view.
+#include <cstdio>
+#include <sstream>
+
+#include "internal.h"
+
+namespace kuberdma::doctor {
+
+using internal::Join;
+using nlohmann::json;
+
+namespace {
+
+void RenderHcas(const json& hcas, std::ostringstream& o) {
+  for (const auto& h : hcas) {
+    o << "  " << h.value("name", "") << "  " << h.value("address", "") << "  numa "
+      << h.value("numaNode", -1) << "  " << h.value("linkLayer", "") << "  port "
+      << h.value("portState", "") << "  netdev " << h.value("netdev", "-") << " ("
+      << h.value("where", "") << ")\n";
+  }
+}
+
+void RenderMatrix(const json& doc, std::ostringstream& o) {
+  o << "  " << std::string(18, ' ');
+  for (const auto& h : doc["hcaNames"]) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%-8s", h.get<std::string>().c_str());
+    o << b;
+  }
+  o << " nearest\n";
+  for (const auto& row : doc["matrix"]) {
+    char b[32];
+    std::snprintf(b, sizeof b, "  GPU %-14s", row["gpu"].get<std::string>().c_str());
+    o << b;
+    for (const auto& d : row["distances"]) {
+      std::snprintf(b, sizeof b, "%-8s", d.get<std::string>().c_str());
+      o << b;
+    }
+    o << " " << Join(row["nearest"].get<std::vector<std::string>>()) << "\n";
+  }
+}
+
+}  // namespace
+
+std::string Render(const View& v) {
+  std::ostringstream o;
+  o << "rdma-doctor " << v.name << "\n";
+  if (v.doc.contains("hcas")) RenderHcas(v.doc["hcas"], o);
+  if (v.doc.contains("matrix")) RenderMatrix(v.doc, o);
+  for (const char* key :
+       {"netnsMode", "devicePlugin", "allocations", "cniRecords", "netdevs", "devices", "env"}) {
+    if (v.doc.contains(key)) o << "  " << key << ": " << v.doc[key].dump() << "\n";
+  }
+  for (const auto& f : v.findings) {
+    o << "  [" << internal::StatusName(f.status) << "] " << f.check << ": " << f.message << "\n";
+    if (f.status != Status::kOk && !f.fix.empty()) o << "         fix: " << f.fix << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace kuberdma::doctor
