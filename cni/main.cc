@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -16,6 +17,7 @@
 #include "kuberdma/cni/plugin.h"
 #include "kuberdma/cni/result.h"
 #include "kuberdma/cni/timed_ops.h"
+#include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/rdma/netlink_rdma_ops.h"
 
@@ -84,6 +86,9 @@ void SetUpEarlyLogging() {
 
 int Run() {
   SetUpEarlyLogging();
+  // An IPAM plugin that exits before reading its stdin must fail our write with EPIPE, not kill
+  // us before the result (or the undo) is written.
+  std::signal(SIGPIPE, SIG_IGN);
   auto req = ParseEnv(&GetEnv);
   if (!req) return PrintError("", req.error());
   if (req->command == Command::kVersion) {
@@ -100,7 +105,9 @@ int Run() {
   TimedLinkOps links(netlink_links);
   kuberdma::rdma::NetlinkRdmaOps rdma;
   kuberdma::netns::RealNamespaceOps namespaces;
-  Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv()});
+  kuberdma::link::NetlinkAddrOps addrs;
+  ExecIpam ipam;
+  Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam});
   struct Timing {
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     const TimedLinkOps& links;
@@ -132,7 +139,7 @@ int Run() {
       return r ? 0 : PrintError(conf->cni_version, r.error());
     }
     case Command::kGc: {
-      auto r = plugin.Gc(*conf);
+      auto r = plugin.Gc(*conf, *req);
       return r ? 0 : PrintError(conf->cni_version, r.error());
     }
     case Command::kVersion:

@@ -168,6 +168,23 @@ CniResult<void> ParseGc(const json& obj, NetConf* conf) {
   return {};
 }
 
+CniResult<void> ParseIpam(const json& obj, NetConf* conf) {
+  auto it = obj.find("ipam");
+  if (it == obj.end() || it->is_null()) return {};
+  if (!it->is_object()) return tl::unexpected(FieldError("ipam", "an object", *it));
+  // An empty ipam object is "no IPAM", as the reference plugins read it.
+  if (it->empty()) return {};
+  auto type = OptString(*it, "type", "ipam");
+  if (!type) return tl::unexpected(type.error());
+  if (!*type || (*type)->empty()) {
+    return CniFail(kInvalidConfig,
+                   "invalid network config: field 'ipam.type' is required (the IPAM plugin to run, "
+                   "e.g. \"host-local\", \"static\" or \"whereabouts\")");
+  }
+  conf->ipam = IpamConf{**type, *it};
+  return {};
+}
+
 CniResult<void> CheckVersion(const NetConf& conf, Command command) {
   const auto& v = SupportedVersions();
   if (std::find(v.begin(), v.end(), conf.cni_version) == v.end()) {
@@ -259,7 +276,8 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command) {
   if (command != Command::kVersion && conf.name.empty()) {
     return CniFail(kInvalidConfig, "invalid network config: field 'name' is required");
   }
-  for (auto step : {&ParseLinkState, &ParseNumbers, &ParseSelectors, &ParseOptions, &ParseGc}) {
+  for (auto step :
+       {&ParseLinkState, &ParseNumbers, &ParseSelectors, &ParseOptions, &ParseGc, &ParseIpam}) {
     auto r = step(obj, &conf);
     if (!r) return tl::unexpected(r.error());
   }
@@ -271,6 +289,7 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command) {
     auto r = CheckVersion(conf, command);
     if (!r) return tl::unexpected(r.error());
   }
+  conf.raw = std::move(obj);
   return conf;
 }
 

@@ -237,6 +237,10 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
                  .pkey_index = pkey_index};
   plan.want_up = WantedAdminUp(conf, netdev.admin_up);
   plan.into = {.name = req.ifname, .mtu = conf.mtu, .up = plan.want_up};
+  if (conf.ipam) {
+    plan.record.ipam = IpamState{.type = conf.ipam->type, .section = conf.ipam->section};
+    plan.into.up.reset();  // set after IPAM's addresses, before its routes (which need it up)
+  }
   return plan;
 }
 

@@ -128,6 +128,7 @@ Result<LinkInfo> Plugin::Verify(const AttachmentRecord& rec, const NetConf& conf
     auto dev = d_.rdma.GetByName(pod, rec.hca);
     if (!dev) return Fail(dev.error().Wrap("RDMA device " + rec.hca + " is not in the pod"));
   }
+  KUBERDMA_TRY(VerifyAddresses(rec, pod, l.ifindex));
   return l;
 }
 
@@ -159,13 +160,25 @@ json Plugin::ResultFor(const AttachmentRecord& rec, const LinkInfo& link,
                   .mtu = link.mtu,
                   .sandbox = rec.netns,
                   .pci_id = pci_id};
-  return BuildResult(conf.cni_version, iface, conf.prev_result);
+  std::optional<IpamResult> ipam;
+  if (rec.ipam && rec.ipam->result.is_object()) {
+    if (auto r = IpamResult::Parse(rec.ipam->result, rec.ipam->type)) ipam = std::move(*r);
+  }
+  return BuildResult(conf.cni_version, iface, conf.prev_result, ipam ? &*ipam : nullptr);
 }
 
-CniResult<json> Plugin::RollBack(const AttachmentRecord& rec, const NetConf& conf,
-                                 const StateStore& store, const NetNs& host, const CniError& why) {
-  if (auto undone = Restore(rec, host); !undone) {
-    return CniFail(kRollbackIncomplete, why.msg + "; undo incomplete: " + undone.error().message(),
+CniResult<json> Plugin::RollBack(const AttachmentRecord& rec, const Request& req,
+                                 const NetConf& conf, const StateStore& store, const NetNs& host,
+                                 const CniError& why) {
+  std::string left;
+  if (auto undone = Restore(rec, host); !undone) left = undone.error().message();
+  if (rec.ipam && rec.ipam->requested) {
+    if (auto released = ReleaseAddresses(*rec.ipam, req, conf); !released) {
+      left += (left.empty() ? "" : "; ") + released.error().msg;
+    }
+  }
+  if (!left.empty()) {
+    return CniFail(kRollbackIncomplete, why.msg + "; undo incomplete: " + left,
                    "state kept in " + conf.state_dir + " so that DEL or GC can finish the undo");
   }
   (void)store.Remove(rec.network, rec.container_id, rec.ifname);
@@ -183,11 +196,21 @@ CniResult<json> Plugin::Execute(AttachPlan& plan, const Request& req, const NetC
   }
   // The record exists before the first change, so a crash at any point can be undone.
   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
-  auto applied = Apply(plan, store, host, pod);
-  auto verified = applied ? Verify(rec, conf, pod) : Result<LinkInfo>(Fail(applied.error()));
+  const std::string what = "attach " + rec.hca + " as " + req.ifname;
+  if (auto applied = Apply(plan, store, host, pod); !applied) {
+    return RollBack(rec, req, conf, store, host,
+                    FromError(applied.error().Wrap(what), kKernelRefused));
+  }
+  if (rec.ipam) {
+    if (auto a = AllocateAddresses(plan, req, conf, store, pod); !a) {
+      return RollBack(rec, req, conf, store, host,
+                      {a.error().code, what + ": " + a.error().msg, a.error().details});
+    }
+  }
+  auto verified = Verify(rec, conf, pod);
   if (!verified) {
-    Error e = verified.error().Wrap("attach " + rec.hca + " as " + req.ifname);
-    return RollBack(rec, conf, store, host, FromError(e, kKernelRefused));
+    return RollBack(rec, req, conf, store, host,
+                    FromError(verified.error().Wrap(what), kKernelRefused));
   }
   rec.done = true;
   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
@@ -216,11 +239,15 @@ CniResult<void> Plugin::UndoStale(const AttachmentRecord& old, const Request& re
                    "an earlier ADD of " + req.container_id + "/" + req.ifname + " left " + old.hca +
                        " half-attached and it could not be undone: " + r.error().message());
   }
+  if (old.ipam && old.ipam->requested) KUBERDMA_CNI_TRY(ReleaseAddresses(*old.ipam, req, conf), 0);
   (void)store.Remove(conf.name, req.container_id, req.ifname);
   return {};
 }
 
 CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
+  if (conf.ipam && (d_.ipam == nullptr || d_.addrs == nullptr)) {
+    return CniFail(kInvalidConfig, "ipam is configured but this plugin was built without IPAM");
+  }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock, Lock(conf), 0);
   StateStore store(conf.state_dir);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
@@ -242,13 +269,34 @@ CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
   StateStore store(conf.state_dir);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto rec, store.Load(conf.name, req.container_id, req.ifname),
                                 kStateFailure);
-  if (!rec) {
-    spdlog::info("DEL {}/{}: no state recorded; nothing to do", req.container_id, req.ifname);
-    return {};
+  if (rec) {
+    AttachmentRecord r = *rec;
+    if (!req.netns.empty()) r.netns = req.netns;
+    KUBERDMA_CNI_TRY(RestoreForDel(r, req, conf), 0);
+  } else {
+    spdlog::info("DEL {}/{}: no state recorded; no device to restore", req.container_id,
+                 req.ifname);
   }
+  // IPAM DEL every time (the specification makes it idempotent): also without state, after the
+  // namespace died, and when repeated, so that no address outlives its attachment.
+  if (auto ipam = IpamOf(rec ? &*rec : nullptr, conf)) {
+    auto released = ReleaseAddresses(*ipam, req, conf);
+    // An IPAM plugin that never ran for this attachment and cannot run now holds nothing of it.
+    bool never_allocated = rec && rec->ipam && !rec->ipam->requested;
+    if (!released && !(never_allocated && released.error().details == kIpamNotRun)) {
+      return tl::unexpected(released.error());
+    }
+  }
+  if (rec) {
+    KUBERDMA_CNI_TRY(store.Remove(rec->network, rec->container_id, rec->ifname), kStateFailure);
+    spdlog::info("restored {} as {} on the host", rec->hca, rec->host_name);
+  }
+  return {};
+}
+
+CniResult<void> Plugin::RestoreForDel(const AttachmentRecord& r, const Request& req,
+                                      const NetConf& conf) {
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
-  AttachmentRecord r = *rec;
-  if (!req.netns.empty()) r.netns = req.netns;
   auto restored = Restore(r, host);
   if (!restored && restored.error().code() != ErrorCode::kNotFound) {
     return CniFail(kRollbackIncomplete,
@@ -257,8 +305,6 @@ CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
                    "state kept in " + conf.state_dir + "; DEL can be retried");
   }
   if (!restored) spdlog::warn("DEL {}: {}", r.hca, restored.error().message());
-  KUBERDMA_CNI_TRY(store.Remove(r.network, r.container_id, r.ifname), kStateFailure);
-  spdlog::info("restored {} as {} on the host", r.hca, r.host_name);
   return {};
 }
 
@@ -277,6 +323,7 @@ CniResult<void> Plugin::Check(const Request& req, const NetConf& conf) {
   if (conf.prev_result && !PrevResultHasInterface(*conf.prev_result, req.ifname, req.netns)) {
     return CniFail(kCheckFailed, "prevResult does not list " + req.ifname + " in " + req.netns);
   }
+  if (auto ipam = IpamOf(&*rec, conf)) KUBERDMA_CNI_TRY(CheckAddresses(*ipam, req, conf), 0);
   return {};
 }
 
@@ -302,7 +349,23 @@ CniResult<void> Plugin::Status(const NetConf& conf) {
                                      "free device will fail");
 }
 
-CniResult<void> Plugin::Gc(const NetConf& conf) {
+CniResult<void> Plugin::CollectRecord(const AttachmentRecord& r, const Request& req,
+                                      const NetConf& conf, const NetNs& host) {
+  auto restored = Restore(r, host);
+  if (!restored && restored.error().code() != ErrorCode::kNotFound) {
+    return CniFail(kRollbackIncomplete, r.hca + ": " + restored.error().message());
+  }
+  if (auto ipam = IpamOf(&r, conf)) {
+    Request who = req;
+    who.container_id = r.container_id;
+    who.ifname = r.ifname;
+    who.netns = r.netns;
+    KUBERDMA_CNI_TRY(ReleaseAddresses(*ipam, who, conf), 0);
+  }
+  return {};
+}
+
+CniResult<void> Plugin::Gc(const NetConf& conf, const Request& req) {
   if (!conf.valid_attachments) {
     return CniFail(kInvalidConfig,
                    "GC needs cni.dev/valid-attachments (refusing to treat every "
@@ -317,15 +380,15 @@ CniResult<void> Plugin::Gc(const NetConf& conf) {
   std::string failures;
   for (const auto& r : records) {
     if (valid.contains(AttachmentKey(r.container_id, r.ifname))) continue;
-    auto restored = Restore(r, host);
-    if (!restored && restored.error().code() != ErrorCode::kNotFound) {
-      failures += (failures.empty() ? "" : "; ") + r.hca + ": " + restored.error().message();
+    if (auto c = CollectRecord(r, req, conf, host); !c) {
+      failures += (failures.empty() ? "" : "; ") + c.error().msg;
       continue;
     }
     (void)store.Remove(r.network, r.container_id, r.ifname);
     spdlog::info("GC restored {} from stale attachment {}/{}", r.hca, r.container_id, r.ifname);
   }
   if (!failures.empty()) return CniFail(kRollbackIncomplete, "GC could not restore: " + failures);
+  if (conf.ipam) KUBERDMA_CNI_TRY(CollectAddresses(conf, req), 0);
   return {};
 }
 

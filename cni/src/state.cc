@@ -53,73 +53,98 @@ RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name) {
 }
 
 json AttachmentRecord::ToJson() const {
-  return {{"version", version},
-          {"network", network},
-          {"containerID", container_id},
-          {"ifname", ifname},
-          {"netns", netns},
-          {"done", done},
-          {"hca", {{"name", hca}, {"address", hca_address}, {"linkLayer", link_layer}}},
-          {"netdev",
-           {{"moved", netdev_moved},
-            {"hostName", host_name},
-            {"hostIfindex", host_ifindex},
-            {"mac", mac},
-            {"hostMtu", host_mtu},
-            {"hostAdminUp", host_admin_up}}},
-          {"rdma", {{"netnsMode", RdmaNetnsModeName(netns_mode)}, {"moved", rdma_moved}}},
-          {"pkey", {{"value", pkey}, {"index", pkey_index}}}};
+  json j = {{"version", version},
+            {"network", network},
+            {"containerID", container_id},
+            {"ifname", ifname},
+            {"netns", netns},
+            {"done", done},
+            {"hca", {{"name", hca}, {"address", hca_address}, {"linkLayer", link_layer}}},
+            {"netdev",
+             {{"moved", netdev_moved},
+              {"hostName", host_name},
+              {"hostIfindex", host_ifindex},
+              {"mac", mac},
+              {"hostMtu", host_mtu},
+              {"hostAdminUp", host_admin_up}}},
+            {"rdma", {{"netnsMode", RdmaNetnsModeName(netns_mode)}, {"moved", rdma_moved}}},
+            {"pkey", {{"value", pkey}, {"index", pkey_index}}}};
+  if (ipam) {
+    j["ipam"] = {{"type", ipam->type},
+                 {"config", ipam->section},
+                 {"requested", ipam->requested},
+                 {"result", ipam->result}};
+  }
+  return j;
 }
 
+namespace {
+
+// Records are ours, but a truncated or hand-edited file must not crash DEL: read defensively.
+std::string Str(const json& o, const char* k) {
+  auto it = o.find(k);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+int64_t Num(const json& o, const char* k, int64_t dflt) {
+  auto it = o.find(k);
+  return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
+}
+bool Flag(const json& o, const char* k) {
+  auto it = o.find(k);
+  return it != o.end() && it->is_boolean() && it->get<bool>();
+}
+json Sub(const json& o, const char* k) {
+  auto it = o.find(k);
+  return it != o.end() && it->is_object() ? *it : json::object();
+}
+
+void ReadNetdev(const json& nd, AttachmentRecord* r) {
+  r->netdev_moved = Flag(nd, "moved");
+  r->host_name = Str(nd, "hostName");
+  r->host_ifindex = static_cast<int>(Num(nd, "hostIfindex", 0));
+  r->mac = Str(nd, "mac");
+  r->host_mtu = static_cast<uint32_t>(Num(nd, "hostMtu", 0));
+  r->host_admin_up = Flag(nd, "hostAdminUp");
+}
+
+std::optional<IpamState> ReadIpam(const json& j) {
+  auto it = j.find("ipam");
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  IpamState st{.type = Str(*it, "type"), .section = Sub(*it, "config"),
+               .requested = Flag(*it, "requested")};
+  if (auto res = it->find("result"); res != it->end() && res->is_object()) st.result = *res;
+  return st;
+}
+
+}  // namespace
+
 Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
-  // Records are ours, but a truncated or hand-edited file must not crash DEL: read defensively.
-  auto str = [](const json& o, const char* k) {
-    auto it = o.find(k);
-    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  auto num = [](const json& o, const char* k, int64_t dflt) {
-    auto it = o.find(k);
-    return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
-  };
-  auto flag = [](const json& o, const char* k) {
-    auto it = o.find(k);
-    return it != o.end() && it->is_boolean() && it->get<bool>();
-  };
-  auto sub = [](const json& o, const char* k) {
-    auto it = o.find(k);
-    return it != o.end() && it->is_object() ? *it : json::object();
-  };
   if (!j.is_object()) return Fail(ErrorCode::kInvalidArgument, "state record is not an object");
   AttachmentRecord r;
-  r.version = static_cast<int>(num(j, "version", 0));
+  r.version = static_cast<int>(Num(j, "version", 0));
   if (r.version < 1 || r.version > kStateVersion) {
     return Fail(ErrorCode::kInvalidArgument, "state record version " + std::to_string(r.version) +
                                                  " is not understood (this "
                                                  "plugin reads version " +
                                                  std::to_string(kStateVersion) + ")");
   }
-  r.network = str(j, "network");
-  r.container_id = str(j, "containerID");
-  r.ifname = str(j, "ifname");
-  r.netns = str(j, "netns");
-  r.done = flag(j, "done");
-  json hca = sub(j, "hca");
-  r.hca = str(hca, "name");
-  r.hca_address = str(hca, "address");
-  r.link_layer = str(hca, "linkLayer");
-  json nd = sub(j, "netdev");
-  r.netdev_moved = flag(nd, "moved");
-  r.host_name = str(nd, "hostName");
-  r.host_ifindex = static_cast<int>(num(nd, "hostIfindex", 0));
-  r.mac = str(nd, "mac");
-  r.host_mtu = static_cast<uint32_t>(num(nd, "hostMtu", 0));
-  r.host_admin_up = flag(nd, "hostAdminUp");
-  json rd = sub(j, "rdma");
-  r.netns_mode = ParseRdmaNetnsMode(str(rd, "netnsMode"));
-  r.rdma_moved = flag(rd, "moved");
-  json pk = sub(j, "pkey");
-  r.pkey = static_cast<uint16_t>(num(pk, "value", 0xffff));
-  r.pkey_index = static_cast<int>(num(pk, "index", -1));
+  r.network = Str(j, "network");
+  r.container_id = Str(j, "containerID");
+  r.ifname = Str(j, "ifname");
+  r.netns = Str(j, "netns");
+  r.done = Flag(j, "done");
+  json hca = Sub(j, "hca");
+  r.hca = Str(hca, "name");
+  r.hca_address = Str(hca, "address");
+  r.link_layer = Str(hca, "linkLayer");
+  ReadNetdev(Sub(j, "netdev"), &r);
+  json rd = Sub(j, "rdma");
+  r.netns_mode = ParseRdmaNetnsMode(Str(rd, "netnsMode"));
+  r.rdma_moved = Flag(rd, "moved");
+  json pk = Sub(j, "pkey");
+  r.pkey = static_cast<uint16_t>(Num(pk, "value", 0xffff));
+  r.pkey_index = static_cast<int>(Num(pk, "index", -1));
+  r.ipam = ReadIpam(j);
   return r;
 }
 

@@ -103,6 +103,7 @@ class FakeLinks final : public link::LinkOps {
     }
     moved.admin_up = false;  // dev_close() on the way
     src.erase(it);
+    w_.FlushAddresses(from.inode(), ifindex);  // a netns move flushes addresses and routes
     dst.push_back(moved);
     return Apply(to.inode(), dst.back(), c);
   }
@@ -121,6 +122,53 @@ class FakeLinks final : public link::LinkOps {
     if (c.alias) l.alias = *c.alias;
     return {};
   }
+  FakeWorld& w_;
+};
+
+class FakeAddrs final : public link::AddrOps {
+ public:
+  explicit FakeAddrs(FakeWorld& w) : w_(w) {}
+  Result<void> AddAddress(const NetNs& ns, int ifindex, const link::IpPrefix& ip) override {
+    KUBERDMA_TRY(w_.Tick("addr add " + ip.Cidr()));
+    if (w_.Find(ns.inode(), ifindex) == nullptr) return Fail(ErrorCode::kNotFound, "no link", ENODEV);
+    auto& list = w_.addrs_[ns.inode()][ifindex];
+    if (std::find(list.begin(), list.end(), ip) != list.end()) {
+      return Fail(ErrorCode::kAlreadyExists, "address exists", EEXIST);
+    }
+    list.push_back(ip);
+    return {};
+  }
+  Result<void> DeleteAddress(const NetNs& ns, int ifindex, const link::IpPrefix& ip) override {
+    KUBERDMA_TRY(w_.Tick("addr del " + ip.Cidr()));
+    auto& list = w_.addrs_[ns.inode()][ifindex];
+    list.erase(std::remove(list.begin(), list.end(), ip), list.end());
+    return {};
+  }
+  Result<std::vector<link::IpPrefix>> ListAddresses(const NetNs& ns, int ifindex) override {
+    KUBERDMA_TRY(w_.Tick("addr list"));
+    return w_.addrs_[ns.inode()][ifindex];
+  }
+  Result<void> AddRoute(const NetNs& ns, const link::Route& r) override {
+    KUBERDMA_TRY(w_.Tick("route add " + r.dst.Cidr()));
+    LinkInfo* l = w_.Find(ns.inode(), r.ifindex);
+    if (l == nullptr) return Fail(ErrorCode::kNotFound, "no link", ENODEV);
+    // As the kernel: a route through a gateway needs the link up (no connected route before).
+    if (!r.gateway.empty() && !l->admin_up) {
+      return Fail(ErrorCode::kIo, "add route: Network is unreachable", ENETUNREACH);
+    }
+    w_.routes_[ns.inode()].push_back(r);
+    return {};
+  }
+  Result<std::vector<link::Route>> ListRoutes(const NetNs& ns, int ifindex) override {
+    KUBERDMA_TRY(w_.Tick("route list"));
+    std::vector<link::Route> out;
+    for (const auto& r : w_.routes_[ns.inode()]) {
+      if (r.ifindex == ifindex) out.push_back(r);
+    }
+    return out;
+  }
+
+ private:
   FakeWorld& w_;
 };
 
@@ -192,6 +240,7 @@ class FakeRdma final : public rdma::RdmaOps {
 
 FakeWorld::FakeWorld()
     : links_ops_(std::make_unique<FakeLinks>(*this)),
+      addr_ops_(std::make_unique<FakeAddrs>(*this)),
       rdma_ops_(std::make_unique<FakeRdma>(*this)),
       ns_ops_(std::make_unique<FakeNamespaces>(*this)) {
   AddNamespace(kHostPath);
@@ -199,6 +248,73 @@ FakeWorld::FakeWorld()
 FakeWorld::~FakeWorld() = default;
 
 link::LinkOps& FakeWorld::links() { return *links_ops_; }
+link::AddrOps& FakeWorld::addrs() { return *addr_ops_; }
+
+void FakeWorld::FlushAddresses(ino_t ino, int ifindex) {
+  addrs_[ino].erase(ifindex);
+  auto& routes = routes_[ino];
+  routes.erase(std::remove_if(routes.begin(), routes.end(),
+                              [&](const link::Route& r) { return r.ifindex == ifindex; }),
+               routes.end());
+}
+
+std::vector<std::string> FakeWorld::Addresses() const {
+  std::vector<std::string> out;
+  for (const auto& [ino, links] : addrs_) {
+    for (const auto& [ifindex, list] : links) {
+      for (const auto& a : list) out.push_back(PathOf(ino) + " #" + std::to_string(ifindex) + " " + a.Cidr());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> FakeWorld::Routes() const {
+  std::vector<std::string> out;
+  for (const auto& [ino, list] : routes_) {
+    for (const auto& r : list) {
+      out.push_back(PathOf(ino) + " " + r.dst.Cidr() + " via " + r.gateway + " #" +
+                    std::to_string(r.ifindex));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+cni::CniResult<nlohmann::json> FakeIpam::Run(const std::string& type,
+                                             const cni::DelegateRequest& req,
+                                             const nlohmann::json& config) {
+  static const char* kVerbs[] = {"ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"};
+  std::string verb = kVerbs[static_cast<int>(req.command)];
+  std::string key = req.container_id + "/" + req.ifname;
+  calls.push_back(verb + " " + key);
+  configs.push_back(config);
+  if (auto t = w_.Tick("ipam " + verb + " " + type); !t) {
+    return cni::CniFail(cni::kTryAgainLater, "IPAM " + type + ": " + t.error().message());
+  }
+  std::string v = config.value("cniVersion", "");
+  if (std::find(versions.begin(), versions.end(), v) == versions.end()) {
+    return cni::CniFail(cni::kIncompatibleVersion, "IPAM " + type + ": incompatible CNI versions");
+  }
+  if (req.command == cni::Command::kDel) {
+    allocated.erase(key);
+    return nlohmann::json(nullptr);
+  }
+  if (req.command == cni::Command::kCheck) {
+    if (!allocated.contains(key)) return cni::CniFail(cni::kInvalidConfig, "IPAM " + type + ": no allocation");
+    return nlohmann::json(nullptr);
+  }
+  if (!allocated.contains(key)) allocated[key] = "10.9.0." + std::to_string(next_++) + "/24";
+  return nlohmann::json{{"cniVersion", v},
+                        {"ips", {{{"address", allocated[key]}, {"gateway", "10.9.0.1"}}}},
+                        {"routes", {{{"dst", "0.0.0.0/0"}}}},
+                        {"dns", {{"nameservers", {"10.9.0.53"}}}}};
+}
+
+cni::CniResult<std::vector<std::string>> FakeIpam::Versions(const std::string&,
+                                                            const cni::DelegateRequest&) {
+  return versions;
+}
 rdma::RdmaOps& FakeWorld::rdma() { return *rdma_ops_; }
 netns::NamespaceOps& FakeWorld::namespaces() { return *ns_ops_; }
 
@@ -218,6 +334,8 @@ void FakeWorld::KillNamespace(const std::string& path) {
     h.push_back(l);
   }
   for (const auto& d : rdma_[ino]) rdma_[host].push_back(d);
+  addrs_.erase(ino);
+  routes_.erase(ino);
   links_.erase(ino);
   rdma_.erase(ino);
   ns_by_path_.erase(it);

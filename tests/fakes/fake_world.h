@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/cni/ipam.h"
+#include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/netns/namespace_ops.h"
 #include "kuberdma/rdma/rdma_ops.h"
@@ -43,6 +45,9 @@ class FakeWorld {
   void SetMode(std::optional<rdma::NetnsMode> mode) { mode_ = mode; }  // nullopt: no subsystem
 
   // ---- Inspecting ----
+  // "ns ifname cidr" of every address, and "ns dst via gw dev ifname" of every route, sorted.
+  std::vector<std::string> Addresses() const;
+  std::vector<std::string> Routes() const;
   const LinkInfo* FindLink(const std::string& ns_path, const std::string& name) const;
   bool HasRdma(const std::string& ns_path, const std::string& name) const;
   // "ns name mac mtu up" lines for every link and RDMA device, sorted: equal before and after
@@ -55,11 +60,14 @@ class FakeWorld {
   std::vector<std::string> trace;
 
   link::LinkOps& links();
+  link::AddrOps& addrs();
   rdma::RdmaOps& rdma();
   netns::NamespaceOps& namespaces();
 
  private:
   friend class FakeLinks;
+  friend class FakeAddrs;
+  friend class FakeIpam;
   friend class FakeRdma;
   friend class FakeNamespaces;
 
@@ -76,9 +84,36 @@ class FakeWorld {
   std::optional<rdma::NetnsMode> mode_ = rdma::NetnsMode::kExclusive;
   ino_t next_ino_ = 100;
   int next_ifindex_ = 100;
+  // Addresses and routes per namespace and ifindex; a link that changes namespace loses both, as
+  // in the kernel.
+  std::map<ino_t, std::map<int, std::vector<link::IpPrefix>>> addrs_;
+  std::map<ino_t, std::vector<link::Route>> routes_;
+  void FlushAddresses(ino_t ino, int ifindex);
   std::unique_ptr<link::LinkOps> links_ops_;
+  std::unique_ptr<link::AddrOps> addr_ops_;
   std::unique_ptr<rdma::RdmaOps> rdma_ops_;
   std::unique_ptr<netns::NamespaceOps> ns_ops_;
+};
+
+// An IPAM plugin in memory: ADD hands out 10.9.0.<n>/24 (gateway 10.9.0.1, a default route) per
+// container/ifname and is idempotent; DEL releases; CHECK verifies the allocation exists. Each
+// call ticks the world, so fail_at can make any of them fail (code 11, as a busy IPAM would).
+class FakeIpam final : public cni::IpamPlugin {
+ public:
+  explicit FakeIpam(FakeWorld& w) : w_(w) {}
+  cni::CniResult<nlohmann::json> Run(const std::string& type, const cni::DelegateRequest& req,
+                                const nlohmann::json& config) override;
+  cni::CniResult<std::vector<std::string>> Versions(const std::string& type,
+                                               const cni::DelegateRequest& req) override;
+
+  std::map<std::string, std::string> allocated;  // "cid/ifname" -> address
+  std::vector<std::string> calls;                // "ADD c1/net1", ...
+  std::vector<std::string> versions = {"0.3.0", "0.3.1", "0.4.0", "1.0.0"};
+  std::vector<nlohmann::json> configs;           // what each call got on stdin
+
+ private:
+  FakeWorld& w_;
+  int next_ = 2;
 };
 
 }  // namespace kuberdma::fakes

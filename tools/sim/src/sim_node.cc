@@ -115,7 +115,7 @@ pid_t SimNode::Start(const std::string& binary, const CniCall& call, int out[2],
                                   "CNI_CONTAINERID=" + call.container_id,
                                   "CNI_NETNS=" + call.netns,
                                   "CNI_IFNAME=" + call.ifname,
-                                  "CNI_PATH=/opt/cni/bin",
+                                  "CNI_PATH=" + call.cni_path,
                                   "KUBERDMA_SYSFS_ROOT=" + sysfs_root_,
                                   "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   auto pid = testing::SpawnIn(node_, {binary}, env, in[0], out[1], err[1]);

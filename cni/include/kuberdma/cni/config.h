@@ -35,6 +35,12 @@ struct Attachment {
   std::string ifname;
 };
 
+// The `ipam` section: the IPAM plugin to delegate to and its own configuration.
+struct IpamConf {
+  std::string type;
+  nlohmann::json section;  // the whole `ipam` object, as given
+};
+
 struct NetConf {
   std::string cni_version;
   std::string name;
@@ -54,6 +60,9 @@ struct NetConf {
   uint32_t lock_timeout_ms = 10000;
   std::optional<nlohmann::json> prev_result;
   std::optional<std::vector<Attachment>> valid_attachments;  // GC: cni.dev/valid-attachments
+  std::optional<IpamConf> ipam;                               // absent: no addresses (IB, RoCE v1)
+  // The config as received: what a delegated IPAM plugin gets on stdin.
+  nlohmann::json raw = nlohmann::json::object();
 };
 
 // Parses `text` as the configuration for `command`. Errors: 6 for bad JSON, 7 for a bad field,

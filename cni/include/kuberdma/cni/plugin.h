@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/cni/config.h"
+#include "kuberdma/cni/ipam.h"
 #include "kuberdma/cni/plan.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/netns/namespace_ops.h"
 #include "kuberdma/rdma/rdma_ops.h"
@@ -30,7 +32,13 @@ struct Deps {
   rdma::RdmaOps& rdma;
   netns::NamespaceOps& namespaces;
   sysfs::SysfsRoot sysfs;
+  // Needed only for configs with an `ipam` section (error 7 naming what is missing otherwise).
+  link::AddrOps* addrs = nullptr;
+  IpamPlugin* ipam = nullptr;
 };
+
+// The IPAM an attachment uses: what its record says, else what the config says; nullopt for none.
+std::optional<IpamState> IpamOf(const AttachmentRecord* rec, const NetConf& conf);
 
 class Plugin {
  public:
@@ -45,8 +53,10 @@ class Plugin {
   CniResult<void> Check(const Request& req, const NetConf& conf);
   // Whether this node can serve ADDs (50: not at all; 51: no free HCA left).
   CniResult<void> Status(const NetConf& conf);
-  // Restores every attachment of this network not listed in cni.dev/valid-attachments.
-  CniResult<void> Gc(const NetConf& conf);
+  // Restores every attachment of this network not listed in cni.dev/valid-attachments and
+  // releases its addresses; then passes the list to IPAM GC where the IPAM plugin has it.
+  // `req` carries CNI_PATH for the IPAM plugin.
+  CniResult<void> Gc(const NetConf& conf, const Request& req = {});
 
  private:
   // A completed attachment's result again, when it still holds; nullopt to attach anew.
@@ -59,13 +69,36 @@ class Plugin {
   CniResult<nlohmann::json> Execute(AttachPlan& plan, const Request& req, const NetConf& conf,
                                     const StateStore& store, const netns::NetNs& host,
                                     const netns::NetNs& pod);
-  CniResult<nlohmann::json> RollBack(const AttachmentRecord& rec, const NetConf& conf,
-                                     const StateStore& store, const netns::NetNs& host,
-                                     const CniError& why);
+  CniResult<nlohmann::json> RollBack(const AttachmentRecord& rec, const Request& req,
+                                     const NetConf& conf, const StateStore& store,
+                                     const netns::NetNs& host, const CniError& why);
   Result<void> Apply(AttachPlan& plan, const StateStore& store, const netns::NetNs& host,
                      const netns::NetNs& pod);
   Result<link::LinkInfo> Verify(const AttachmentRecord& rec, const NetConf& conf,
                                 const netns::NetNs& pod);
+  Result<void> VerifyAddresses(const AttachmentRecord& rec, const netns::NetNs& pod, int ifindex);
+
+  // ---- IPAM (ipam_steps.cc) ----
+  // IPAM ADD for `rec`, recorded before and after; its addresses, the link state and its routes
+  // applied to the pod interface.
+  CniResult<void> AllocateAddresses(AttachPlan& plan, const Request& req, const NetConf& conf,
+                                    const StateStore& store, const netns::NetNs& pod);
+  Result<void> ConfigureInterface(const AttachmentRecord& rec, const IpamResult& ipam,
+                                  std::optional<bool> want_up, const netns::NetNs& pod);
+  // IPAM DEL for `ipam` (the recorded or configured section), as `req` names the attachment.
+  CniResult<void> ReleaseAddresses(const IpamState& ipam, const Request& req, const NetConf& conf);
+  // IPAM CHECK.
+  CniResult<void> CheckAddresses(const IpamState& ipam, const Request& req, const NetConf& conf);
+  // Runs the IPAM plugin, retrying once in a version it supports if it refuses the config's.
+  CniResult<nlohmann::json> CallIpam(Command command, const IpamState& ipam, const Request& req,
+                                     const NetConf& conf);
+  // IPAM GC with cni.dev/valid-attachments, where the plugin supports cniVersion 1.1.0.
+  CniResult<void> CollectAddresses(const NetConf& conf, const Request& req);
+  // DEL's restore of `r`: a device that is nowhere is logged, not an error.
+  CniResult<void> RestoreForDel(const AttachmentRecord& r, const Request& req, const NetConf& conf);
+  // GC of one stale attachment: its devices back, its addresses released.
+  CniResult<void> CollectRecord(const AttachmentRecord& r, const Request& req, const NetConf& conf,
+                                const netns::NetNs& host);
   // Puts the netdev and RDMA device of `rec` back on the host, wherever they are now.
   Result<void> Restore(const AttachmentRecord& rec, const netns::NetNs& host);
   Result<void> RestoreNetdev(const AttachmentRecord& rec, const netns::NetNs& host,

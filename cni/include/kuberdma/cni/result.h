@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "kuberdma/cni/ipam.h"
 #include "kuberdma/cni/types.h"
 
 namespace kuberdma::cni {
@@ -22,10 +23,13 @@ struct Interface {
 };
 
 // The ADD result: `prev` (if any) passed through with `iface` appended unless an interface of the
-// same name and sandbox is already listed. Fields a version does not define are left out
-// (mtu and pciID appear from 1.1.0); results for 0.3.x/0.4.0 keep "version" on IP entries.
+// same name and sandbox is already listed, and `ipam`'s addresses (each naming `iface`'s index in
+// "interfaces"), routes and DNS (unless `prev` has DNS) added. Fields a version does not define
+// are left out (mtu and pciID appear from 1.1.0); results for 0.3.x/0.4.0 carry "version" on IP
+// entries and always an ips list.
 nlohmann::json BuildResult(const std::string& version, const Interface& iface,
-                           const std::optional<nlohmann::json>& prev);
+                           const std::optional<nlohmann::json>& prev,
+                           const IpamResult* ipam = nullptr);
 
 // The VERSION answer.
 nlohmann::json VersionResult();

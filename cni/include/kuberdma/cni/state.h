@@ -31,6 +31,15 @@ std::string_view RdmaNetnsModeName(RdmaNetnsMode mode);
 // The mode a record names; an unknown or missing name reads as unavailable (nothing was moved).
 RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name);
 
+// What an attachment asked of its IPAM plugin: enough to release the address on every undo path,
+// even when the runtime's config no longer names the plugin.
+struct IpamState {
+  std::string type;
+  nlohmann::json section;  // the `ipam` object ADD delegated with
+  bool requested = false;  // IPAM ADD was started: every undo calls IPAM DEL
+  nlohmann::json result;   // what IPAM ADD returned (IpamResult::ToJson), null until then
+};
+
 struct AttachmentRecord {
   int version = kStateVersion;
   std::string network;
@@ -54,6 +63,7 @@ struct AttachmentRecord {
   bool rdma_moved = false;
   uint16_t pkey = 0xffff;
   int pkey_index = -1;  // index in the port's pkey table (InfiniBand), -1 if not applicable
+  std::optional<IpamState> ipam;  // absent without an ipam section
 
   nlohmann::json ToJson() const;
   static Result<AttachmentRecord> FromJson(const nlohmann::json& j);

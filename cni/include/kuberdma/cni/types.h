@@ -29,6 +29,7 @@ enum Code : int {
   kStateFailure = 103,        // The state record could not be read or written.
   kRollbackIncomplete = 104,  // A failure could not be fully undone; the message says what is left.
   kCheckFailed = 105,         // CHECK found the attachment differs from what ADD set up.
+  kIpamFailed = 106,          // The IPAM plugin could not be run, timed out, or gave no usable answer.
   kInternalError = 199,       // A bug: an unexpected exception reached the boundary.
 };
 

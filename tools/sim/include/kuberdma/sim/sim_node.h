@@ -31,6 +31,7 @@ struct CniCall {
   std::string netns;
   std::string ifname;
   std::string config;
+  std::string cni_path = "/opt/cni/bin";  // where delegated (IPAM) plugins are looked for
 };
 
 class SimNode {
