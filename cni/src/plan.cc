@@ -170,7 +170,7 @@ CniResult<int> Planner::CheckPkey(const Hca& hca, uint16_t pkey) {
                                        std::string(sysfs::LinkLayerName(hca.link_layer())) +
                                        " (RoCE has no partitions); leave pkey unset or \"0xffff\"");
   }
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(Hca full, sysfs::ReadHca(root_, hca.name, sysfs::HcaDetail::kTables),
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(Hca full, sysfs::ReadHca(root_, hca.name, sysfs::HcaDetail::kPkeys),
                                 kDeviceUnavailable);
   const sysfs::Port* port = full.port(1);
   std::string table;

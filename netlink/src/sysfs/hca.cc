@@ -2,6 +2,8 @@
 // Builds the Hca model from class/infiniband and the device directories behind it.
 #include "kuberdma/sysfs/hca.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -64,22 +66,32 @@ void ReadMadDevices(const SysfsRoot& root, const std::string& dev, Hca* hca) {
   }
 }
 
-void ReadTables(const SysfsRoot& root, const std::string& pdir, Port* p) {
-  if (auto keys = root.ListDir(pdir + "/pkeys")) {
-    // Table order is by index, which the natural sort of "0".."127" gives.
-    for (const auto& k : *keys) {
-      auto v = root.ReadAttr(pdir + "/pkeys/" + k);
-      if (!v) continue;
-      auto pk = ParsePkey(*v);
-      if (pk && *pk != 0) p->pkeys.push_back(*pk);
-    }
+void ReadPkeys(const SysfsRoot& root, const std::string& pdir, Port* p) {
+  auto keys = root.ListDir(pdir + "/pkeys");
+  if (!keys) return;
+  // Table order is by index, which the natural sort of "0".."127" gives.
+  for (const auto& k : *keys) {
+    auto v = root.ReadAttr(pdir + "/pkeys/" + k);
+    if (!v) continue;
+    auto pk = ParsePkey(*v);
+    if (pk && *pk != 0) p->pkeys.push_back(*pk);
   }
-  if (auto gids = root.ListDir(pdir + "/gids")) {
-    for (const auto& g : *gids) {
-      auto v = root.ReadAttr(pdir + "/gids/" + g);
-      if (v && *v != "0000:0000:0000:0000:0000:0000:0000:0000") p->gids.push_back(*v);
-    }
+}
+
+// The 16 bytes of a sysfs GID ("fe80:0000:...": eight groups of four hex digits).
+bool GidBytes(const std::string& gid, unsigned char out[16]) {
+  std::string hex;
+  for (char c : gid) {
+    if (c != ':') hex += c;
   }
+  if (hex.size() != 32) return false;
+  for (size_t i = 0; i < 16; ++i) {
+    char* end = nullptr;
+    std::string byte = hex.substr(2 * i, 2);
+    out[i] = static_cast<unsigned char>(std::strtoul(byte.c_str(), &end, 16));
+    if (*end != '\0') return false;
+  }
+  return true;
 }
 
 Result<void> ReadPorts(const SysfsRoot& root, const std::string& ib, HcaDetail detail, Hca* hca) {
@@ -95,7 +107,10 @@ Result<void> ReadPorts(const SysfsRoot& root, const std::string& ib, HcaDetail d
     p.rate_gbps = std::atof(p.rate.c_str());
     p.link_layer = ParseLinkLayer(root.ReadAttrOr(pdir + "/link_layer", ""));
     p.netdev = root.ReadAttrOr(pdir + "/gid_attrs/ndevs/0", "");
-    if (detail == HcaDetail::kTables) ReadTables(root, pdir, &p);
+    if (detail == HcaDetail::kPkeys || detail == HcaDetail::kTables) ReadPkeys(root, pdir, &p);
+    if (detail == HcaDetail::kTables) {
+      if (auto gids = ReadGidTable(root, hca->name, p.number)) p.gids = std::move(*gids);
+    }
     hca->ports.push_back(std::move(p));
   }
   return {};
@@ -157,6 +172,7 @@ Result<Hca> ReadHca(const SysfsRoot& root, const std::string& name, HcaDetail de
     }
   }
   if (detail != HcaDetail::kIdentity) {
+    hca.fw_version = root.ReadAttrOr(ib + "/fw_ver", "");
     KUBERDMA_TRY(ReadPorts(root, ib, detail, &hca));
     ReadMadDevices(root, *dev, &hca);
   }
@@ -210,6 +226,46 @@ std::optional<bool> BootNetnsModeShared(const SysfsRoot& root) {
   auto v = root.ReadAttr("module/ib_core/parameters/netns_mode");
   if (!v || v->empty()) return std::nullopt;
   return (*v)[0] == 'Y' || (*v)[0] == '1';
+}
+
+bool Gid::IsLinkLocal() const {
+  unsigned char b[16];
+  return GidBytes(gid, b) && b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
+}
+
+std::string Gid::Ipv4() const {
+  unsigned char b[16];
+  if (!GidBytes(gid, b)) return "";
+  for (int i = 0; i < 10; ++i) {
+    if (b[i] != 0) return "";
+  }
+  if (b[10] != 0xff || b[11] != 0xff) return "";
+  return std::to_string(b[12]) + "." + std::to_string(b[13]) + "." + std::to_string(b[14]) + "." +
+         std::to_string(b[15]);
+}
+
+std::string Gid::Address() const {
+  unsigned char b[16];
+  if (!GidBytes(gid, b)) return gid;
+  char buf[INET6_ADDRSTRLEN];
+  return ::inet_ntop(AF_INET6, b, buf, sizeof buf) != nullptr ? buf : gid;
+}
+
+Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& hca,
+                                      uint32_t port) {
+  std::string pdir = "class/infiniband/" + hca + "/ports/" + std::to_string(port);
+  KUBERDMA_ASSIGN_OR_RETURN(auto entries, root.ListDir(pdir + "/gids"));
+  std::vector<Gid> out;
+  for (const auto& e : entries) {
+    auto v = root.ReadAttr(pdir + "/gids/" + e);
+    if (!v || *v == "0000:0000:0000:0000:0000:0000:0000:0000") continue;
+    // An unpopulated entry's attributes read EINVAL; on InfiniBand there are none at all.
+    out.push_back({.index = static_cast<uint32_t>(std::atoi(e.c_str())),
+                   .gid = *v,
+                   .type = root.ReadAttrOr(pdir + "/gid_attrs/types/" + e, ""),
+                   .netdev = root.ReadAttrOr(pdir + "/gid_attrs/ndevs/" + e, "")});
+  }
+  return out;
 }
 
 Result<uint16_t> ParsePkey(std::string_view text) {

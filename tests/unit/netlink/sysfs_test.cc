@@ -181,3 +181,41 @@ TEST_CASE("GPUs are found on the PCI bus and their distance to HCAs uses nvidia-
 
 }  // namespace
 }  // namespace kuberdma::sysfs
+
+namespace kuberdma::sysfs {
+namespace {
+
+TEST_CASE("GID tables are read with their types and netdevs, IPv4-mapped entries decoded") {
+  auto pod = ReadGidTable(Fixture("roce8-pod"), "mlx5_0", 1);
+  REQUIRE(pod);
+  REQUIRE(pod->size() == 4);
+  const Gid& v2 = (*pod)[3];
+  CHECK(v2.index == 3);
+  CHECK(v2.IsRoceV2());
+  CHECK_FALSE(v2.IsLinkLocal());
+  CHECK(v2.Ipv4() == "10.10.1.2");
+  CHECK(v2.Address() == "::ffff:10.10.1.2");
+  CHECK(v2.netdev == "net1");
+  CHECK((*pod)[0].IsLinkLocal());
+  CHECK((*pod)[0].IsRoceV1());
+  CHECK((*pod)[0].Ipv4().empty());
+  auto sparse = ReadGidTable(Fixture("roce8-pod"), "mlx5_7", 1);
+  REQUIRE(sparse);
+  std::vector<uint32_t> indices;
+  for (const auto& g : *sparse) indices.push_back(g.index);
+  CHECK(indices == std::vector<uint32_t>{0, 1, 4, 5});
+  // The host's view before IPAM: link-local entries only.
+  auto host = ReadHca(Fixture("roce8"), "mlx5_0", HcaDetail::kTables);
+  REQUIRE(host);
+  REQUIRE(host->ports[0].gids.size() == 2);
+  CHECK(host->ports[0].gids[1].IsLinkLocal());
+  CHECK(host->ports[0].gids[1].netdev == "ens1f0np0");
+  // InfiniBand names no type or netdev.
+  auto ib = ReadHca(Fixture("ib8"), "mlx5_0", HcaDetail::kTables);
+  CHECK(ib->ports[0].gids[0].type.empty());
+  CHECK(ReadHca(Fixture("roce8"), "mlx5_0", HcaDetail::kPkeys)->ports[0].gids.empty());
+  CHECK(host->fw_version == "28.39.1002");
+}
+
+}  // namespace
+}  // namespace kuberdma::sysfs

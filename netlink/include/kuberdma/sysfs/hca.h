@@ -7,8 +7,8 @@
 //   KUBERDMA_ASSIGN_OR_RETURN(auto hcas, DiscoverHcas(root, HcaDetail::kPorts));
 //   for (const Hca& h : hcas) std::cout << h.name << " " << h.address << "\n";
 //
-// Reads are cheap by default: pkey and GID tables are only read when asked for (kTables), since a
-// RoCE port has 256 GID entries and the CNI's hot path needs none of them.
+// Reads are cheap by default: pkey and GID tables are only read when asked for (kPkeys, kTables),
+// since a RoCE port has 256 GID entries and the CNI's hot path needs none of them.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,24 @@ inline constexpr int kPortActive = 4;
 // The full-membership default partition key, valid on every port.
 inline constexpr uint16_t kDefaultPkey = 0xffff;
 
+// One entry of a port's GID table (ports/N/gids/I with gid_attrs/types/I and gid_attrs/ndevs/I),
+// as `show_gids` prints it.
+struct Gid {
+  uint32_t index = 0;
+  std::string gid;     // "0000:0000:0000:0000:0000:ffff:0a0a:0102", as sysfs spells it
+  std::string type;    // "RoCE v2", "IB/RoCE v1"; "" where the kernel names none (InfiniBand)
+  std::string netdev;  // the netdev the entry belongs to (RoCE); "" otherwise
+
+  // fe80::/64: derived from the MAC, usable only on one L2 segment (never across routed rails).
+  bool IsLinkLocal() const;
+  bool IsRoceV2() const { return type == "RoCE v2"; }
+  bool IsRoceV1() const { return type == "IB/RoCE v1" || type == "RoCE v1"; }
+  // The IPv4 address of an IPv4-mapped entry (::ffff:a.b.c.d), "" for any other.
+  std::string Ipv4() const;
+  // The entry as an IPv6 address in canonical text ("::ffff:10.10.1.2", "fe80::ba3f:d2ff:...").
+  std::string Address() const;
+};
+
 struct Port {
   uint32_t number = 0;
   int state = 0;           // 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
@@ -41,8 +59,8 @@ struct Port {
   std::string netdev;             // RoCE: gid_attrs/ndevs/0, when the netdev is in this namespace
   std::string umad;               // "umad3" when the port has a MAD device
   std::string issm;               // "issm3"
-  std::vector<uint16_t> pkeys;    // kTables only; non-zero entries in table order
-  std::vector<std::string> gids;  // kTables only; non-zero entries
+  std::vector<uint16_t> pkeys;  // kPkeys and kTables; non-zero entries in table order
+  std::vector<Gid> gids;        // kTables only; populated (non-zero) entries in index order
 };
 
 enum class BusKind { kPci, kAuxiliary };
@@ -58,6 +76,7 @@ struct Hca {
   std::string driver;       // "mlx5_core"
   int numa_node = -1;
   std::string node_guid;
+  std::string fw_version;            // "28.39.1002" (kPorts and above)
   std::string device_path;           // resolved device directory relative to sys/
   std::vector<std::string> netdevs;  // netdev names under the device (this namespace's view)
   std::string uverbs;                // "uverbs3"
@@ -68,7 +87,10 @@ struct Hca {
   const Port* port(uint32_t number) const;
 };
 
-enum class HcaDetail { kIdentity, kPorts, kTables };
+// How much of an HCA to read. kIdentity and kPorts are what the CNI's hot path needs; pkey tables
+// (an InfiniBand ADD with a pkey) and GID tables (256 entries per RoCE port: the doctor and
+// validator) only on request.
+enum class HcaDetail { kIdentity, kPorts, kPkeys, kTables };
 
 // All RDMA devices under class/infiniband, in natural name order. An absent class directory is an
 // empty list (a node with no RDMA driver loaded), not an error.
@@ -93,6 +115,11 @@ Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root,
 // The boot-time RDMA netns mode (ib_core's netns_mode parameter): true for shared. The runtime
 // mode, which `rdma system set` can change, is read over RDMA netlink; this is the fallback.
 std::optional<bool> BootNetnsModeShared(const SysfsRoot& root);
+
+// The populated entries of `hca` port `port`'s GID table, in index order (entries whose type or
+// netdev the kernel cannot name, as on InfiniBand, keep those fields empty).
+Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& hca,
+                                      uint32_t port);
 
 // Parses "0xffff" / "65535" into a pkey; kInvalidArgument otherwise.
 Result<uint16_t> ParsePkey(std::string_view text);
