@@ -65,6 +65,7 @@ lint: configure
 # Regenerates the committed sysfs fixture trees from their model.
 fixtures:
 	@python3 tests/fixtures/sysfs/make_fixtures.py
+	@python3 tests/fixtures/netlink/make_dcb.py
 
 clean:
 	@rm -rf build

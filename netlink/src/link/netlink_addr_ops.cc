@@ -142,11 +142,8 @@ Result<void> NetlinkAddrOps::AddAddress(const NetNs& ns, int ifindex, const IpPr
 Result<void> NetlinkAddrOps::DeleteAddress(const NetNs& ns, int ifindex, const IpPrefix& ip) {
   auto r = Send(ns, EncodeAddress(false, ifindex, ip),
                 "delete address " + ip.Cidr() + " from ifindex " + std::to_string(ifindex));
-  // EADDRNOTAVAIL (NLE_NOADDR) and ENODEV: already gone.
-  if (!r && (r.error().code() == ErrorCode::kNotFound ||
-             r.error().message().find("address not available") != std::string::npos)) {
-    return {};
-  }
+  // EADDRNOTAVAIL and ENODEV (both kNotFound): already gone.
+  if (!r && r.error().code() == ErrorCode::kNotFound) return {};
   return r;
 }
 

@@ -22,6 +22,7 @@ Error NlError(int nlerr, std::string_view what) {
   switch (e) {
     case NLE_OBJ_NOTFOUND:
     case NLE_NODEV:
+    case NLE_NOADDR:  // EADDRNOTAVAIL: no such address on the link
       code = ErrorCode::kNotFound;
       break;
     case NLE_EXIST:
