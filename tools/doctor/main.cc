@@ -3,6 +3,7 @@
 //
 //   rdma-doctor node|pod|topo [--json] [--host-root DIR] [--state-dir DIR]
 //               [--device-plugin-dir DIR] [--checkpoint FILE] [--pod-resources SOCKET]
+//   rdma-doctor node [--roce-priority 3]
 //
 // Exit: 0 no failed check, 1 a check failed, 2 usage.
 #include <CLI/CLI.hpp>
@@ -10,6 +11,8 @@
 #include <cstdlib>
 
 #include "kuberdma/doctor/doctor.h"
+#include "kuberdma/dcb/dcb_ops.h"
+#include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/rdma/netlink_rdma_ops.h"
 
@@ -36,6 +39,9 @@ int main(int argc, char** argv) {
         "pod", "(inside a pod) what was injected, and NCCL configuration sanity");
     auto* topo =
         app.add_subcommand("topo", "GPU-to-HCA affinity matrix (PIX, PXB, PHB, NODE, SYS)");
+    node->add_option("--roce-priority", in.roce_priority,
+                     "the priority lossless RoCE uses where the port's DSCP table does not say")
+        ->check(CLI::Range(0, 7));
     topo->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")
         ->delimiter(',');
     try {
@@ -51,8 +57,12 @@ int main(int argc, char** argv) {
     }
     kuberdma::link::NetlinkLinkOps links;
     kuberdma::rdma::NetlinkRdmaOps rdma;
+    kuberdma::link::NetlinkAddrOps addrs;
+    kuberdma::dcb::NetlinkDcbOps dcb;
     in.links = &links;
     in.rdma = &rdma;
+    in.addrs = &addrs;
+    in.dcb = &dcb;
     in.getenv = [](const char* k) { return std::getenv(k); };
     kuberdma::doctor::View v =
         node->parsed() ? NodeView(in) : (pod->parsed() ? PodView(in) : TopoView(in));

@@ -177,6 +177,99 @@ TEST_CASE(
   CHECK(f.Find(NodeView(f.in), "stranded devices", Status::kFail) != nullptr);
 }
 
+std::vector<uint8_t> Hex(const std::string& name) {
+  auto text = ReadFile(std::string(KUBERDMA_FIXTURES) + "/netlink/" + name);
+  std::vector<uint8_t> out;
+  for (size_t i = 0; text && i + 1 < text->size() && (*text)[i] != '\n'; i += 2) {
+    out.push_back(static_cast<uint8_t>(std::stoul(text->substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+// DCB answers from the fixtures: every port lossless but `lossy`; `unsupported` has no DCB.
+class FakeDcb final : public dcb::DcbOps {
+ public:
+  std::string lossy = "ens4f0np0";
+  std::string unsupported;
+  Result<dcb::DcbState> Get(const netns::NetNs&, const std::string& ifname) override {
+    if (ifname == unsupported) return Fail(ErrorCode::kUnsupported, ifname + " has no DCB");
+    return dcb::DecodeIeeeGet(Hex(ifname == lossy ? "dcb-ieee-lossy.hex" : "dcb-ieee-lossless.hex"));
+  }
+};
+
+TEST_CASE("The pod's GID tables are listed; NCCL_IB_GID_INDEX is checked on every HCA and a "
+          "sparse table is named") {
+  Fixture f;
+  f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8-pod");
+  REQUIRE(WriteFileAtomic(f.dir + "/libnccl.so.2.28.3", ""));
+  f.in.getenv = Env({{"NCCL_IB_GID_INDEX", "3"}, {"NCCL_IB_TIMEOUT", "22"}, {"NCCL_IB_RETRY_CNT", "7"}});
+  View v = PodView(f.in);
+  REQUIRE(v.doc["gids"].size() == 32);
+  CHECK(v.doc["gids"][3] == nlohmann::json{{"device", "mlx5_0"}, {"port", 1}, {"index", 3},
+                                           {"gid", "0000:0000:0000:0000:0000:ffff:0a0a:0102"},
+                                           {"ipv4", "10.10.1.2"}, {"version", "v2"},
+                                           {"netdev", "net1"}});
+  const Finding* index = f.Find(v, "RoCE: NCCL_IB_GID_INDEX", Status::kFail);
+  REQUIRE(index != nullptr);
+  CHECK_THAT(index->message, Catch::Contains("mlx5_7") && Catch::Contains("index 5") &&
+                                 !Catch::Contains("mlx5_0"));
+  CHECK_THAT(index->fix, Catch::Contains("NCCL_IB_ADDR_FAMILY") &&
+                             Catch::Contains("NCCL_IB_ROCE_VERSION_NUM"));
+  const Finding* sparse = f.Find(v, "RoCE: sparse GID table", Status::kWarn);
+  REQUIRE(sparse != nullptr);
+  CHECK_THAT(sparse->message, Catch::Contains("mlx5_7") && Catch::Contains("2.28.3"));
+  CHECK(f.Find(v, "RoCE: routable GID", Status::kOk) != nullptr);
+  CHECK(f.Find(v, "RoCE: routable GID", Status::kWarn) == nullptr);
+  CHECK(f.Find(v, "lossless: NCCL_IB_TIMEOUT", Status::kOk) != nullptr);
+  f.in.getenv = Env({{"NCCL_IB_GID_INDEX", "1"}});
+  CHECK_THAT(f.Find(PodView(f.in), "RoCE: NCCL_IB_GID_INDEX", Status::kFail)->message,
+             Catch::Contains("link-local"));
+}
+
+TEST_CASE("A RoCE pod without addresses is told it has link-local GIDs only, and NCCL's retries "
+          "are checked against the seed's") {
+  Fixture f;  // roce8: the host's view, no IP on any netdev
+  f.in.getenv = Env({{"NCCL_IB_TIMEOUT", "14"}});
+  View v = PodView(f.in);
+  const Finding* none = f.Find(v, "RoCE: routable GID", Status::kWarn);
+  REQUIRE(none != nullptr);
+  CHECK_THAT(none->message, Catch::Contains("link-local only"));
+  CHECK_THAT(none->fix, Catch::Contains("ipam"));
+  const Finding* timeout = f.Find(v, "lossless: NCCL_IB_TIMEOUT", Status::kWarn);
+  REQUIRE(timeout != nullptr);
+  CHECK_THAT(timeout->message, Catch::Contains("is 14"));
+  CHECK_THAT(timeout->fix, Catch::Contains("NCCL_IB_TIMEOUT=22") && Catch::Contains("NCCL_IB_RETRY_CNT=7"));
+  CHECK(f.Find(v, "lossless: NCCL_IB_RETRY_CNT", Status::kOk) != nullptr);
+}
+
+TEST_CASE("The node view checks PFC, trust and ECN on every RoCE port, and says unknown where "
+          "the driver cannot tell") {
+  Fixture f;
+  FakeDcb dcb;
+  f.in.dcb = &dcb;
+  View v = NodeView(f.in);
+  REQUIRE(v.doc["lossless"].size() == 8);
+  CHECK(v.doc["lossless"][0]["pfcPriorities"] == nlohmann::json({3}));
+  CHECK(v.doc["lossless"][0]["trust"] == "dscp");
+  const Finding* pfc = f.Find(v, "lossless: PFC", Status::kFail);
+  REQUIRE(pfc != nullptr);
+  CHECK_THAT(pfc->message, Catch::Contains("ens4f0np0") && Catch::Contains("priority 3"));
+  CHECK_THAT(pfc->fix, Catch::Contains("--pfc 0,0,0,1,0,0,0,0"));
+  CHECK_THAT(f.Find(v, "lossless: trust", Status::kWarn)->message, Catch::Contains("ens4f0np0"));
+  const Finding* ecn = f.Find(v, "lossless: ECN", Status::kFail);
+  REQUIRE(ecn != nullptr);
+  CHECK_THAT(ecn->message, Catch::Contains("ens4f0np0") && Catch::Contains("roce_np 0"));
+  CHECK_THAT(f.Find(v, "lossless: PFC", Status::kOk)->message, Catch::Contains("ens1f0np0"));
+  // A port whose driver has no DCB (a veth) is unknown, not failed.
+  dcb.lossy.clear();
+  dcb.unsupported = "ens1f0np0";
+  View u = NodeView(f.in);
+  CHECK(f.Find(u, "lossless: PFC", Status::kFail) == nullptr);
+  CHECK_THAT(f.Find(u, "lossless: PFC", Status::kUnknown)->message,
+             Catch::Contains("ens1f0np0") && Catch::Contains("no DCB support"));
+  CHECK_THAT(Render(u), Catch::Contains("[unknown] lossless: PFC"));
+}
+
 TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error") {
   Fixture f;
   REQUIRE(WriteFileAtomic(

@@ -49,7 +49,17 @@ std::vector<std::string> Ours(const Inputs& in) {
 }
 
 const char* StatusName(Status s) {
-  return s == Status::kOk ? "ok" : (s == Status::kWarn ? "warn" : "FAIL");
+  switch (s) {
+    case Status::kOk:
+      return "ok";
+    case Status::kWarn:
+      return "warn";
+    case Status::kFail:
+      return "FAIL";
+    case Status::kUnknown:
+      break;
+  }
+  return "unknown";
 }
 
 }  // namespace internal

@@ -14,7 +14,7 @@ inline void Add(View& v, std::string check, Status s, std::string msg, std::stri
   v.findings.push_back({std::move(check), s, std::move(msg), std::move(fix)});
 }
 
-// "ok", "warn", "FAIL".
+// "ok", "warn", "FAIL", "unknown".
 const char* StatusName(Status s);
 
 // The variable `k` from the inputs' environment, "" when unset.
@@ -34,5 +34,13 @@ void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours
 void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames, View& v);
 void CheckMemlock(View& v);
 void CheckNcclVersion(const Inputs& in, View& v);
+// The NCCL version of the libraries in `lib_dirs` ("2.28.3"), "" when none is found.
+std::string NcclLibraryVersion(const std::vector<std::string>& lib_dirs);
+
+// RoCE (roce.cc): the pod's GID tables and the checks on them, NCCL's RoCE retry settings, and
+// the node's lossless configuration per RoCE port.
+void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
+void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
+void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas, View& v);
 
 }  // namespace kuberdma::doctor::internal

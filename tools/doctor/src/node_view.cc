@@ -200,12 +200,14 @@ View NodeView(const Inputs& in) {
   auto host = netns::NetNs::Current();
   auto hcas = sysfs::DiscoverHcas(in.root, sysfs::HcaDetail::kPorts);
   std::vector<cni::AttachmentRecord> records = Records(in);
-  ListHcas(in, host, hcas ? *hcas : std::vector<sysfs::Hca>{}, records, v);
+  std::vector<sysfs::Hca> all = hcas ? *hcas : std::vector<sysfs::Hca>{};
+  ListHcas(in, host, all, records, v);
   v.doc["netnsMode"] = NetnsMode(in, host);
   DevicePlugin(in, v);
   Allocations(in, v);
   CniRecords(in, records, v);
   CheckRenamed(in, host, v);
+  internal::CheckLossless(in, all, v);
   return v;
 }
 

@@ -34,9 +34,16 @@ json Netdevs(const Inputs& in, std::vector<std::string>* ifnames) {
     if (l.name == "lo") continue;
     ifnames->push_back(l.name);
     auto h = sysfs::HcaForNetdev(in.root, l.name, sysfs::HcaDetail::kIdentity);
+    json addresses = json::array();
+    if (in.addrs != nullptr) {
+      if (auto list = in.addrs->ListAddresses(*here, l.ifindex)) {
+        for (const auto& a : *list) addresses.push_back(a.Cidr());
+      }
+    }
     netdevs.push_back({{"name", l.name},
                        {"mtu", l.mtu},
                        {"up", l.admin_up && l.oper_up},
+                       {"addresses", addresses},
                        {"hca", h ? h->name : ""}});
   }
   return netdevs;
@@ -101,6 +108,17 @@ json NcclEnv(const Inputs& in) {
   return env;
 }
 
+// The HCAs the pod should use: its allocation where the device plugin said, else all it sees.
+std::vector<sysfs::Hca> ExpectedHcas(const std::vector<sysfs::Hca>& visible,
+                                     const std::vector<std::string>& ours) {
+  if (ours.empty()) return visible;
+  std::vector<sysfs::Hca> out;
+  for (const auto& h : visible) {
+    if (std::find(ours.begin(), ours.end(), h.name) != ours.end()) out.push_back(h);
+  }
+  return out;
+}
+
 }  // namespace
 
 View PodView(const Inputs& in) {
@@ -119,6 +137,9 @@ View PodView(const Inputs& in) {
   internal::CheckSocketIfname(in, ifnames, v);
   internal::CheckMemlock(v);
   internal::CheckNcclVersion(in, v);
+  std::vector<sysfs::Hca> expected = ExpectedHcas(visible, ours);
+  internal::GidTables(in, expected, v);
+  internal::CheckRoceRetries(in, expected, v);
   return v;
 }
 

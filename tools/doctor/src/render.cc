@@ -41,6 +41,34 @@ void RenderMatrix(const json& doc, std::ostringstream& o) {
   }
 }
 
+// The pod's GID tables in show_gids' columns.
+void RenderGids(const json& rows, std::ostringstream& o) {
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-8s %-4s %-5s %-39s %-15s %-3s %s\n", "DEV", "PORT", "INDEX",
+                "GID", "IPv4", "VER", "DEV");
+  o << line;
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "  %-8s %-4u %-5u %-39s %-15s %-3s %s\n",
+                  r.value("device", "").c_str(), r.value("port", 0u), r.value("index", 0u),
+                  r.value("gid", "").c_str(), r.value("ipv4", "").c_str(),
+                  r.value("version", "").c_str(), r.value("netdev", "").c_str());
+    o << line;
+  }
+}
+
+void RenderLossless(const json& ports, std::ostringstream& o) {
+  for (const auto& p : ports) {
+    o << "  " << p.value("netdev", "") << " (" << p.value("hca", "") << "): ";
+    if (p.contains("pfcPriorities")) {
+      o << "PFC " << p["pfcPriorities"].dump() << ", trust " << p.value("trust", "")
+        << ", RoCE priority " << p.value("rocePriority", -1);
+    } else {
+      o << "PFC/trust " << p.value("dcb", "not read");
+    }
+    o << ", ECN " << (p.contains("ecn") ? p["ecn"].dump() : "?") << "\n";
+  }
+}
+
 }  // namespace
 
 std::string Render(const View& v) {
@@ -48,10 +76,12 @@ std::string Render(const View& v) {
   o << "rdma-doctor " << v.name << "\n";
   if (v.doc.contains("hcas")) RenderHcas(v.doc["hcas"], o);
   if (v.doc.contains("matrix")) RenderMatrix(v.doc, o);
+  if (v.doc.contains("lossless")) RenderLossless(v.doc["lossless"], o);
   for (const char* key :
        {"netnsMode", "devicePlugin", "allocations", "cniRecords", "netdevs", "devices", "env"}) {
     if (v.doc.contains(key)) o << "  " << key << ": " << v.doc[key].dump() << "\n";
   }
+  if (v.doc.contains("gids") && !v.doc["gids"].empty()) RenderGids(v.doc["gids"], o);
   for (const auto& f : v.findings) {
     o << "  [" << internal::StatusName(f.status) << "] " << f.check << ": " << f.message << "\n";
     if (f.status != Status::kOk && !f.fix.empty()) o << "         fix: " << f.fix << "\n";

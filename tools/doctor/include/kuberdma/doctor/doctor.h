@@ -4,8 +4,9 @@
 // fix in the message):
 //   node  every HCA, where its netdev and RDMA device are, the netns mode, the device plugin's
 //         sockets, kubelet allocations (pod-resources API, else the checkpoint file), the CNI's
-//         records, stranded devices;
-//   pod   what was injected (netdevs, RDMA devices, /dev/infiniband, env) and NCCL sanity;
+//         records, stranded devices, and each RoCE port's lossless setup (PFC, trust, ECN);
+//   pod   what was injected (netdevs, addresses, RDMA devices, GID tables, /dev/infiniband, env)
+//         and NCCL sanity, RoCE's GID index and retry settings included;
 //   topo  the GPU-to-HCA matrix in nvidia-smi topo -m's terms, flagging GPUs whose nearest HCA is
 //         not in the pod.
 //
@@ -19,13 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/dcb/dcb_ops.h"
+#include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/rdma/rdma_ops.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::doctor {
 
-enum class Status { kOk, kWarn, kFail };
+// kUnknown: the check could not be made here (a driver without DCB support); never a failure.
+enum class Status { kOk, kWarn, kFail, kUnknown };
 
 struct Finding {
   std::string check;  // "pitfall-3: every HCA in NCCL_IB_HCA"
@@ -46,7 +50,12 @@ struct Inputs {
   sysfs::SysfsRoot root;
   link::LinkOps* links = nullptr;
   rdma::RdmaOps* rdma = nullptr;
+  link::AddrOps* addrs = nullptr;  // pod: the interfaces' addresses
+  dcb::DcbOps* dcb = nullptr;      // node: PFC and trust of RoCE ports
   std::function<const char*(const char*)> getenv;
+  // node: the priority lossless RoCE traffic uses when the port's DSCP table does not say (NCCL's
+  // traffic class 106 is DSCP 26, which NVIDIA's lossless setup maps to priority 3).
+  int roce_priority = 3;
   std::string state_dir = "/run/kube-rdma/cni";
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string checkpoint;  // default <plugin_dir>/kubelet_internal_checkpoint

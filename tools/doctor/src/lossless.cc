@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node's lossless RoCE setup, per RoCE port on the host: PFC on the RoCE priority (IEEE DCB
+// over rtnetlink), DSCP trust, and ECN/DCQCN for that priority (mlx5's
+// /sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>). Where the driver cannot say, the answer
+// is "unknown", never a failure.
+#include <map>
+
+#include "internal.h"
+
+namespace kuberdma::doctor::internal {
+
+using nlohmann::json;
+
+namespace {
+
+// NCCL's RoCE traffic class 106 is DSCP 26 (106 >> 2).
+constexpr uint8_t kRoceDscp = 26;
+
+// Findings of one check over many ports: failures and warnings one by one (each has its own fix),
+// the ports that passed or could not be checked as one line each.
+class PortFindings {
+ public:
+  PortFindings(View& v, std::string check) : v_(v), check_(std::move(check)) {}
+  ~PortFindings() {
+    if (!ok_.empty()) Add(v_, check_, Status::kOk, Join(ok_, "; "));
+    if (!unknown_.empty()) Add(v_, check_, Status::kUnknown, Join(unknown_, "; "));
+  }
+  PortFindings(const PortFindings&) = delete;
+  PortFindings& operator=(const PortFindings&) = delete;
+  void Ok(std::string what) { ok_.push_back(std::move(what)); }
+  void Unknown(std::string what) { unknown_.push_back(std::move(what)); }
+  void Bad(Status s, std::string what, std::string fix) {
+    Add(v_, check_, s, std::move(what), std::move(fix));
+  }
+
+ private:
+  View& v_;
+  std::string check_;
+  std::vector<std::string> ok_, unknown_;
+};
+
+struct Checks {
+  explicit Checks(View& v)
+      : pfc(v, "lossless: PFC"), trust(v, "lossless: trust"), ecn(v, "lossless: ECN") {}
+  PortFindings pfc, trust, ecn;
+};
+
+// PFC and trust from DCB; returns the priority RoCE traffic uses on this port.
+int CheckDcb(const Inputs& in, const netns::NetNs& host, const std::string& nd, json& port,
+             Checks& c) {
+  auto st = in.dcb->Get(host, nd);
+  if (!st) {
+    port["dcb"] = "unknown";
+    c.pfc.Unknown(nd + (st.error().code() == ErrorCode::kNotFound
+                            ? " is not in this namespace (attached to a pod?)"
+                            : ": its driver has no DCB support (veths have none)"));
+    return in.roce_priority;
+  }
+  int prio = st->TrustsDscp() && st->PriorityOfDscp(kRoceDscp) >= 0 ? st->PriorityOfDscp(kRoceDscp)
+                                                                      : in.roce_priority;
+  port["pfcPriorities"] = st->PfcPriorities();
+  port["trust"] = st->TrustsDscp() ? "dscp" : "pcp";
+  port["rocePriority"] = prio;
+  std::string p = std::to_string(prio);
+  if (st->PfcEnabled(prio)) {
+    c.pfc.Ok(nd + " priority " + p);
+  } else {
+    std::string bits = "0,0,0,0,0,0,0,0";
+    bits[static_cast<size_t>(2 * prio)] = '1';
+    c.pfc.Bad(Status::kFail,
+              nd + ": PFC is off on priority " + p + " (RoCE's)" +
+                  (st->PfcPriorities().empty() ? ", and on every other: RoCE traffic is lossy" : ""),
+              "mlnx_qos -i " + nd + " --pfc " + bits + " (or: dcb pfc set dev " + nd +
+                  " prio-pfc " + p + ":on), and PFC on the switch port");
+  }
+  if (st->TrustsDscp()) {
+    c.trust.Ok(nd + " dscp (" + std::to_string(kRoceDscp) + " -> " + p + ")");
+  } else {
+    c.trust.Bad(Status::kWarn,
+                nd + " trusts PCP: untagged RoCE traffic (pods send untagged) lands in priority 0",
+                "mlnx_qos -i " + nd + " --trust dscp, and map DSCP 26 to priority " + p);
+  }
+  return prio;
+}
+
+void CheckEcn(const Inputs& in, const std::string& nd, int prio, json& port, Checks& c) {
+  std::string base = "class/net/" + nd + "/ecn/";
+  std::string p = std::to_string(prio);
+  auto np = in.root.ReadAttr(base + "roce_np/enable/" + p);
+  auto rp = in.root.ReadAttr(base + "roce_rp/enable/" + p);
+  if (!np && !rp) {
+    port["ecn"] = "unknown";
+    c.ecn.Unknown(nd + " has no ECN switches (" + in.root.Sys(base) + ": not an mlx5 netdev here)");
+    return;
+  }
+  bool on = np && *np == "1" && rp && *rp == "1";
+  port["ecn"] = {{"priority", prio}, {"notificationPoint", np ? *np : "?"},
+                 {"reactionPoint", rp ? *rp : "?"}};
+  if (on) {
+    c.ecn.Ok(nd + " priority " + p);
+    return;
+  }
+  c.ecn.Bad(Status::kFail,
+            nd + ": ECN (DCQCN) is off for priority " + p + " (roce_np " + (np ? *np : "?") +
+                ", roce_rp " + (rp ? *rp : "?") + "): congestion is handled by pause alone",
+            "echo 1 > /sys/class/net/" + nd + "/ecn/roce_np/enable/" + p + "; echo 1 > /sys/class/net/" +
+                nd + "/ecn/roce_rp/enable/" + p + " (and ECN marking on the switch)");
+}
+
+}  // namespace
+
+void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas, View& v) {
+  json ports = json::array();
+  auto host = netns::NetNs::Current();
+  {
+    Checks c(v);
+    for (const auto& h : hcas) {
+      if (h.link_layer() != sysfs::LinkLayer::kEthernet || h.netdevs.empty()) continue;
+      const std::string& nd = h.netdevs.front();
+      json port = {{"hca", h.name}, {"netdev", nd}};
+      int prio = in.roce_priority;
+      if (in.dcb != nullptr && host) prio = CheckDcb(in, *host, nd, port, c);
+      CheckEcn(in, nd, prio, port, c);
+      ports.push_back(port);
+    }
+  }
+  if (!ports.empty()) v.doc["lossless"] = ports;
+}
+
+}  // namespace kuberdma::doctor::internal

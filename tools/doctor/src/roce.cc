@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+// RoCE checks: the pod's GID tables as show_gids prints them, whether each HCA has a GID NCCL can
+// route with, whether NCCL_IB_GID_INDEX fits every HCA, NCCL's retry settings, and the node's
+// lossless setup per RoCE port (PFC, trust, ECN: the seed article's pitfall 2 and design point 5).
+#include <algorithm>
+#include <cstdlib>
+
+#include "internal.h"
+
+namespace kuberdma::doctor::internal {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kGidCheck = "RoCE: routable GID";
+constexpr const char* kGidIndexCheck = "RoCE: NCCL_IB_GID_INDEX";
+constexpr const char* kFamilyFix =
+    "unset NCCL_IB_GID_INDEX and let NCCL choose per HCA: NCCL_IB_ADDR_FAMILY=AF_INET and "
+    "NCCL_IB_ROCE_VERSION_NUM=2";
+
+bool IsRoce(const sysfs::Hca& h) { return h.link_layer() == sysfs::LinkLayer::kEthernet; }
+
+std::string NetdevOf(const sysfs::Hca& h, const sysfs::Port& p) {
+  if (!p.netdev.empty()) return p.netdev;
+  return h.netdevs.empty() ? "" : h.netdevs.front();
+}
+
+// An entry NCCL can use across routed rails: RoCE v2, an address that is not link-local, of this
+// port's netdev.
+bool Routable(const sysfs::Gid& g, const std::string& netdev) {
+  return g.IsRoceV2() && !g.IsLinkLocal() && (netdev.empty() || g.netdev == netdev);
+}
+
+const sysfs::Gid* FirstRoutable(const sysfs::Port& p, const std::string& netdev) {
+  for (const auto& g : p.gids) {
+    if (Routable(g, netdev)) return &g;
+  }
+  return nullptr;
+}
+
+// A table with a hole before its last entry: indices are not what a dense table would give.
+bool Sparse(const sysfs::Port& p) {
+  for (size_t i = 0; i < p.gids.size(); ++i) {
+    if (p.gids[i].index != i) return true;
+  }
+  return false;
+}
+
+json GidRow(const sysfs::Hca& h, const sysfs::Port& p, const sysfs::Gid& g) {
+  return {{"device", h.name},
+          {"port", p.number},
+          {"index", g.index},
+          {"gid", g.gid},
+          {"ipv4", g.Ipv4()},
+          {"version", g.IsRoceV2() ? "v2" : (g.IsRoceV1() ? "v1" : "")},
+          {"netdev", g.netdev}};
+}
+
+// NCCL_IB_GID_INDEX names one index for every HCA: it must be a routable entry on each.
+void CheckGidIndex(const sysfs::Hca& h, const sysfs::Port& p, int index, View& v) {
+  auto it = std::find_if(p.gids.begin(), p.gids.end(),
+                         [&](const sysfs::Gid& g) { return static_cast<int>(g.index) == index; });
+  std::string what;
+  if (it == p.gids.end()) {
+    what = "empty";
+  } else if (it->IsLinkLocal()) {
+    what = "link-local (" + it->Address() + ")";
+  } else if (!it->IsRoceV2()) {
+    what = "RoCE v1";
+  } else if (it->netdev != NetdevOf(h, p)) {
+    what = "of another netdev (" + it->netdev + ")";
+  }
+  if (what.empty()) return;
+  const sysfs::Gid* good = FirstRoutable(p, NetdevOf(h, p));
+  Add(v, kGidIndexCheck, Status::kFail,
+      "NCCL_IB_GID_INDEX=" + std::to_string(index) + " breaks " + h.name + ": its entry " +
+          std::to_string(index) + " is " + what +
+          (good != nullptr ? "; its RoCE v2 GID for " + good->Ipv4() + " is at index " +
+                                 std::to_string(good->index)
+                           : ""),
+      kFamilyFix);
+}
+
+}  // namespace
+
+void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v) {
+  json rows = json::array();
+  std::string gid_index = Env(in, "NCCL_IB_GID_INDEX");
+  std::vector<std::string> routable, sparse;
+  for (const auto& listed : expected) {
+    if (!IsRoce(listed)) continue;
+    auto h = sysfs::ReadHca(in.root, listed.name, sysfs::HcaDetail::kTables);
+    if (!h) continue;
+    for (const auto& p : h->ports) {
+      for (const auto& g : p.gids) rows.push_back(GidRow(*h, p, g));
+      std::string nd = NetdevOf(*h, p);
+      if (const sysfs::Gid* g = FirstRoutable(p, nd)) {
+        routable.push_back(h->name + " " + std::to_string(g->index) + ":" + g->Ipv4());
+      } else {
+        Add(v, kGidCheck, Status::kWarn,
+            h->name + " has no RoCE v2 GID for a routable address of " + nd +
+                " (link-local only): the interface has no IP address, so NCCL reaches peers on "
+                "this L2 segment only",
+            "give the attachment an address: an ipam section in the NAD (host-local or "
+            "whereabouts, one range per rail; docs/cni.md)");
+      }
+      if (!gid_index.empty()) CheckGidIndex(*h, p, std::atoi(gid_index.c_str()), v);
+      if (Sparse(p)) sparse.push_back(h->name);
+    }
+  }
+  v.doc["gids"] = rows;
+  if (!routable.empty()) {
+    Add(v, kGidCheck, Status::kOk, "RoCE v2 GIDs (HCA index:address): " + Join(routable, ", "));
+  }
+  if (!sparse.empty()) {
+    std::string nccl = NcclLibraryVersion(in.lib_dirs);
+    Add(v, "RoCE: sparse GID table", Status::kWarn,
+        Join(sparse) + ": GID table has holes (indices are not fixed); NCCL's automatic GID choice "
+                       "has mis-scanned such tables in some versions (NCCL seen: " +
+            (nccl.empty() ? "none found" : nccl) + ")",
+        std::string(kFamilyFix) + "; or re-add the address so the table is dense again");
+  }
+}
+
+void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v) {
+  if (std::none_of(expected.begin(), expected.end(), IsRoce)) return;
+  struct Want {
+    const char* var;
+    int seed;
+    int nccl_default;
+  };
+  for (auto [var, seed, dflt] : {Want{"NCCL_IB_TIMEOUT", 22, 20}, Want{"NCCL_IB_RETRY_CNT", 7, 7}}) {
+    std::string value = Env(in, var);
+    int have = value.empty() ? dflt : std::atoi(value.c_str());
+    std::string check = std::string("lossless: ") + var;
+    if (have >= seed) {
+      Add(v, check, Status::kOk,
+          value.empty() ? std::string(var) + " is unset: NCCL's default " + std::to_string(dflt) +
+                              " meets the seed's " + std::to_string(seed)
+                        : std::string(var) + "=" + value);
+      continue;
+    }
+    Add(v, check, Status::kWarn,
+        std::string(var) + (value.empty() ? " is unset (NCCL's default " : " is " + value + " (") +
+            std::to_string(have) + "): RoCE retransmits give up sooner than the seed's " +
+            std::to_string(seed) + " allows when a lossless fabric pauses",
+        "set NCCL_IB_TIMEOUT=22 and NCCL_IB_RETRY_CNT=7 in the workload (the seed's RoCE values)");
+  }
+}
+
+}  // namespace kuberdma::doctor::internal
