@@ -2,6 +2,8 @@
 // NCCL INFO log parsing. Only substrings NCCL has printed the same way across 2.1x-2.28 are used.
 #include "kuberdma/validator/nccl_log.h"
 
+#include <arpa/inet.h>
+
 #include <cctype>
 #include <cstdlib>
 
@@ -52,6 +54,9 @@ void NcclLog::Add(std::string_view line) {
       at != std::string_view::npos && line.find("Channel ") != std::string_view::npos) {
     ChannelLine(line.substr(at + 5));
   }
+  if (line.find("NET/IB: ") != std::string_view::npos && line.find(" GID ") != std::string_view::npos) {
+    QpLine(line);
+  }
   if (line.find("NCCL WARN") != std::string_view::npos) {
     auto at = line.find("NCCL WARN");
     warnings_.emplace_back(line.substr(at + 10));
@@ -93,6 +98,71 @@ void NcclLog::ChannelLine(std::string_view via) {
     return;
   }
   transports_.insert(parts[0]);
+}
+
+namespace {
+
+// The number after `key` in `line` ("IbDev 3" -> 3), or -1.
+long NumberAfter(std::string_view line, std::string_view key) {
+  auto at = line.find(key);
+  if (at == std::string_view::npos) return -1;
+  std::string rest(line.substr(at + key.size()));
+  char* end = nullptr;
+  long v = std::strtol(rest.c_str(), &end, 10);
+  return end == rest.c_str() ? -1 : v;
+}
+
+}  // namespace
+
+void NcclLog::QpLine(std::string_view line) {
+  // 2.28: "NCCL Dev 0 IbDev 3 Port 1 ..."; older: "NET/IB: Dev 3 Port 1 ...".
+  long dev = NumberAfter(line, " IbDev ");
+  if (dev < 0) dev = NumberAfter(line, " Dev ");
+  long index = NumberAfter(line, " GID ");
+  auto open = line.find('(', line.find(" GID "));
+  auto slash = line.find('/', open);
+  auto close = line.find(')', slash);
+  if (dev < 0 || index < 0 || open == std::string_view::npos || slash == std::string_view::npos ||
+      close == std::string_view::npos || static_cast<size_t>(dev) >= devices_.size()) {
+    return;
+  }
+  GidUse g{.index = static_cast<int>(index)};
+  g.subnet_prefix = std::strtoull(std::string(line.substr(open + 1, slash - open - 1)).c_str(),
+                                  nullptr, 16);
+  g.interface_id = std::strtoull(std::string(line.substr(slash + 1, close - slash - 1)).c_str(),
+                                 nullptr, 16);
+  for (const auto& d : Split(devices_[static_cast<size_t>(dev)], '+')) gids_[d] = g;
+}
+
+std::array<uint8_t, 16> GidUse::Bytes() const {
+  std::array<uint8_t, 16> b{};
+  for (int i = 0; i < 8; ++i) {
+    b[static_cast<size_t>(i)] = static_cast<uint8_t>(subnet_prefix >> (8 * i));
+    b[static_cast<size_t>(8 + i)] = static_cast<uint8_t>(interface_id >> (8 * i));
+  }
+  return b;
+}
+
+bool GidUse::IsLinkLocal() const {
+  auto b = Bytes();
+  return b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
+}
+
+std::string GidUse::Ipv4() const {
+  auto b = Bytes();
+  for (size_t i = 0; i < 10; ++i) {
+    if (b[i] != 0) return "";
+  }
+  if (b[10] != 0xff || b[11] != 0xff) return "";
+  return std::to_string(b[12]) + "." + std::to_string(b[13]) + "." + std::to_string(b[14]) + "." +
+         std::to_string(b[15]);
+}
+
+std::string GidUse::Address() const {
+  auto b = Bytes();
+  char buf[INET6_ADDRSTRLEN] = "";
+  ::inet_ntop(AF_INET6, b.data(), buf, sizeof buf);
+  return buf;
 }
 
 std::set<std::string> NcclLog::devices() const {

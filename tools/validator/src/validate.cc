@@ -66,6 +66,7 @@ void Validator::InventoryIb(Report& r, const Expected& e) {
     d.name = name;
     auto it = std::find_if(present->begin(), present->end(),
                            [&](const sysfs::Hca& h) { return h.name == name; });
+    if (it != present->end()) d.link_layer = std::string(sysfs::LinkLayerName(it->link_layer()));
     if (it == present->end()) {
       r.problems.push_back(name + ": expected (" + e.source + ") but missing from this pod");
       r.devices.push_back(d);
@@ -229,15 +230,7 @@ std::map<std::string, std::string> Validator::NcclEnv(const Report& inv) const {
   return env;
 }
 
-void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
-                      const CollectiveOutcome& run, const NcclLog& log) {
-  r.ran_collective = true;
-  r.log_files = run.log_files;
-  r.nccl_network = log.network();
-  if (!log.version().empty()) r.nccl_version = log.version();
-  r.nccl_devices.assign(log.device_list().begin(), log.device_list().end());
-  for (const auto& b : log.bypasses()) r.nccl_bypasses.push_back(b);
-  // The collective itself.
+std::vector<std::string> Validator::JudgeCollective(Report& r, const CollectiveOutcome& run) {
   std::vector<std::string> missing_init;
   r.verified = !run.ranks.empty();
   for (const auto& rk : run.ranks) {
@@ -261,7 +254,10 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
   if (r.verified && r.seconds_per_iter > 0) {
     r.bandwidth = AllReduceBandwidth(r.opts.bytes, r.seconds_per_iter, r.world_size);
   }
-  // What NCCL chose, against what it should have.
+  return missing_init;
+}
+
+void Validator::JudgeChoice(Report& r, const CollectiveOutcome& run) {
   std::string want_net = r.opts.transport == Transport::kIb ? "IB" : "Socket";
   if (!r.nccl_network.empty() && r.nccl_network != want_net) {
     r.problems.push_back("NCCL used network " + r.nccl_network + ", not " + want_net);
@@ -269,14 +265,14 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
   if (!r.nccl_bypasses.empty()) {
     r.problems.push_back("channels went through " + Join(r.nccl_bypasses) + ", not only the NICs");
   }
-  auto chosen = log.devices();
   if (!run.ranks.empty() && r.nccl_devices.empty()) {
     r.problems.push_back("NCCL's INFO log (" +
                          (run.log_files.empty() ? std::string("none") : run.log_files.front()) +
                          ") names no NET devices: what NCCL chose cannot be shown");
   }
-  // Traffic per device.
-  uint64_t total = 0;
+}
+
+void Validator::JudgeTraffic(Report& r, const Snapshot& before, const Snapshot& after) {
   for (auto& d : r.devices) {
     auto b = before.bytes.find(d.name);
     auto a = after.bytes.find(d.name);
@@ -293,15 +289,21 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
                            ": its 32-bit data counters are saturated; traffic cannot be proven "
                            "(reset them with perfquery -R)");
     }
-    total += d.bytes_sent + d.bytes_received;
-    for (const auto& [k, v] :
-         after.errors.count(d.name) ? after.errors.at(d.name) : std::map<std::string, uint64_t>{}) {
+    const auto& errs = after.errors.count(d.name) ? after.errors.at(d.name)
+                                                  : std::map<std::string, uint64_t>{};
+    for (const auto& [k, v] : errs) {
       uint64_t was = before.errors.count(d.name) && before.errors.at(d.name).count(k)
                          ? before.errors.at(d.name).at(k)
                          : v;
       if (v > was) d.error_deltas[k] = v - was;
     }
   }
+}
+
+void Validator::JudgeShares(Report& r, const NcclLog& log) {
+  uint64_t total = 0;
+  for (const auto& d : r.devices) total += d.bytes_sent + d.bytes_received;
+  auto chosen = log.devices();
   double fair = r.devices.empty() ? 0 : r.opts.min_share / static_cast<double>(r.devices.size());
   for (auto& d : r.devices) {
     d.chosen_by_nccl = chosen.count(d.name) > 0;
@@ -324,7 +326,50 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
       r.warnings.push_back(d.name + ": " + k + " +" + std::to_string(v) + " during the run");
     }
   }
-  // Bandwidth threshold.
+}
+
+namespace {
+
+// A RoCE v2 GID of `gids` for a routable (not link-local) address, or nullptr.
+const sysfs::Gid* RoutableV2(const std::vector<sysfs::Gid>& gids) {
+  for (const auto& g : gids) {
+    if (g.IsRoceV2() && !g.IsLinkLocal()) return &g;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void Validator::JudgeGids(Report& r, const NcclLog& log) {
+  for (auto& d : r.devices) {
+    auto used = log.gids().find(d.name);
+    if (d.link_layer != "Ethernet" || used == log.gids().end()) continue;
+    const GidUse& g = used->second;
+    d.gid_index = g.index;
+    d.gid_address = g.Ipv4().empty() ? g.Address() : g.Ipv4();
+    auto table = sysfs::ReadGidTable(root_, d.name, 1);
+    std::vector<sysfs::Gid> gids = table ? *table : std::vector<sysfs::Gid>{};
+    for (const auto& e : gids) {
+      if (static_cast<int>(e.index) == g.index) d.gid_type = e.type;
+    }
+    const sysfs::Gid* v2 = RoutableV2(gids);
+    std::string at = v2 != nullptr ? " (its RoCE v2 GID for " + v2->Ipv4() + " is index " +
+                                         std::to_string(v2->index) + ")"
+                                   : "";
+    if (g.IsLinkLocal()) {
+      r.problems.push_back(d.name + ": NCCL used GID " + std::to_string(g.index) + " (" +
+                           d.gid_address + "), a link-local address that cannot cross routed "
+                           "rails" + at + "; give the interface an address (ipam in the NAD) and "
+                           "set NCCL_IB_ADDR_FAMILY=AF_INET, or unset NCCL_IB_GID_INDEX");
+    } else if (d.gid_type != "RoCE v2" && !d.gid_type.empty() && v2 != nullptr) {
+      r.problems.push_back(d.name + ": NCCL used GID " + std::to_string(g.index) + ", RoCE v1, "
+                           "while RoCE v2 exists" + at +
+                           "; set NCCL_IB_ROCE_VERSION_NUM=2 (or unset NCCL_IB_GID_INDEX)");
+    }
+  }
+}
+
+void Validator::JudgeThreshold(Report& r) {
   if (r.opts.min_busbw_gbps > 0) r.threshold_gbps = r.opts.min_busbw_gbps;
   if (r.opts.min_busbw_fraction > 0 && r.opts.transport == Transport::kIb) {
     double gbits = 0;
@@ -339,6 +384,22 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
     r.problems.push_back("busbw " + Gb(r.bandwidth.busbw_gbps) + " GB/s is below the threshold " +
                          Gb(r.threshold_gbps) + " GB/s");
   }
+}
+
+void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
+                      const CollectiveOutcome& run, const NcclLog& log) {
+  r.ran_collective = true;
+  r.log_files = run.log_files;
+  r.nccl_network = log.network();
+  if (!log.version().empty()) r.nccl_version = log.version();
+  r.nccl_devices.assign(log.device_list().begin(), log.device_list().end());
+  for (const auto& b : log.bypasses()) r.nccl_bypasses.push_back(b);
+  auto missing_init = JudgeCollective(r, run);
+  JudgeChoice(r, run);
+  JudgeTraffic(r, before, after);
+  JudgeShares(r, log);
+  JudgeGids(r, log);
+  JudgeThreshold(r);
   if (run.timed_out || !missing_init.empty()) {
     r.verdict = "timeout";
     r.exit_code = 3;
@@ -365,6 +426,10 @@ json Report::ToJson() const {
                     {"carriedTraffic", d.carried_traffic},
                     {"errorCounterDeltas", d.error_deltas},
                     {"notes", d.notes}});
+    if (d.gid_index >= 0) {
+      devs.back()["gid"] = {
+          {"index", d.gid_index}, {"address", d.gid_address}, {"type", d.gid_type}};
+    }
   }
   return {{"version", 1},
           {"verdict", verdict},
@@ -425,6 +490,10 @@ std::string Report::Table() const {
                   Bytes(d.bytes_sent).c_str(), Bytes(d.bytes_received).c_str(), 100 * d.share,
                   ran_collective ? (d.carried_traffic ? "yes" : "NO") : "-");
     o << line;
+    if (d.gid_index >= 0) {
+      o << "      gid: index " << d.gid_index << " " << d.gid_address
+        << (d.gid_type.empty() ? "" : " (" + d.gid_type + ")") << "\n";
+    }
     for (const auto& n : d.notes) o << "      note: " << n << "\n";
   }
   if (ran_collective) {

@@ -10,6 +10,8 @@
 //   log.devices()  // {"mlx5_0", "mlx5_3"}; merged NICs ("mlx5_0+mlx5_1") count for both
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -17,6 +19,20 @@
 #include <vector>
 
 namespace kuberdma::validator {
+
+// The GID a RoCE device's queue pairs used, from "NET/IB: NCCL Dev 0 IbDev 3 Port 1 qpn 1234
+// mtu 5 GID 3 (0/1020A0AFFFF0000) ..." (NCCL prints the two 64-bit halves of the raw GID as the
+// host reads them: little-endian).
+struct GidUse {
+  int index = -1;
+  uint64_t subnet_prefix = 0;
+  uint64_t interface_id = 0;
+  // The GID's 16 bytes in network order.
+  std::array<uint8_t, 16> Bytes() const;
+  bool IsLinkLocal() const;    // fe80::/64
+  std::string Ipv4() const;    // of an IPv4-mapped GID, else ""
+  std::string Address() const;  // canonical IPv6 text
+};
 
 class NcclLog {
  public:
@@ -36,16 +52,20 @@ class NcclLog {
   // Transports other than NET that carried a channel (the collective bypassed the NICs).
   std::set<std::string> bypasses() const;
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // The GID each RoCE device used (by physical device name), where NCCL logged its QPs.
+  const std::map<std::string, GidUse>& gids() const { return gids_; }
 
  private:
   void UsingLine(std::string_view net, std::string_view rest);
   void ChannelLine(std::string_view via);
+  void QpLine(std::string_view line);
   std::string network_;
   std::string version_;
   std::vector<std::string> devices_;
   std::map<std::string, int> channels_;
   std::set<std::string> transports_;
   std::vector<std::string> warnings_;
+  std::map<std::string, GidUse> gids_;
 };
 
 }  // namespace kuberdma::validator

@@ -49,6 +49,7 @@ struct Options {
 
 struct DeviceResult {
   std::string name;
+  std::string link_layer;  // "Ethernet" (RoCE), "InfiniBand"; "" for a Socket netdev
   bool present = false;
   std::string state;    // port state, or netdev oper state
   bool usable = false;  // present, port/link up, device node openable (IB)
@@ -61,6 +62,10 @@ struct DeviceResult {
   int nccl_channels = 0;
   bool carried_traffic = false;
   std::map<std::string, uint64_t> error_deltas;
+  // RoCE: the GID NCCL's queue pairs used (from its INFO log), and its type in the pod's table.
+  int gid_index = -1;
+  std::string gid_address;
+  std::string gid_type;  // "RoCE v2", "IB/RoCE v1", "" when the table does not say
   std::vector<std::string> notes;
 };
 
@@ -118,6 +123,13 @@ class Validator {
 
  private:
   void InventoryIb(Report& r, const Expected& e);
+  // Judge's steps.
+  std::vector<std::string> JudgeCollective(Report& r, const CollectiveOutcome& run);
+  void JudgeChoice(Report& r, const CollectiveOutcome& run);
+  void JudgeTraffic(Report& r, const Snapshot& before, const Snapshot& after);
+  void JudgeShares(Report& r, const NcclLog& log);
+  void JudgeGids(Report& r, const NcclLog& log);
+  void JudgeThreshold(Report& r);
   void InventorySocket(Report& r, const Expected& e);
   Options opts_;
   sysfs::SysfsRoot root_;
