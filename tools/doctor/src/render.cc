@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "internal.h"
+#include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::doctor {
 
@@ -79,7 +80,18 @@ std::string Render(const View& v) {
   if (v.doc.contains("lossless")) RenderLossless(v.doc["lossless"], o);
   for (const char* key :
        {"netnsMode", "devicePlugin", "allocations", "cniRecords", "netdevs", "devices", "env"}) {
-    if (v.doc.contains(key)) o << "  " << key << ": " << v.doc[key].dump() << "\n";
+    if (!v.doc.contains(key)) continue;
+    json shown = v.doc[key];
+    // The device plugin's HCA descriptions are long: their names say enough here (--json has all).
+    if (std::string(key) == "env" && shown.contains(podenv::kHcas)) {
+      auto hcas = podenv::DecodeHcas(shown[podenv::kHcas].get<std::string>());
+      std::string names;
+      for (const auto& h : hcas ? *hcas : std::vector<podenv::HcaInfo>{}) {
+        names += (names.empty() ? "" : ",") + h.name;
+      }
+      shown[podenv::kHcas] = "[" + names + "]";
+    }
+    o << "  " << key << ": " << shown.dump() << "\n";
   }
   if (v.doc.contains("gids") && !v.doc["gids"].empty()) RenderGids(v.doc["gids"], o);
   for (const auto& f : v.findings) {

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// kuberdma-demo: the node-in-a-box (default) or, with --fleet K, an acceptance run over a
+// simulated fleet of K nodes.
+//
+//   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--validate PATH] [--doctor PATH]
+//                 [--fixture DIR] [--cni-plugins DIR] [--pods N] [--nccl auto|on|off]
+//   kuberdma-demo --fleet 4 [--rails 2] [--degrade NODE:RAIL] [--degrade-kind rate|loss]
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "demo.h"
+#include "kuberdma/sim/sim_node.h"
+
+int main(int argc, char** argv) {
+  kuberdma::demo::Options o{.rdma_bin = KUBERDMA_RDMA_BIN,
+                            .device_plugin_bin = KUBERDMA_DP_BIN,
+                            .validate_bin = KUBERDMA_VALIDATE_BIN,
+                            .doctor_bin = KUBERDMA_DOCTOR_BIN,
+                            .fixture = KUBERDMA_FIXTURES "/sysfs/roce8"};
+  CLI::App app{"kube-rdma demos: node-in-a-box, or a simulated fleet's acceptance (--fleet)"};
+  app.add_option("--rdma", o.rdma_bin, "the rdma CNI binary");
+  app.add_option("--device-plugin", o.device_plugin_bin, "the rdma-device-plugin binary");
+  app.add_option("--validate", o.validate_bin, "the rdma-validate binary");
+  app.add_option("--doctor", o.doctor_bin, "the rdma-doctor binary");
+  app.add_option("--fixture", o.fixture, "sysfs fixture of the simulated node");
+  app.add_option("--cni-plugins", o.cni_plugins, "where host-local (the rails' IPAM) is");
+  app.add_option("--pods", o.pods, "pods sharing the node's HCAs")->check(CLI::Range(1, 8));
+  app.add_option("--nccl", o.nccl, "NCCL AllReduce across the pods: auto (a GPU is here), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--fleet", o.fleet, "run an acceptance over a simulated fleet of this many nodes")
+      ->check(CLI::Range(2, 16));
+  app.add_option("--rails", o.rails, "fleet: rails (HCAs) per node")->check(CLI::Range(1, 8));
+  app.add_option("--degrade", o.degrade, "fleet: the degraded NODE:RAIL (1-based), or none");
+  app.add_option("--degrade-kind", o.degrade_kind, "fleet: rate (tbf) or loss (netem)")
+      ->check(CLI::IsMember({"rate", "loss"}));
+  CLI11_PARSE(app, argc, argv);
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "kuberdma-demo needs root: it creates network namespaces and veths\n");
+    return 2;
+  }
+  kuberdma::sim::RemoveStaleNamespaces();
+  return o.fleet > 0 ? kuberdma::demo::RunFleetDemo(o) : kuberdma::demo::RunNodeDemo(o);
+}
