@@ -9,6 +9,7 @@ packages=(
   libnl-3-dev libnl-route-3-dev        # rtnetlink and NETLINK_RDMA (netlink/)
   libexpected-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # deviceplugin/, proto/
+  prometheus-cpp-dev                   # metrics (device plugin) and the Pushgateway client (validator)
   catch2                               # tests
   iproute2                             # namespace tests and their cleanup
   containernetworking-plugins          # host-device, the benchmark's peer

@@ -172,6 +172,7 @@ void Manager::RegisterOne(const std::string& full_name, ResourceServer& srv) {
   v1beta1::Empty resp;
   grpc::Status st = stub->Register(&ctx, req, &resp);
   registered_[full_name] = st.ok();
+  metrics_.Set("kuberdma_registered", {{"resource", full_name}}, st.ok() ? 1 : 0);
   metrics_.Inc("kuberdma_registrations_total",
                {{"resource", full_name}, {"result", st.ok() ? "ok" : "error"}});
   if (st.ok()) {
@@ -200,6 +201,13 @@ void Manager::Rescan() {
   }
   metrics_.Clear("kuberdma_hca_healthy");
   metrics_.Clear("kuberdma_devices");
+  metrics_.Clear("kuberdma_port_active");
+  for (const auto& h : *hcas) {
+    for (const auto& p : h.ports) {
+      metrics_.Set("kuberdma_port_active", {{"hca", h.name}, {"port", std::to_string(p.number)}},
+                   p.state == sysfs::kPortActive ? 1 : 0);
+    }
+  }
   bool trim = false;
   for (auto& [name, srv] : servers_) {
     bool changed = false;
@@ -259,6 +267,7 @@ void Manager::Reload() {
       servers_.erase(
           name);  // stops serving and removes the socket; re-created below if still configured
       registered_.erase(name);
+      metrics_.Remove("kuberdma_registered", {{"resource", name}});
       spdlog::info("event=resource_stopped resource={}", name);
     }
   }

@@ -1,24 +1,73 @@
 // SPDX-License-Identifier: Apache-2.0
-// Prometheus text exposition and a minimal HTTP listener for /metrics and /healthz.
+// The device plugin's metrics on prometheus-cpp, and /healthz beside /metrics on its web server.
 #include "kuberdma/deviceplugin/metrics.h"
 
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <CivetServer.h>
+#include <civetweb.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
-#include <cerrno>
-#include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <exception>
 
 namespace kuberdma::deviceplugin {
 
 namespace {
 
-const std::map<std::string, std::pair<const char*, const char*>>& Help() {
-  static const std::map<std::string, std::pair<const char*, const char*>> kHelp = {
+using FamilyTable = std::map<std::string, std::pair<std::string, std::string>>;
+
+std::map<std::string, std::string> ToMap(const Labels& labels) {
+  return {labels.begin(), labels.end()};
+}
+
+// The web server contexts of live endpoints, so /healthz (answered in civetweb's begin_request,
+// which carries no user pointer of ours) reaches its endpoint. init_context runs inside the
+// Exposer's constructor, on the constructing thread: `g_starting` names the endpoint being built.
+std::mutex g_endpoints_mu;
+std::map<const mg_context*, const HttpEndpoint*> g_endpoints;
+thread_local const HttpEndpoint* g_starting = nullptr;
+
+void InitContext(const mg_context* ctx) {
+  std::lock_guard lock(g_endpoints_mu);
+  g_endpoints[ctx] = g_starting;
+}
+
+void ExitContext(const mg_context* ctx) {
+  std::lock_guard lock(g_endpoints_mu);
+  g_endpoints.erase(ctx);
+}
+
+int BeginRequest(mg_connection* conn) {
+  const mg_request_info* req = mg_get_request_info(conn);
+  if (req == nullptr || req->local_uri == nullptr || std::strcmp(req->local_uri, "/healthz") != 0) {
+    return 0;  // the exposer's /metrics (or its 404)
+  }
+  bool ok = false;
+  {
+    std::lock_guard lock(g_endpoints_mu);
+    auto it = g_endpoints.find(mg_get_context(conn));
+    ok = it != g_endpoints.end() && it->second != nullptr && it->second->Healthy();
+  }
+  const char* body = ok ? "ok\n" : "not serving\n";
+  mg_printf(conn,
+            "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+            "Connection: close\r\n\r\n%s",
+            ok ? "200 OK" : "503 Service Unavailable", std::strlen(body), body);
+  return ok ? 200 : 503;
+}
+
+}  // namespace
+
+const FamilyTable& Metrics::Families() {
+  static const FamilyTable kFamilies = {
       {"kuberdma_devices", {"gauge", "Advertised device slots per resource and health."}},
       {"kuberdma_hca_healthy", {"gauge", "1 if the HCA is present with every port ACTIVE."}},
+      {"kuberdma_port_active", {"gauge", "1 if the HCA port is ACTIVE, 0 if it is not."}},
+      {"kuberdma_registered", {"gauge", "1 while the resource is registered with the kubelet."}},
       {"kuberdma_allocations_total", {"counter", "Successful container allocations."}},
       {"kuberdma_allocation_errors_total", {"counter", "Allocate calls answered with an error."}},
       {"kuberdma_registrations_total", {"counter", "Registrations with the kubelet, by result."}},
@@ -26,132 +75,105 @@ const std::map<std::string, std::pair<const char*, const char*>>& Help() {
       {"kuberdma_config_reloads_total", {"counter", "Config reloads, by result."}},
       {"kuberdma_list_and_watch_streams", {"gauge", "Open ListAndWatch streams per resource."}},
   };
-  return kHelp;
+  return kFamilies;
 }
 
-std::string Escape(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
+struct Metrics::Impl {
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> counters;
+  std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges;
+  // The series each gauge family holds, so Clear() can remove them.
+  std::map<std::string, std::vector<prometheus::Gauge*>> gauge_series;
+};
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()), impl_(std::make_unique<Impl>()) {
+  for (const auto& [name, spec] : Families()) {
+    if (spec.first == "counter") {
+      impl_->counters[name] =
+          &prometheus::BuildCounter().Name(name).Help(spec.second).Register(*registry_);
+    } else {
+      impl_->gauges[name] =
+          &prometheus::BuildGauge().Name(name).Help(spec.second).Register(*registry_);
     }
-    out += c;
   }
-  return out;
 }
 
-}  // namespace
-
-std::string Metrics::Key(const std::string& name, const Labels& labels) {
-  (void)name;
-  std::string out;
-  for (const auto& [k, v] : labels) out += (out.empty() ? "" : ",") + k + "=\"" + Escape(v) + "\"";
-  return out;
-}
+Metrics::~Metrics() = default;
 
 void Metrics::Inc(const std::string& name, const Labels& labels, double by) {
   std::lock_guard lock(mu_);
-  series_[name][Key(name, labels)] += by;
+  auto it = impl_->counters.find(name);
+  if (it != impl_->counters.end()) it->second->Add(ToMap(labels)).Increment(by);
 }
 
 void Metrics::Set(const std::string& name, const Labels& labels, double value) {
   std::lock_guard lock(mu_);
-  series_[name][Key(name, labels)] = value;
+  auto it = impl_->gauges.find(name);
+  if (it == impl_->gauges.end()) return;
+  prometheus::Gauge& g = it->second->Add(ToMap(labels));
+  g.Set(value);
+  auto& series = impl_->gauge_series[name];
+  if (std::find(series.begin(), series.end(), &g) == series.end()) series.push_back(&g);
 }
 
 void Metrics::Clear(const std::string& name) {
   std::lock_guard lock(mu_);
-  series_.erase(name);
+  auto it = impl_->gauges.find(name);
+  if (it == impl_->gauges.end()) return;
+  for (prometheus::Gauge* g : impl_->gauge_series[name]) it->second->Remove(g);
+  impl_->gauge_series.erase(name);
+}
+
+void Metrics::Remove(const std::string& name, const Labels& labels) {
+  std::lock_guard lock(mu_);
+  auto it = impl_->gauges.find(name);
+  auto want = ToMap(labels);
+  if (it == impl_->gauges.end() || !it->second->Has(want)) return;
+  prometheus::Gauge* g = &it->second->Add(want);
+  auto& series = impl_->gauge_series[name];
+  series.erase(std::remove(series.begin(), series.end(), g), series.end());
+  it->second->Remove(g);
 }
 
 double Metrics::Get(const std::string& name, const Labels& labels) const {
   std::lock_guard lock(mu_);
-  auto it = series_.find(name);
-  if (it == series_.end()) return 0;
-  auto s = it->second.find(Key(name, labels));
-  return s == it->second.end() ? 0 : s->second;
+  auto want = ToMap(labels);
+  if (auto c = impl_->counters.find(name); c != impl_->counters.end()) {
+    return c->second->Has(want) ? c->second->Add(want).Value() : 0;
+  }
+  if (auto g = impl_->gauges.find(name); g != impl_->gauges.end()) {
+    return g->second->Has(want) ? g->second->Add(want).Value() : 0;
+  }
+  return 0;
 }
 
 std::string Metrics::Render() const {
-  std::lock_guard lock(mu_);
-  std::string out;
-  for (const auto& [name, series] : series_) {
-    if (auto h = Help().find(name); h != Help().end()) {
-      out += "# HELP " + name + " " + h->second.second + "\n# TYPE " + name + " " +
-             h->second.first + "\n";
-    }
-    for (const auto& [labels, value] : series) {
-      char num[64];
-      std::snprintf(num, sizeof num, "%.17g", value);
-      out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + num + "\n";
-    }
-  }
-  return out;
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
 Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(uint16_t port, const Metrics& metrics,
                                                           std::function<bool()> healthy) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return FailErrno(errno, "metrics socket");
-  int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return FailErrno(errno, "bind metrics port " + std::to_string(port));
+  std::unique_ptr<HttpEndpoint> ep(new HttpEndpoint(std::move(healthy)));
+  CivetCallbacks callbacks;
+  callbacks.begin_request = BeginRequest;
+  callbacks.init_context = InitContext;
+  callbacks.exit_context = ExitContext;
+  g_starting = ep.get();
+  try {
+    ep->exposer_ =
+        std::make_unique<prometheus::Exposer>("0.0.0.0:" + std::to_string(port), 2, &callbacks);
+  } catch (const std::exception& e) {  // CivetException: the port cannot be bound
+    g_starting = nullptr;
+    return Fail(ErrorCode::kIo, "serve metrics on port " + std::to_string(port) + ": " + e.what());
   }
-  if (::listen(fd.get(), 16) != 0) return FailErrno(errno, "listen on metrics port");
-  socklen_t len = sizeof addr;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return std::unique_ptr<HttpEndpoint>(
-      new HttpEndpoint(std::move(fd), ntohs(addr.sin_port), metrics, std::move(healthy)));
+  g_starting = nullptr;
+  ep->exposer_->RegisterCollectable(metrics.registry());
+  auto ports = ep->exposer_->GetListeningPorts();
+  ep->port_ = ports.empty() ? port : static_cast<uint16_t>(ports.front());
+  return ep;
 }
 
-HttpEndpoint::HttpEndpoint(UniqueFd fd, uint16_t port, const Metrics& m,
-                           std::function<bool()> healthy)
-    : fd_(std::move(fd)), port_(port), metrics_(m), healthy_(std::move(healthy)), thread_([this] {
-        Serve();
-      }) {}
-
-HttpEndpoint::~HttpEndpoint() {
-  stop_ = true;
-  ::shutdown(fd_.get(), SHUT_RDWR);
-  thread_.join();
-}
-
-void HttpEndpoint::Serve() {
-  while (!stop_) {
-    pollfd p{fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!c.valid()) continue;
-    timeval tv{2, 0};
-    ::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[2048];
-    ssize_t n = ::recv(c.get(), req, sizeof req - 1, 0);
-    if (n <= 0) continue;
-    req[n] = '\0';
-    std::string status = "404 Not Found";
-    std::string body = "not found\n";
-    std::string type = "text/plain";
-    if (std::strncmp(req, "GET /metrics", 12) == 0) {
-      status = "200 OK";
-      body = metrics_.Render();
-      type = "text/plain; version=0.0.4";
-    } else if (std::strncmp(req, "GET /healthz", 12) == 0) {
-      bool ok = healthy_();
-      status = ok ? "200 OK" : "503 Service Unavailable";
-      body = ok ? "ok\n" : "not serving\n";
-    }
-    std::string resp = "HTTP/1.0 " + status + "\r\nContent-Type: " + type +
-                       "\r\nContent-Length: " + std::to_string(body.size()) +
-                       "\r\nConnection: close\r\n\r\n" + body;
-    (void)!::send(c.get(), resp.data(), resp.size(), MSG_NOSIGNAL);
-  }
-}
+HttpEndpoint::HttpEndpoint(std::function<bool()> healthy) : healthy_(std::move(healthy)) {}
+HttpEndpoint::~HttpEndpoint() = default;
 
 }  // namespace kuberdma::deviceplugin

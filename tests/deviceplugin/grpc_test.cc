@@ -3,6 +3,8 @@
 // closed streams, health flaps, config reloads, concurrent Allocates, and SIGTERM on the binary.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +119,71 @@ TEST_CASE(
   CHECK(k.Lists("rdma/shared").back().devices_size() == 1000);  // never left at zero
   CHECK(fs::exists(n.mgr->SocketPath("rdma/shared")));
   CHECK(n.mgr->metrics().Get("kuberdma_kubelet_restarts_total", {}) >= 1);
+}
+
+// GET `path` from 127.0.0.1:`port`: the status line and the body.
+std::pair<std::string, std::string> HttpGet(uint16_t port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string text;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    (void)!::write(fd, req.data(), req.size());
+    char buf[8192];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  auto eol = text.find("\r\n");
+  auto body = text.find("\r\n\r\n");
+  return {text.substr(0, eol), body == std::string::npos ? "" : text.substr(body + 4)};
+}
+
+TEST_CASE("/metrics is prometheus-cpp's exposition of every family; /healthz answers 200 while "
+          "serving") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  auto& k = *n.kubelet;
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/hca").empty(); }));
+  for (int i = 0; i < 100 && n.mgr->metrics().Get("kuberdma_registered", {{"resource", "rdma/hca"}}) != 1; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(n.mgr->metrics_port() != 0);
+  auto [status, body] = HttpGet(n.mgr->metrics_port(), "/metrics");
+  CHECK_THAT(status, Catch::Contains("200"));
+  // Every family that has a series by now, with the type the contract gives it.
+  for (const char* family : {"kuberdma_devices", "kuberdma_hca_healthy", "kuberdma_port_active",
+                             "kuberdma_registered", "kuberdma_registrations_total",
+                             "kuberdma_list_and_watch_streams"}) {
+    CHECK_THAT(body, Catch::Contains(std::string("# TYPE ") + family + " " +
+                                     Metrics::Families().at(family).first));
+  }
+  CHECK_THAT(body, Catch::Contains(R"(kuberdma_registered{resource="rdma/hca"} 1)"));
+  CHECK_THAT(body, Catch::Contains(R"(kuberdma_port_active{hca="mlx5_3",port="1"} 1)"));
+  auto [hstatus, hbody] = HttpGet(n.mgr->metrics_port(), "/healthz");
+  CHECK_THAT(hstatus, Catch::Contains("200"));
+  CHECK(hbody == "ok\n");
+  CHECK_THAT(HttpGet(n.mgr->metrics_port(), "/nothing").first, Catch::Contains("404"));
+}
+
+TEST_CASE("/healthz is 503 when the plugin does not serve, and a taken port is an error") {
+  Metrics m;
+  bool serving = false;
+  auto ep = HttpEndpoint::Start(0, m, [&] { return serving; });
+  REQUIRE(ep);
+  CHECK_THAT(HttpGet((*ep)->port(), "/healthz").first, Catch::Contains("503"));
+  serving = true;
+  CHECK_THAT(HttpGet((*ep)->port(), "/healthz").first, Catch::Contains("200"));
+  auto taken = HttpEndpoint::Start((*ep)->port(), m, [] { return true; });
+  REQUIRE_FALSE(taken);
+  CHECK_THAT(taken.error().message(), Catch::Contains(std::to_string((*ep)->port())));
+  m.Set("kuberdma_registered", {{"resource", "rdma/x"}}, 1);
+  m.Remove("kuberdma_registered", {{"resource", "rdma/x"}});
+  CHECK_THAT(m.Render(), !Catch::Contains("rdma/x"));
 }
 
 TEST_CASE("A ListAndWatch stream closed by the kubelet leads to a new registration") {

@@ -1,23 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-// Metrics and health endpoints: /metrics in the Prometheus text exposition format and /healthz,
-// served by a small HTTP/1.0 listener. (prometheus-cpp is not packaged in Debian 12; the
-// exposition format is simple enough to write directly.)
+// Metrics and health endpoints over prometheus-cpp (Debian's prometheus-cpp-dev): the device
+// plugin's counters and gauges in a prometheus::Registry, /metrics served by its Exposer, and
+// /healthz answered by the same web server (200 while serving, 503 otherwise).
 //
 //   Metrics m;
 //   m.Inc("kuberdma_allocations_total", {{"resource", "rdma/shared"}});
-//   HttpEndpoint http(9109, m, [] { return true; });   // serves until destroyed
+//   auto http = HttpEndpoint::Start(9109, m, [] { return true; });   // serves until destroyed
+//
+// Family names, types and help texts are a fixed table (metrics.cc), the contract that
+// deploy/'s alert rules are checked against.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "kuberdma/base/error.h"
-#include "kuberdma/base/unique_fd.h"
+
+namespace prometheus {
+class Registry;
+class Exposer;
+}  // namespace prometheus
 
 namespace kuberdma::deviceplugin {
 
@@ -25,37 +32,52 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 class Metrics {
  public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Adds `by` to counter `name` (a family ending in _total) with `labels`.
   void Inc(const std::string& name, const Labels& labels, double by = 1);
+  // Sets gauge `name` with `labels`.
   void Set(const std::string& name, const Labels& labels, double value);
-  // Drops every series of `name` (a gauge family that is recomputed whole).
+  // Drops every series of gauge `name` (a family that is recomputed whole).
   void Clear(const std::string& name);
+  // Drops the one series of gauge `name` with `labels` (its subject is gone).
+  void Remove(const std::string& name, const Labels& labels);
+  // The current value of a series; 0 when it does not exist.
   double Get(const std::string& name, const Labels& labels) const;
-  // The text exposition, with HELP and TYPE lines for known families.
+  // The text exposition, as /metrics serves it.
   std::string Render() const;
+  // The names, types ("counter", "gauge") and help of every family this plugin exports.
+  static const std::map<std::string, std::pair<std::string, std::string>>& Families();
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
  private:
-  static std::string Key(const std::string& name, const Labels& labels);
+  struct Impl;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Impl> impl_;
   mutable std::mutex mu_;
-  std::map<std::string, std::map<std::string, double>> series_;  // name -> rendered labels -> value
 };
 
 class HttpEndpoint {
  public:
-  // Listens on 0.0.0.0:`port` (0 picks a free port; see port()). `healthy` answers /healthz.
+  // Serves /metrics and /healthz on 0.0.0.0:`port` (0 picks a free port; see port()). `healthy`
+  // answers /healthz. An error when the port cannot be bound.
   static Result<std::unique_ptr<HttpEndpoint>> Start(uint16_t port, const Metrics& metrics,
                                                      std::function<bool()> healthy);
   ~HttpEndpoint();
+  HttpEndpoint(const HttpEndpoint&) = delete;
+  HttpEndpoint& operator=(const HttpEndpoint&) = delete;
   uint16_t port() const { return port_; }
+  bool Healthy() const { return healthy_(); }
 
  private:
-  HttpEndpoint(UniqueFd fd, uint16_t port, const Metrics& m, std::function<bool()> healthy);
-  void Serve();
-  UniqueFd fd_;
-  uint16_t port_;
-  const Metrics& metrics_;
+  explicit HttpEndpoint(std::function<bool()> healthy);
   std::function<bool()> healthy_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  uint16_t port_ = 0;
 };
 
 }  // namespace kuberdma::deviceplugin
