@@ -63,85 +63,192 @@ bool StreamDone(cudaStream_t s, ncclComm_t comm, Clock::time_point deadline, std
   }
 }
 
-nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
-  nlohmann::json out = {{"rank", rank}, {"initOk", false}, {"ok", false}, {"verified", false}};
-  auto fail = [&](const std::string& e) {
-    out["error"] = e;
-    return out;
-  };
-  if (cudaSetDevice(gpu) != cudaSuccess) return fail("cannot use GPU " + std::to_string(gpu));
-  size_t count = p.bytes / sizeof(float);
-  std::vector<float> host(count);
-  for (size_t i = 0; i < count; ++i)
-    host[i] = static_cast<float>((rank + 1) * static_cast<int>((i % 7) + 1));
+// A rank's device buffers, filled with deterministic data: (rank+1)*((i%7)+1).
+struct Buffers {
+  size_t count = 0;
   float* send = nullptr;
   float* recv = nullptr;
-  if (cudaMalloc(&send, count * sizeof(float)) != cudaSuccess ||
-      cudaMalloc(&recv, count * sizeof(float)) != cudaSuccess) {
-    return fail("cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " +
-                std::to_string(gpu));
+  cudaStream_t stream = nullptr;
+  std::vector<float> host;
+  ~Buffers() {
+    if (send != nullptr) cudaFree(send);
+    if (recv != nullptr) cudaFree(recv);
+    if (stream != nullptr) cudaStreamDestroy(stream);
   }
-  cudaMemcpy(send, host.data(), count * sizeof(float), cudaMemcpyHostToDevice);
-  cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+};
+
+std::string Prepare(const CollectiveParams& p, int rank, int gpu, Buffers* b) {
+  if (cudaSetDevice(gpu) != cudaSuccess) return "cannot use GPU " + std::to_string(gpu);
+  b->count = p.bytes / sizeof(float);
+  b->host.resize(b->count);
+  for (size_t i = 0; i < b->count; ++i) {
+    b->host[i] = static_cast<float>((rank + 1) * static_cast<int>((i % 7) + 1));
+  }
+  if (cudaMalloc(&b->send, b->count * sizeof(float)) != cudaSuccess ||
+      cudaMalloc(&b->recv, b->count * sizeof(float)) != cudaSuccess) {
+    return "cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " + std::to_string(gpu);
+  }
+  cudaMemcpy(b->send, b->host.data(), b->count * sizeof(float), cudaMemcpyHostToDevice);
+  cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
+  return "";
+}
+
+// A non-blocking communicator, up before the deadline or aborted; "" on success.
+std::string InitComm(const CollectiveParams& p, int rank, ncclComm_t* comm, bool* timed_out) {
   ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess)
-    return fail("ncclGetUniqueId failed (is NCCL_COMM_ID valid?)");
+  if (ncclGetUniqueId(&id) != ncclSuccess) return "ncclGetUniqueId failed (is NCCL_COMM_ID valid?)";
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclComm_t comm = nullptr;
   auto deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
-  bool timed_out = false;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, p.nranks, id, rank, &config);
-  if (r == ncclInProgress || r == ncclSuccess) r = Settle(comm, deadline, &timed_out);
-  if (timed_out) {
-    ncclCommAbort(comm);
-    out["timedOut"] = true;
-    return fail("communicator init did not complete within " + std::to_string(p.timeout_s) + " s");
+  ncclResult_t r = ncclCommInitRankConfig(comm, p.nranks, id, rank, &config);
+  if (r == ncclInProgress || r == ncclSuccess) r = Settle(*comm, deadline, timed_out);
+  if (*timed_out) {
+    ncclCommAbort(*comm);
+    return "communicator init did not complete within " + std::to_string(p.timeout_s) + " s";
   }
   if (r != ncclSuccess) {
-    if (comm != nullptr) ncclCommAbort(comm);
-    return fail(std::string("communicator init failed: ") + ncclGetErrorString(r));
+    if (*comm != nullptr) ncclCommAbort(*comm);
+    return std::string("communicator init failed: ") + ncclGetErrorString(r);
   }
-  out["initOk"] = true;
-  std::string err;
-  double seconds = 0;
+  return "";
+}
+
+// The warm-up and the timed phase; the seconds per timed iteration, or an error (comm aborted).
+std::string Iterate(const CollectiveParams& p, ncclComm_t comm, Buffers& b, double* seconds,
+                    bool* timed_out) {
   for (int phase = 0; phase < 2; ++phase) {
     int n = phase == 0 ? p.warmup : p.iters;
     auto t0 = Clock::now();
-    deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
+    auto deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
     for (int i = 0; i < n; ++i) {
-      r = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream);
-      if (r == ncclInProgress) r = Settle(comm, deadline, &timed_out);
+      ncclResult_t r = ncclAllReduce(b.send, b.recv, b.count, ncclFloat, ncclSum, comm, b.stream);
+      if (r == ncclInProgress) r = Settle(comm, deadline, timed_out);
       if (r != ncclSuccess) {
         ncclCommAbort(comm);
-        return fail(std::string("ncclAllReduce: ") +
-                    (timed_out ? "timed out" : ncclGetErrorString(r)));
+        return std::string("ncclAllReduce: ") + (*timed_out ? "timed out" : ncclGetErrorString(r));
       }
     }
-    if (!StreamDone(stream, comm, deadline, &err)) {
+    std::string err;
+    if (!StreamDone(b.stream, comm, deadline, &err)) {
       ncclCommAbort(comm);
-      out["timedOut"] = Clock::now() > deadline;
-      return fail(err);
+      *timed_out = Clock::now() > deadline;
+      return err;
     }
-    if (phase == 1)
-      seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
+    if (phase == 1) *seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
   }
-  cudaMemcpy(host.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost);
+  return "";
+}
+
+nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
+  nlohmann::json out = {{"rank", rank}, {"initOk", false}, {"ok", false}, {"verified", false}};
+  auto fail = [&](const std::string& e, bool timed_out = false) {
+    out["error"] = e;
+    if (timed_out) out["timedOut"] = true;
+    return out;
+  };
+  Buffers b;
+  if (auto e = Prepare(p, rank, gpu, &b); !e.empty()) return fail(e);
+  ncclComm_t comm = nullptr;
+  bool timed_out = false;
+  if (auto e = InitComm(p, rank, &comm, &timed_out); !e.empty()) return fail(e, timed_out);
+  out["initOk"] = true;
+  double seconds = 0;
+  if (auto e = Iterate(p, comm, b, &seconds, &timed_out); !e.empty()) return fail(e, timed_out);
+  cudaMemcpy(b.host.data(), b.recv, b.count * sizeof(float), cudaMemcpyDeviceToHost);
   const float tri = static_cast<float>(p.nranks * (p.nranks + 1) / 2);
   size_t bad = 0;
-  for (size_t i = 0; i < count; ++i)
-    bad += host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
+  for (size_t i = 0; i < b.count; ++i) bad += b.host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
   ncclCommDestroy(comm);
-  cudaFree(send);
-  cudaFree(recv);
   out["verified"] = bad == 0;
   out["ok"] = bad == 0;
   out["secondsPerIter"] = seconds;
-  if (bad != 0)
-    out["error"] =
-        std::to_string(bad) + " of " + std::to_string(count) + " elements have a wrong sum";
+  if (bad != 0) {
+    out["error"] = std::to_string(bad) + " of " + std::to_string(b.count) + " elements have a wrong sum";
+  }
   return out;
+}
+
+struct Child {
+  size_t job;
+  int rank;
+  pid_t pid;
+  int fd;
+  std::string text;
+  bool done = false;
+};
+
+std::string LogFile(const CollectiveParams& p, int rank) {
+  return p.log_dir + "/nccl." + (p.tag.empty() ? "" : p.tag + ".") + "rank" + std::to_string(rank) +
+         ".log";
+}
+
+// Forks the process of `p`'s rank ranks[i]: its environment, its log, its own NCCL_HOSTID.
+bool StartRank(const CollectiveParams& p, size_t job, size_t i, std::vector<Child>* kids) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  std::string log = LogFile(p, p.ranks[i]);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    for (const auto& [k, v] : p.env) setenv(k.c_str(), v.c_str(), 1);
+    setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+    // A host ID per rank: ranks on one node (or one GPU) then talk through the NICs, not shared
+    // memory.
+    std::string host_id = p.env.count("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
+    host_id += (p.tag.empty() ? "" : "-" + p.tag) + "-r" + std::to_string(p.ranks[i]);
+    setenv("NCCL_HOSTID", host_id.c_str(), 1);
+    std::string line = RunRank(p, p.ranks[i], p.gpus[i]).dump() + "\n";
+    (void)!write(fds[1], line.data(), line.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  kids->push_back({job, p.ranks[i], pid, fds[0], ""});
+  return true;
+}
+
+// Reads every child's answer until all are done or `deadline` passes.
+void Collect(std::vector<Child>& kids, Clock::time_point deadline) {
+  size_t open = kids.size();
+  while (open > 0 && Clock::now() < deadline) {
+    std::vector<pollfd> pfds;
+    for (auto& k : kids) pfds.push_back({k.done ? -1 : k.fd, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), 200);
+    for (size_t i = 0; i < kids.size(); ++i) {
+      if (kids[i].done || (pfds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+      char buf[4096];
+      ssize_t n = read(kids[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        kids[i].text.append(buf, static_cast<size_t>(n));
+      } else {
+        kids[i].done = true;
+        --open;
+      }
+    }
+  }
+}
+
+RankOutcome Finish(Child& k, bool* timed_out) {
+  if (!k.done) {
+    kill(k.pid, SIGKILL);
+    *timed_out = true;
+  }
+  close(k.fd);
+  waitpid(k.pid, nullptr, 0);
+  RankOutcome ro;
+  ro.rank = k.rank;
+  auto j = nlohmann::json::parse(k.text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    ro.error = k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
+    return ro;
+  }
+  ro.reported = true;
+  ro.init_ok = j.value("initOk", false);
+  ro.ok = j.value("ok", false);
+  ro.verified = j.value("verified", false);
+  ro.seconds_per_iter = j.value("secondsPerIter", 0.0);
+  ro.error = j.value("error", "");
+  if (j.value("timedOut", false)) *timed_out = true;
+  return ro;
 }
 
 }  // namespace
@@ -186,82 +293,27 @@ std::string NcclVersion() {
          std::to_string(v % 100);
 }
 
-CollectiveOutcome RunAllReduce(const CollectiveParams& p) {
-  CollectiveOutcome out;
-  struct Child {
-    pid_t pid;
-    int fd;
-    int rank;
-    std::string text;
-    bool done = false;
-  };
+std::vector<CollectiveOutcome> RunAllReduces(const std::vector<CollectiveParams>& jobs) {
+  std::vector<CollectiveOutcome> out(jobs.size());
   std::vector<Child> kids;
-  for (size_t i = 0; i < p.ranks.size(); ++i) {
-    int fds[2];
-    if (pipe(fds) != 0) break;
-    std::string log = p.log_dir + "/nccl.rank" + std::to_string(p.ranks[i]) + ".log";
-    out.log_files.push_back(log);
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      for (const auto& [k, v] : p.env) setenv(k.c_str(), v.c_str(), 1);
-      setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-      // A host ID per rank: even ranks on one node then talk through the NICs, not shared memory.
-      std::string host_id =
-          p.env.count("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
-      host_id += "-r" + std::to_string(p.ranks[i]);
-      setenv("NCCL_HOSTID", host_id.c_str(), 1);
-      std::string line = RunRank(p, p.ranks[i], p.gpus[i]).dump() + "\n";
-      (void)!write(fds[1], line.data(), line.size());
-      _exit(0);
+  int longest = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    for (size_t i = 0; i < jobs[j].ranks.size(); ++i) {
+      out[j].log_files.push_back(LogFile(jobs[j], jobs[j].ranks[i]));
+      if (!StartRank(jobs[j], j, i, &kids)) break;
     }
-    close(fds[1]);
-    kids.push_back({pid, fds[0], p.ranks[i], ""});
+    longest = std::max(longest, jobs[j].timeout_s);
   }
   // The process-level watchdog behind the in-rank deadlines: init + warmup + timed phases.
-  auto deadline = Clock::now() + std::chrono::seconds(3 * p.timeout_s + 15);
-  size_t open = kids.size();
-  while (open > 0 && Clock::now() < deadline) {
-    std::vector<pollfd> pfds;
-    for (auto& k : kids) pfds.push_back({k.done ? -1 : k.fd, POLLIN, 0});
-    poll(pfds.data(), pfds.size(), 200);
-    for (size_t i = 0; i < kids.size(); ++i) {
-      if (kids[i].done || (pfds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
-      char buf[4096];
-      ssize_t n = read(kids[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        kids[i].text.append(buf, static_cast<size_t>(n));
-      } else {
-        kids[i].done = true;
-        --open;
-      }
-    }
-  }
+  Collect(kids, Clock::now() + std::chrono::seconds(3 * longest + 15));
   for (auto& k : kids) {
-    if (!k.done) {
-      kill(k.pid, SIGKILL);
-      out.timed_out = true;
-    }
-    close(k.fd);
-    waitpid(k.pid, nullptr, 0);
-    RankOutcome ro;
-    ro.rank = k.rank;
-    auto j = nlohmann::json::parse(k.text, nullptr, false);
-    if (!j.is_discarded() && j.is_object()) {
-      ro.reported = true;
-      ro.init_ok = j.value("initOk", false);
-      ro.ok = j.value("ok", false);
-      ro.verified = j.value("verified", false);
-      ro.seconds_per_iter = j.value("secondsPerIter", 0.0);
-      ro.error = j.value("error", "");
-      if (j.value("timedOut", false)) out.timed_out = true;
-    } else {
-      ro.error =
-          k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
-    }
-    out.ranks.push_back(ro);
+    bool timed_out = false;
+    out[k.job].ranks.push_back(Finish(k, &timed_out));
+    out[k.job].timed_out = out[k.job].timed_out || timed_out;
   }
   return out;
 }
+
+CollectiveOutcome RunAllReduce(const CollectiveParams& p) { return RunAllReduces({p}).front(); }
 
 }  // namespace kuberdma::validator

@@ -22,6 +22,9 @@ struct CollectiveParams {
   int timeout_s = 60;                      // communicator init and each collective phase
   std::map<std::string, std::string> env;  // NCCL_* for the ranks (NCCL_DEBUG_FILE is set per rank)
   std::string log_dir;
+  // Names this collective's log files (<log_dir>/nccl.<tag>.rank<r>.log) when several run at once;
+  // empty: <log_dir>/nccl.rank<r>.log.
+  std::string tag;
 };
 
 struct RankOutcome {
@@ -47,5 +50,8 @@ int GpuCount();
 // The NCCL version this binary was built against ("2.28.3"), or "".
 std::string NcclVersion();
 CollectiveOutcome RunAllReduce(const CollectiveParams& p);
+// Runs several AllReduces at the same time, each its own communicator with its ranks in their own
+// processes (ranks of different collectives may share a GPU); the outcomes in `jobs`' order.
+std::vector<CollectiveOutcome> RunAllReduces(const std::vector<CollectiveParams>& jobs);
 
 }  // namespace kuberdma::validator

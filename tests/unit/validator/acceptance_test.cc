@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fleet acceptance logic on synthetic per-node results: pairing rounds, localisation of a slow
+// rail or node, thresholds (absolute, link rate, fleet median, shares), baselines, the report.
+#include "kuberdma/validator/acceptance.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+
+namespace kuberdma::validator::acceptance {
+namespace {
+
+std::map<int, NodeInfo> Fleet(int k, int rails) {
+  std::map<int, NodeInfo> out;
+  for (int n = 0; n < k; ++n) {
+    NodeInfo info{.rank = n, .name = "node-" + std::to_string(n + 1),
+                  .address = "10.10.1." + std::to_string(n + 1)};
+    for (int r = 0; r < rails; ++r) info.hcas.push_back({.name = "net" + std::to_string(r + 1), .rate_gbps = 0});
+    out[n] = info;
+  }
+  return out;
+}
+
+std::vector<int> Ranks(int k) {
+  std::vector<int> v;
+  for (int i = 0; i < k; ++i) v.push_back(i);
+  return v;
+}
+
+// Measurements of rounds 0..rounds-1: 2 GB/s per rail, 0.2 where either end's rail is degraded.
+std::vector<RailMeasurement> Measure(int k, int rails, int rounds,
+                                     const std::set<std::pair<int, int>>& degraded) {
+  std::vector<RailMeasurement> out;
+  for (int r = 0; r < rounds; ++r) {
+    for (const Pair& p : PairRound(Ranks(k), r)) {
+      for (int rail = 0; rail < rails; ++rail) {
+        bool slow = degraded.count({p.a, rail}) > 0 || degraded.count({p.b, rail}) > 0;
+        out.push_back({.round = r, .pair = p, .rail = rail, .busbw_gbps = slow ? 0.2 : 2.0, .ok = true});
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("Pair rounds are disjoint and, over K-1 rounds, pair every two nodes exactly once") {
+  for (int k : {2, 3, 4, 5, 8}) {
+    INFO("K = " << k);
+    std::map<std::pair<int, int>, int> met;
+    int rounds = k % 2 == 0 ? k - 1 : k;
+    for (int r = 0; r < rounds; ++r) {
+      std::set<int> busy;
+      Round round = PairRound(Ranks(k), r);
+      CHECK(round.size() == static_cast<size_t>(k / 2));
+      for (const Pair& p : round) {
+        CHECK(p.a < p.b);
+        CHECK(busy.insert(p.a).second);
+        CHECK(busy.insert(p.b).second);
+        ++met[{p.a, p.b}];
+      }
+    }
+    CHECK(met.size() == static_cast<size_t>(k * (k - 1) / 2));
+    for (const auto& [pair, times] : met) CHECK(times == 1);
+  }
+  CHECK(PairRound({7}, 0).empty());
+}
+
+TEST_CASE("One slow rail is ambiguous after one round and named for certain after two") {
+  auto nodes = Fleet(4, 2);
+  Thresholds t;
+  auto one = Localise(Measure(4, 2, 1, {{2, 1}}), nodes, t);
+  CHECK(one.ambiguous);
+  CHECK(one.fleet_median_gbps == Approx(2.0));
+  REQUIRE(one.culprits.size() == 2);  // node 2 and its first partner, either could be it
+  CHECK_FALSE(one.culprits[0].certain);
+  auto two = Localise(Measure(4, 2, 2, {{2, 1}}), nodes, t);
+  CHECK_FALSE(two.ambiguous);
+  REQUIRE(two.culprits.size() == 1);
+  const Culprit& c = two.culprits[0];
+  CHECK(c.node == 2);
+  CHECK(c.rail == 1);
+  CHECK(c.hca == "net2");
+  CHECK(c.certain);
+  CHECK_THAT(c.why, Catch::Contains("rail 2 (net2)") && Catch::Contains("0.20 GB/s") &&
+                        Catch::Contains("fleet median of 2.00"));
+}
+
+TEST_CASE("A node slow on every rail is one culprit, the node; a slow path between two healthy "
+          "nodes names neither") {
+  auto nodes = Fleet(4, 2);
+  auto whole = Localise(Measure(4, 2, 2, {{1, 0}, {1, 1}}), nodes, Thresholds{});
+  REQUIRE(whole.culprits.size() == 1);
+  CHECK(whole.culprits[0].node == 1);
+  CHECK(whole.culprits[0].rail == -1);
+  auto m = Measure(4, 2, 2, {});
+  m[0].busbw_gbps = 0.1;  // round 0, first pair, rail 0 only
+  auto path = Localise(m, nodes, Thresholds{});
+  CHECK(path.slow.size() == 1);
+  CHECK(path.culprits.empty());
+  CHECK_FALSE(path.ambiguous);
+}
+
+TEST_CASE("A failed or link-rate-starved measurement is slow even when the median agrees") {
+  auto nodes = Fleet(2, 1);
+  nodes[0].hcas[0].rate_gbps = nodes[1].hcas[0].rate_gbps = 400;
+  std::vector<RailMeasurement> m = {{.round = 0, .pair = {0, 1}, .rail = 0, .busbw_gbps = 10, .ok = true}};
+  Thresholds t{.min_link_fraction = 0.5};  // 400 Gb/s -> 50 GB/s; 0.5 of it is 25
+  CHECK(Localise(m, nodes, t).slow.size() == 1);
+  m[0].ok = false;
+  CHECK(Localise(m, nodes, Thresholds{}).slow.size() == 1);
+}
+
+TEST_CASE("The ring calls for pairs when it failed, is slow, an HCA carried too little, or it "
+          "regressed") {
+  auto nodes = Fleet(2, 2);
+  RingResult ring{.ran = true, .ok = true, .busbw_gbps = 4};
+  for (int n : {0, 1}) ring.traffic[n] = {{"net1", {100, 0.5}}, {"net2", {100, 0.5}}};
+  CHECK_FALSE(RingNeedsPairs(ring, nodes, Thresholds{}, std::nullopt));
+  CHECK(RingNeedsPairs(ring, nodes, Thresholds{.min_busbw_gbps = 5}, std::nullopt));
+  CHECK(RingNeedsPairs(ring, nodes, Thresholds{}, 5.0));   // 4 < 0.9 * 5
+  CHECK_FALSE(RingNeedsPairs(ring, nodes, Thresholds{}, 4.2));
+  ring.traffic[1]["net2"].share = 0.1;  // below half of an even split (0.25)
+  CHECK(RingNeedsPairs(ring, nodes, Thresholds{}, std::nullopt));
+  ring.ok = false;
+  CHECK(RingNeedsPairs(RingResult{}, nodes, Thresholds{}, std::nullopt));
+}
+
+Inputs Run(int k, int rails, int rounds, const std::set<std::pair<int, int>>& degraded) {
+  Inputs in{.nodes = Fleet(k, rails), .date = "2026-12-01T12:00:00Z", .transport = "socket"};
+  in.ring = {.ran = true, .ok = true, .busbw_gbps = 1.5, .algbw_gbps = 1, .ranks = k};
+  for (int n = 0; n < k; ++n) {
+    for (int r = 0; r < rails; ++r) in.ring.traffic[n]["net" + std::to_string(r + 1)] = {1000, 1.0 / rails};
+  }
+  for (int r = 0; r < rounds; ++r) in.rounds.push_back(PairRound(Ranks(k), r));
+  in.measurements = Measure(k, rails, rounds, degraded);
+  return in;
+}
+
+TEST_CASE("The report fails the culprit's node and only it, naming node and HCA") {
+  FleetReport rep = Evaluate(Run(4, 2, 2, {{2, 1}}));
+  CHECK(rep.verdict == "fail");
+  CHECK(rep.ExitCode() == 1);
+  CHECK(rep.nodes.at(2).verdict == "fail");
+  for (int n : {0, 1, 3}) CHECK(rep.nodes.at(n).verdict == "pass");
+  CHECK(*rep.nodes.at(0).busbw_gbps == Approx(4.0));  // both rails of its pairs, per round
+  CHECK(*rep.nodes.at(0).hca_busbw.at("net2") == Approx(2.0));
+  CHECK_THAT(rep.Summary(), Catch::Contains("culprit node-3 net2 (rail 2)"));
+  auto doc = rep.ToJson();
+  CHECK(doc["kind"] == "kuberdma-acceptance");
+  REQUIRE(doc["culprits"].size() == 1);
+  CHECK(doc["culprits"][0]["node"] == "node-3");
+  CHECK(doc["culprits"][0]["hca"] == "net2");
+  CHECK(doc["rounds"].size() == 2);
+  CHECK(doc["nodes"][2]["hcas"][1]["busbwGBps"] == Approx(0.2));
+  CHECK(doc["nodes"][0]["hcas"][0]["share"] == Approx(0.5));
+}
+
+TEST_CASE("Relative to the fleet: a node far below the median is flagged even without a "
+          "baseline") {
+  Inputs in = Run(4, 2, 2, {});
+  for (auto& m : in.measurements) {
+    if (m.pair.a == 3 || m.pair.b == 3) m.busbw_gbps = 1.9;  // within 0.8 of the rail median
+  }
+  CHECK(Evaluate(in).verdict == "pass");
+  in.thresholds.min_fleet_fraction = 0.99;
+  FleetReport strict = Evaluate(in);
+  CHECK(strict.nodes.at(3).verdict == "fail");
+  CHECK_THAT(strict.nodes.at(3).problems.front(), Catch::Contains("fleet median"));
+  for (int n : {0, 1, 2}) CHECK(strict.nodes.at(n).verdict == "pass");
+}
+
+TEST_CASE("A run's report is the next run's baseline; drops beyond the tolerance are regressions") {
+  FleetReport first = Evaluate(Run(4, 2, 1, {}));
+  REQUIRE(first.verdict == "pass");
+  auto baseline = ParseBaseline(first.ToJson());
+  REQUIRE(baseline);
+  CHECK(baseline->nodes.at("node-1") == Approx(4.0));
+  CHECK(baseline->hcas.at("node-1").at("net2") == Approx(2.0));
+  CHECK(*baseline->ring_gbps == Approx(1.5));
+  Inputs later = Run(4, 2, 1, {});
+  for (auto& m : later.measurements) m.busbw_gbps *= 0.85;  // 15% slower everywhere
+  later.ring.busbw_gbps = 1.2;
+  later.baseline = baseline;
+  FleetReport second = Evaluate(later);
+  CHECK(second.verdict == "fail");
+  std::string all;
+  for (const auto& p : second.problems) all += p + "\n";
+  CHECK_THAT(all, Catch::Contains("regression: ring busbw 1.20 GB/s against 1.50 GB/s"));
+  CHECK_THAT(all, Catch::Contains("node-2: regression: busbw 3.40 GB/s against 4.00 GB/s"));
+  later.thresholds.baseline_tolerance = 0.25;
+  CHECK(Evaluate(later).verdict == "pass");
+  CHECK_FALSE(ParseBaseline(nlohmann::json{{"verdict", "pass"}}));
+}
+
+TEST_CASE("A node that never reached the coordinator fails, and says why") {
+  Inputs in = Run(3, 1, 1, {});
+  in.nodes[2].ok = false;
+  in.nodes[2].problems = {"never connected to the coordinator at 10.10.1.1:29501"};
+  FleetReport rep = Evaluate(in);
+  CHECK(rep.nodes.at(2).verdict == "fail");
+  CHECK_THAT(rep.problems.back(), Catch::Contains("node-3: did not take part: never connected"));
+}
+
+}  // namespace
+}  // namespace kuberdma::validator::acceptance

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fleet acceptance, the logic: pure functions over per-node results, so that CI tests it on
+// synthetic results and the GPU machines test the runs (acceptance_run.cc).
+//
+// A ring AllReduce across every node comes first. When it (or any node or HCA in it) is below a
+// threshold or a baseline, rounds of disjoint node pairs run in parallel, one 2-rank AllReduce per
+// rail at the same time, so that every (node, rail) is measured against different partners; a
+// (node, rail) whose every measurement is slow while its partners are fast elsewhere is the
+// culprit. At most three rounds follow the ring.
+//
+//   Round r = PairRound(participants, 0);                    // [(0,1), (2,3)]
+//   Localisation loc = Localise(measurements, nodes, thresholds);
+//   FleetReport rep = Evaluate(inputs);                        // verdicts, culprits, baselines
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kuberdma::validator::acceptance {
+
+inline constexpr int kMaxRounds = 3;
+
+enum class PairPolicy { kAuto, kAlways, kNever };
+
+struct Thresholds {
+  double min_busbw_gbps = 0;        // the ring's busbw, absolute; 0: none
+  double min_link_fraction = 0;     // of the link rate (ring: a node's HCAs together; pairs: one)
+  double min_fleet_fraction = 0.8;  // of the fleet's median (pair rails, nodes, HCAs)
+  double min_share = 0.5;           // each HCA's share of an even split of its node's ring bytes
+  double baseline_tolerance = 0.1;  // a drop beyond this fraction of the baseline is a regression
+};
+
+struct HcaSpec {
+  std::string name;  // "mlx5_3" (IB) or "net2" (Socket)
+  double rate_gbps = 0;
+  std::string firmware;
+};
+
+// What a node reported before any collective: its inventory, rail by rail.
+struct NodeInfo {
+  int rank = 0;
+  std::string name;     // the Kubernetes node (NODE_NAME), else the pod's host name
+  std::string address;  // where its pair bootstraps listen
+  std::vector<HcaSpec> hcas;  // index = rail
+  bool ok = true;             // inventory passed and the node reached the coordinator
+  std::vector<std::string> problems;
+};
+
+struct Traffic {
+  uint64_t bytes = 0;
+  double share = 0;  // of the node's bytes
+};
+
+struct RingResult {
+  bool ran = false;
+  bool ok = false;  // verified on every node
+  double busbw_gbps = 0;
+  double algbw_gbps = 0;
+  int ranks = 0;
+  std::map<int, std::map<std::string, Traffic>> traffic;  // node rank -> HCA -> bytes
+  std::vector<std::string> problems;
+};
+
+struct Pair {
+  int a = 0;  // node ranks, a < b
+  int b = 0;
+  bool operator==(const Pair&) const = default;
+};
+using Round = std::vector<Pair>;
+
+// Round `r` (0-based) of the circle method over `nodes`: disjoint pairs, each node at most once,
+// a different partner every round (one node sits out when there is an odd number).
+Round PairRound(const std::vector<int>& nodes, int r);
+
+// One rail of one pair in one round: a 2-rank AllReduce over that rail only.
+struct RailMeasurement {
+  int round = 0;
+  Pair pair;
+  int rail = 0;
+  double busbw_gbps = 0;
+  bool ok = false;
+  std::string error;
+};
+
+struct Culprit {
+  int node = -1;
+  int rail = -1;      // -1: every rail of the node
+  std::string hca;    // the node's HCA on that rail ("" for every rail)
+  bool certain = false;  // a partner of it was fast on the same rail elsewhere
+  std::string why;
+};
+
+struct Localisation {
+  double fleet_median_gbps = 0;
+  std::vector<RailMeasurement> slow;
+  std::vector<Culprit> culprits;
+  // Slow measurements no single (node, rail) explains yet: more rounds would tell.
+  bool ambiguous = false;
+};
+
+// Which (node, rail) the measurements point at.
+Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int, NodeInfo>& nodes,
+                      const Thresholds& t);
+
+// Whether the ring calls for pair rounds (policy auto): not verified, below a threshold, an HCA
+// that carried less than its share, or below the baseline's ring.
+bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes,
+                    const Thresholds& t, std::optional<double> baseline_ring_gbps);
+
+// What an earlier report said, for regressions: node -> busbw, node/HCA -> busbw.
+struct Baseline {
+  std::optional<double> ring_gbps;
+  std::map<std::string, double> nodes;
+  std::map<std::string, std::map<std::string, double>> hcas;
+  std::string date;
+};
+// Reads a fleet report written by an earlier run. Empty on a document that is not one.
+std::optional<Baseline> ParseBaseline(const nlohmann::json& report);
+
+struct NodeVerdict {
+  std::string verdict = "pass";  // pass, fail
+  std::optional<double> busbw_gbps;  // median over its pairs (all rails), else the ring's
+  std::map<std::string, std::optional<double>> hca_busbw;  // median over its rail measurements
+  std::vector<std::string> problems;
+};
+
+struct Inputs {
+  std::map<int, NodeInfo> nodes;
+  RingResult ring;
+  std::vector<std::vector<Pair>> rounds;
+  std::vector<RailMeasurement> measurements;
+  Thresholds thresholds;
+  std::optional<Baseline> baseline;
+  std::string nccl_version;
+  std::string date;  // ISO 8601
+  std::string transport;
+};
+
+struct FleetReport {
+  std::string verdict = "pass";
+  Inputs in;
+  Localisation localisation;
+  std::map<int, NodeVerdict> nodes;
+  std::vector<std::string> problems;  // every problem, fleet-wide and per node
+
+  nlohmann::json ToJson() const;
+  std::string Summary() const;  // one line, for the termination log
+  int ExitCode() const { return verdict == "pass" ? 0 : 1; }
+};
+
+// Verdicts for the fleet and each node: thresholds (absolute, link rate, fleet median), shares,
+// culprits, baseline regressions.
+FleetReport Evaluate(Inputs in);
+
+}  // namespace kuberdma::validator::acceptance

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fleet acceptance verdicts and the report document (the baseline of the next run).
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "kuberdma/validator/acceptance.h"
+
+namespace kuberdma::validator::acceptance {
+
+using nlohmann::json;
+
+namespace {
+
+std::optional<double> Median(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string Gb(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GB/s", v);
+  return b;
+}
+
+std::string Pct(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f%%", 100 * v);
+  return b;
+}
+
+// Whether the other end of `m` (seen from `rank`) is a certain culprit on m's rail: then the
+// measurement says nothing about `rank`.
+bool ExplainedByPeer(const RailMeasurement& m, int rank, const Localisation& loc) {
+  int peer = m.pair.a == rank ? m.pair.b : m.pair.a;
+  return std::any_of(loc.culprits.begin(), loc.culprits.end(), [&](const Culprit& c) {
+    return c.certain && c.node == peer && (c.rail == m.rail || c.rail < 0);
+  });
+}
+
+bool Involves(const RailMeasurement& m, int rank) { return m.pair.a == rank || m.pair.b == rank; }
+
+// Median over the rounds of the node's pair throughput (its rails together), leaving out the
+// pairs a culprit partner slowed down.
+std::optional<double> NodeBusbw(const Inputs& in, const Localisation& loc, int rank) {
+  std::map<int, double> per_round;
+  std::set<int> spoiled;
+  for (const auto& m : in.measurements) {
+    if (!Involves(m, rank)) continue;
+    per_round[m.round] += m.ok ? m.busbw_gbps : 0;
+    if (ExplainedByPeer(m, rank, loc)) spoiled.insert(m.round);
+  }
+  for (int r : spoiled) per_round.erase(r);
+  std::vector<double> v;
+  for (const auto& [r, sum] : per_round) v.push_back(sum);
+  if (!v.empty()) return Median(v);
+  if (in.ring.ok) return in.ring.busbw_gbps;
+  return std::nullopt;
+}
+
+std::optional<double> HcaBusbw(const Inputs& in, const Localisation& loc, int rank, int rail) {
+  std::vector<double> v;
+  for (const auto& m : in.measurements) {
+    if (m.rail != rail || !Involves(m, rank) || ExplainedByPeer(m, rank, loc)) continue;
+    v.push_back(m.ok ? m.busbw_gbps : 0);
+  }
+  return Median(v);
+}
+
+void RingProblems(FleetReport& rep) {
+  const Inputs& in = rep.in;
+  if (!in.ring.ran) rep.problems.push_back("the ring AllReduce across the fleet did not run");
+  for (const auto& p : in.ring.problems) rep.problems.push_back("ring: " + p);
+  const Thresholds& t = in.thresholds;
+  if (in.ring.ok && t.min_busbw_gbps > 0 && in.ring.busbw_gbps < t.min_busbw_gbps) {
+    rep.problems.push_back("ring busbw " + Gb(in.ring.busbw_gbps) + " is below the threshold " +
+                           Gb(t.min_busbw_gbps));
+  }
+  if (in.baseline && in.baseline->ring_gbps && in.ring.ok &&
+      in.ring.busbw_gbps < (1 - t.baseline_tolerance) * *in.baseline->ring_gbps) {
+    rep.problems.push_back("regression: ring busbw " + Gb(in.ring.busbw_gbps) + " against " +
+                           Gb(*in.baseline->ring_gbps) + " in the baseline of " + in.baseline->date);
+  }
+}
+
+void ShareProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
+  auto tr = in.ring.traffic.find(info.rank);
+  if (tr == in.ring.traffic.end() || info.hcas.empty()) return;
+  double fair = in.thresholds.min_share / static_cast<double>(info.hcas.size());
+  for (const auto& h : info.hcas) {
+    auto it = tr->second.find(h.name);
+    double share = it == tr->second.end() ? 0 : it->second.share;
+    if (share < fair) {
+      v.problems.push_back(h.name + " carried " + Pct(share) + " of the node's ring bytes (needs " +
+                           Pct(fair) + ")");
+    }
+  }
+}
+
+void RelativeProblems(std::map<int, NodeVerdict>& verdicts, const Thresholds& t) {
+  std::vector<double> node_bw, hca_bw;
+  for (const auto& [rank, v] : verdicts) {
+    if (v.busbw_gbps) node_bw.push_back(*v.busbw_gbps);
+    for (const auto& [h, bw] : v.hca_busbw) {
+      if (bw) hca_bw.push_back(*bw);
+    }
+  }
+  auto node_median = Median(node_bw);
+  auto hca_median = Median(hca_bw);
+  for (auto& [rank, v] : verdicts) {
+    if (node_median && v.busbw_gbps && *v.busbw_gbps < t.min_fleet_fraction * *node_median) {
+      v.problems.push_back("busbw " + Gb(*v.busbw_gbps) + " is " + Pct(*v.busbw_gbps / *node_median) +
+                           " of the fleet's median " + Gb(*node_median));
+    }
+    for (const auto& [h, bw] : v.hca_busbw) {
+      if (hca_median && bw && *bw < t.min_fleet_fraction * *hca_median) {
+        v.problems.push_back(h + ": busbw " + Gb(*bw) + " is " + Pct(*bw / *hca_median) +
+                             " of the fleet's median HCA " + Gb(*hca_median));
+      }
+    }
+  }
+}
+
+void BaselineProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
+  if (!in.baseline) return;
+  double keep = 1 - in.thresholds.baseline_tolerance;
+  auto was = in.baseline->nodes.find(info.name);
+  if (v.busbw_gbps && was != in.baseline->nodes.end() && *v.busbw_gbps < keep * was->second) {
+    v.problems.push_back("regression: busbw " + Gb(*v.busbw_gbps) + " against " + Gb(was->second) +
+                         " in the baseline of " + in.baseline->date);
+  }
+  auto hcas = in.baseline->hcas.find(info.name);
+  if (hcas == in.baseline->hcas.end()) return;
+  for (const auto& [h, bw] : v.hca_busbw) {
+    auto b = hcas->second.find(h);
+    if (bw && b != hcas->second.end() && *bw < keep * b->second) {
+      v.problems.push_back("regression: " + h + " busbw " + Gb(*bw) + " against " + Gb(b->second) +
+                           " in the baseline");
+    }
+  }
+}
+
+NodeVerdict JudgeNode(const FleetReport& rep, const NodeInfo& info) {
+  NodeVerdict v;
+  if (!info.ok) {
+    for (const auto& p : info.problems) v.problems.push_back("did not take part: " + p);
+    if (info.problems.empty()) v.problems.push_back("did not take part");
+    return v;
+  }
+  v.busbw_gbps = NodeBusbw(rep.in, rep.localisation, info.rank);
+  for (size_t k = 0; k < info.hcas.size(); ++k) {
+    v.hca_busbw[info.hcas[k].name] =
+        HcaBusbw(rep.in, rep.localisation, info.rank, static_cast<int>(k));
+  }
+  ShareProblems(rep.in, info, v);
+  for (const auto& c : rep.localisation.culprits) {
+    if (c.node != info.rank) continue;
+    std::string what = c.rail < 0 ? "every rail" : c.hca + " (rail " + std::to_string(c.rail + 1) + ")";
+    v.problems.push_back((c.certain ? "culprit: " : "suspect: ") + what + ": " + c.why);
+  }
+  return v;
+}
+
+}  // namespace
+
+FleetReport Evaluate(Inputs in) {
+  FleetReport rep;
+  rep.in = std::move(in);
+  rep.localisation = Localise(rep.in.measurements, rep.in.nodes, rep.in.thresholds);
+  RingProblems(rep);
+  for (const auto& [rank, info] : rep.in.nodes) rep.nodes[rank] = JudgeNode(rep, info);
+  RelativeProblems(rep.nodes, rep.in.thresholds);
+  for (const auto& [rank, info] : rep.in.nodes) {
+    NodeVerdict& v = rep.nodes[rank];
+    BaselineProblems(rep.in, info, v);
+    if (!v.problems.empty()) v.verdict = "fail";
+    for (const auto& p : v.problems) rep.problems.push_back(info.name + ": " + p);
+  }
+  rep.verdict = rep.problems.empty() ? "pass" : "fail";
+  return rep;
+}
+
+namespace {
+
+json OptionalNumber(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json RoundsJson(const Inputs& in) {
+  json rounds = json::array();
+  for (size_t r = 0; r < in.rounds.size(); ++r) {
+    json pairs = json::array();
+    for (const auto& p : in.rounds[r]) {
+      json rails = json::array();
+      for (const auto& m : in.measurements) {
+        if (m.round != static_cast<int>(r) || !(m.pair == p)) continue;
+        rails.push_back({{"rail", m.rail + 1}, {"busbwGBps", m.busbw_gbps}, {"ok", m.ok},
+                         {"error", m.error}});
+      }
+      pairs.push_back({{"a", in.nodes.at(p.a).name}, {"b", in.nodes.at(p.b).name}, {"rails", rails}});
+    }
+    rounds.push_back({{"round", r + 1}, {"pairs", pairs}});
+  }
+  return rounds;
+}
+
+json NodeJson(const FleetReport& rep, const NodeInfo& info) {
+  const NodeVerdict& v = rep.nodes.at(info.rank);
+  json hcas = json::array();
+  auto tr = rep.in.ring.traffic.find(info.rank);
+  for (size_t k = 0; k < info.hcas.size(); ++k) {
+    const HcaSpec& h = info.hcas[k];
+    json j = {{"name", h.name}, {"rail", k + 1}, {"rateGbps", h.rate_gbps}, {"firmware", h.firmware},
+              {"busbwGBps", OptionalNumber(v.hca_busbw.count(h.name) ? v.hca_busbw.at(h.name) : std::nullopt)}};
+    if (tr != rep.in.ring.traffic.end() && tr->second.count(h.name)) {
+      j["bytes"] = tr->second.at(h.name).bytes;
+      j["share"] = tr->second.at(h.name).share;
+    }
+    hcas.push_back(j);
+  }
+  return {{"name", info.name}, {"rank", info.rank}, {"address", info.address},
+          {"verdict", v.verdict}, {"busbwGBps", OptionalNumber(v.busbw_gbps)},
+          {"hcas", hcas}, {"problems", v.problems}};
+}
+
+}  // namespace
+
+json FleetReport::ToJson() const {
+  const Thresholds& t = in.thresholds;
+  json nodes_json = json::array();
+  for (const auto& [rank, info] : in.nodes) nodes_json.push_back(NodeJson(*this, info));
+  json culprits = json::array();
+  for (const auto& c : localisation.culprits) {
+    culprits.push_back({{"node", in.nodes.count(c.node) ? in.nodes.at(c.node).name : ""},
+                        {"rank", c.node}, {"rail", c.rail < 0 ? json(nullptr) : json(c.rail + 1)},
+                        {"hca", c.hca}, {"certain", c.certain}, {"why", c.why}});
+  }
+  return {{"version", 1}, {"kind", "kuberdma-acceptance"}, {"date", in.date}, {"verdict", verdict},
+          {"transport", in.transport}, {"ncclVersion", in.nccl_version},
+          {"thresholds", {{"minBusbwGBps", t.min_busbw_gbps}, {"minLinkFraction", t.min_link_fraction},
+                          {"minFleetFraction", t.min_fleet_fraction}, {"minShare", t.min_share},
+                          {"baselineTolerance", t.baseline_tolerance}}},
+          {"ring", {{"ran", in.ring.ran}, {"ok", in.ring.ok}, {"ranks", in.ring.ranks},
+                    {"busbwGBps", in.ring.busbw_gbps}, {"algbwGBps", in.ring.algbw_gbps}}},
+          {"rounds", RoundsJson(in)}, {"fleetMedianGBps", localisation.fleet_median_gbps},
+          {"culprits", culprits}, {"ambiguous", localisation.ambiguous},
+          {"baseline", in.baseline ? json{{"date", in.baseline->date}} : json(nullptr)},
+          {"nodes", nodes_json}, {"problems", problems}};
+}
+
+std::string FleetReport::Summary() const {
+  char ring[64];
+  std::snprintf(ring, sizeof ring, "%.2f", in.ring.busbw_gbps);
+  std::string s = "rdma-acceptance: " + verdict + ", " + std::to_string(in.nodes.size()) +
+                  " node(s), ring busbw " + ring + " GB/s";
+  for (const auto& c : localisation.culprits) {
+    std::string name = in.nodes.count(c.node) ? in.nodes.at(c.node).name : "?";
+    s += std::string(c.certain ? "; culprit " : "; suspect ") + name +
+         (c.rail < 0 ? " (every rail)" : " " + c.hca + " (rail " + std::to_string(c.rail + 1) + ")");
+  }
+  if (!problems.empty() && localisation.culprits.empty()) {
+    s += ": " + problems.front() +
+         (problems.size() > 1 ? " (+" + std::to_string(problems.size() - 1) + " more)" : "");
+  }
+  return s;
+}
+
+}  // namespace kuberdma::validator::acceptance
