@@ -23,6 +23,11 @@ DEPLOY = os.path.dirname(HERE)
 # What debian:12-slim has before any apt-get install (apt itself needs libstdc++6).
 DEBIAN_BASE = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}
 CUDA_ALLOWED = {"libnccl.so.2", "libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2"}
+# A module the CUDA image loads on demand: its libraries -> the Ubuntu package holding each
+# (None: in the ubuntu:24.04 base).
+CUDA_MODULE_LIBS = {"libprometheus-cpp-push.so.1.0": "libprometheus-cpp-push1.0",
+                    "libprometheus-cpp-core.so.1.0": "libprometheus-cpp-core1.0",
+                    "libstdc++.so.6": None, "libgcc_s.so.1": None, "libc.so.6": None, "libm.so.6": None}
 failures = []
 
 
@@ -103,7 +108,7 @@ def main(build_dir):
             if build is None:
                 continue
             rel = src.removeprefix("/src/build/release/")
-            target = os.path.basename(rel)
+            target = os.path.basename(rel).removesuffix(".so")
             check(target in build["targets"], f"{name}: {target} is a target the {frm} stage builds ({sorted(build['targets'])})")
             binary = os.path.join(build_dir, rel)
             check(os.path.isfile(binary), f"{name}: the build puts {target} at {rel}")
@@ -115,6 +120,12 @@ def main(build_dir):
                 for lib in libs:
                     pkg = debian_package_of(lib, binary)
                     check(pkg in have, f"{name}: {target} needs {lib} from {pkg}, which the runtime stage has")
+            elif rel.endswith(".so"):
+                for lib in libs:
+                    known = lib in CUDA_MODULE_LIBS
+                    pkg = CUDA_MODULE_LIBS.get(lib)
+                    check(known and (pkg is None or pkg in runtime["packages"]),
+                          f"{name}: module {target} needs {lib}" + (f" from {pkg}, which the runtime stage installs" if pkg else ", from the base image"))
             else:
                 extra = sorted(set(libs) - CUDA_ALLOWED)
                 check(not extra, f"{name}: {target} needs only NCCL and glibc at run time ({libs})")

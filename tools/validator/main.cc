@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// rdma-validate: proves, inside a pod, that NCCL uses every injected HCA. See docs/validator.md.
+// rdma-validate: proves, inside a pod, that NCCL uses every injected HCA; in acceptance mode,
+// accepts a fleet of nodes and names the slow one. See docs/validator.md.
 //
-//   rdma-validate [--mode single|multi-pod] [--transport ib|socket] [--expect mlx5_0,mlx5_1]
-//                 [--size 256M] [--iters 20] [--timeout 60] [--min-busbw GBps] [--json FILE]
+//   rdma-validate [--mode single|multi-pod|acceptance] [--transport ib|socket]
+//                 [--expect mlx5_0,mlx5_1] [--size 256M] [--iters 20] [--timeout 60]
+//                 [--min-busbw GBps] [--json FILE]
+//   rdma-validate --mode acceptance [--pairs always|auto|never] [--min-fleet-fraction 0.8]
+//                 [--baseline FILE] [--baseline-tolerance 0.1] [--push-gateway URL]
 //
 // Exit: 0 pass, 1 validation failed, 2 environment or usage error, 3 timeout.
 #include <unistd.h>
@@ -10,9 +14,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 
 #include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/validator/acceptance_run.h"
+#include "kuberdma/validator/push.h"
 #include "kuberdma/validator/validate.h"
 
 namespace {
@@ -30,70 +37,123 @@ size_t ParseSize(const std::string& s) {
   return static_cast<size_t>(v * mult);
 }
 
-int Run(int argc, char** argv) {
-  CLI::App app{"rdma-validate: prove that NCCL uses every RDMA device this pod was given"};
+struct Cli {
   Options o;
   std::string mode = "single", transport = "ib", size = "256M", json_path,
               term = "/dev/termination-log";
-  app.add_option("--mode", mode, "single (every rank in this pod) or multi-pod (one rank per pod)")
-      ->check(CLI::IsMember({"single", "multi-pod"}));
-  app.add_option("--transport", transport,
+};
+
+void AddRunOptions(CLI::App& app, Cli& c) {
+  Options& o = c.o;
+  app.add_option("--mode", c.mode,
+                 "single (every rank in this pod), multi-pod (one pod a node of the world), "
+                 "acceptance (a fleet: ring, then pair rounds that find a slow node or rail)")
+      ->check(CLI::IsMember({"single", "multi-pod", "acceptance"}));
+  app.add_option("--transport", c.transport,
                  "ib (default; no silent fallback) or socket (TCP-only fabrics, tests)")
       ->check(CLI::IsMember({"ib", "socket"}));
   app.add_option("--expect", o.expect,
                  "expected HCAs (ib) or netdevs (socket); default: the device plugin's env");
-  app.add_option(
-      "--nccl-devices", o.nccl_devices,
-      "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
-  app.add_option("--size", size, "AllReduce size (e.g. 256M)");
+  app.add_option("--nccl-devices", o.nccl_devices,
+                 "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
+  app.add_option("--size", c.size, "AllReduce size (e.g. 256M)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
-  app.add_option("--timeout", o.timeout_s,
-                 "seconds for communicator init and each collective phase")
+  app.add_option("--timeout", o.timeout_s, "seconds for communicator init and each collective phase")
       ->check(CLI::Range(1, 3600));
   app.add_option("--min-busbw", o.min_busbw_gbps, "fail below this busbw (GB/s)");
   app.add_option("--min-busbw-fraction", o.min_busbw_fraction,
                  "fail below this fraction of the ports' link rate");
-  app.add_option("--min-share", o.min_share,
-                 "each device must carry this fraction of an even split")
+  app.add_option("--min-share", o.min_share, "each device must carry this fraction of an even split")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--gpus", o.gpus, "single mode: local ranks (default: every GPU)");
-  app.add_option("--rank", o.rank, "multi-pod: this pod's rank (default: from the environment)");
-  app.add_option("--world-size", o.world_size, "multi-pod: number of ranks");
-  app.add_option("--comm-id", o.comm_id, "multi-pod: NCCL_COMM_ID, <rank-0 address>:<port>");
+  app.add_option("--gpus", o.gpus, "local ranks (default: every GPU; more than the GPUs share them)");
+  app.add_option("--rank", o.rank, "multi-pod/acceptance: this pod's rank (default: from the env)");
+  app.add_option("--world-size", o.world_size, "multi-pod/acceptance: number of pods");
+  app.add_option("--comm-id", o.comm_id, "multi-pod/acceptance: NCCL_COMM_ID, <rank-0 address>:<port>");
   app.add_option("--log-dir", o.log_dir, "keep NCCL's logs here");
-  app.add_option("--json", json_path, "write the JSON report here ('-' for stdout)");
-  app.add_option("--termination-log", term, "one-line summary file, when it exists");
+  app.add_option("--json", c.json_path, "write the JSON report here ('-' for stdout)");
+  app.add_option("--termination-log", c.term, "one-line summary file, when it exists");
   app.add_flag("--inventory-only", o.inventory_only, "check what the pod has; run no NCCL");
+}
+
+void AddAcceptanceOptions(CLI::App& app, Cli& c) {
+  Options& o = c.o;
+  app.add_option("--node-name", o.node_name, "acceptance: this node's name (default: $NODE_NAME)");
+  app.add_option("--coord-port", o.coord_port, "acceptance: rank 0's coordinator port (default: NCCL port + 1)");
+  app.add_option("--pairs", o.pairs, "acceptance: pair rounds always (a baseline per node), auto "
+                                     "(only when the ring is slow), never")
+      ->check(CLI::IsMember({"always", "auto", "never"}));
+  app.add_option("--min-fleet-fraction", o.min_fleet_fraction,
+                 "acceptance: flag a node, HCA or pair rail below this fraction of the fleet's median")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--baseline", o.baseline_file, "acceptance: an earlier fleet report to compare with");
+  app.add_option("--baseline-tolerance", o.baseline_tolerance,
+                 "acceptance: a drop beyond this fraction of the baseline is a regression")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--push-gateway", o.push_gateway, "acceptance (rank 0): push gauges to this Pushgateway");
+  app.add_option("--join-timeout", o.join_timeout_s,
+                 "acceptance: seconds rank 0 waits for the pods (default max(120, 5 x --timeout))");
+}
+
+void Write(const std::string& json_path, const std::string& term, const std::string& text,
+           const nlohmann::json& doc, const std::string& summary) {
+  std::fputs(text.c_str(), json_path == "-" ? stderr : stdout);
+  if (!json_path.empty()) {
+    std::string out = doc.dump(2) + "\n";
+    if (json_path == "-") {
+      std::fputs(out.c_str(), stdout);
+    } else {
+      std::ofstream(json_path) << out;
+    }
+  }
+  // The kubelet keeps at most 4 KiB of a termination message.
+  if (::access(term.c_str(), W_OK) == 0) std::ofstream(term) << summary.substr(0, 4000) << "\n";
+}
+
+int Acceptance(Validator& v, const Cli& c) {
+  auto getenv = [](const char* k) { return std::getenv(k); };
+  AcceptanceOutcome out = RunAcceptance(v, getenv);
+  if (out.fleet && !c.o.push_gateway.empty()) {
+    auto samples = AcceptanceSamples(out.document, static_cast<double>(std::time(nullptr)));
+    if (auto pushed = Push(samples, c.o.push_gateway); !pushed) {
+      std::fprintf(stderr, "rdma-validate: %s\n", pushed.error().message().c_str());
+      out.text += "  warning: " + pushed.error().message() + "\n";
+    }
+  }
+  // Exit 2 and 3 mean it could not run: say why on stderr, where a pod's error belongs.
+  if (out.exit_code >= 2) {
+    std::fputs(out.text.c_str(), stderr);
+    out.text.clear();
+  }
+  Write(c.json_path, c.term, out.text, out.document, out.summary);
+  return out.exit_code;
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"rdma-validate: prove that NCCL uses every RDMA device this pod was given"};
+  Cli c;
+  AddRunOptions(app, c);
+  AddAcceptanceOptions(app, c);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  o.mode = mode == "single" ? Mode::kSingle : Mode::kMultiPod;
-  o.transport = transport == "ib" ? Transport::kIb : Transport::kSocket;
-  o.bytes = ParseSize(size);
-  if (o.bytes < 4096) {
-    std::fprintf(stderr,
-                 "rdma-validate: --size %s is too small to measure bandwidth (at least 4K)\n",
-                 size.c_str());
+  c.o.mode = c.mode == "single" ? Mode::kSingle
+                                : (c.mode == "multi-pod" ? Mode::kMultiPod : Mode::kAcceptance);
+  c.o.transport = c.transport == "ib" ? Transport::kIb : Transport::kSocket;
+  c.o.bytes = ParseSize(c.size);
+  if (c.o.bytes < 4096) {
+    std::fprintf(stderr, "rdma-validate: --size %s is too small to measure bandwidth (at least 4K)\n",
+                 c.size.c_str());
     return 2;
   }
   kuberdma::link::NetlinkLinkOps links;
-  Validator v(o, kuberdma::sysfs::SysfsRoot::FromEnv(), links,
+  Validator v(c.o, kuberdma::sysfs::SysfsRoot::FromEnv(), links,
               [](const char* k) { return std::getenv(k); });
+  if (c.o.mode == Mode::kAcceptance) return Acceptance(v, c);
   Report r = v.Run();
-  std::fputs(r.Table().c_str(), json_path == "-" ? stderr : stdout);
-  if (!json_path.empty()) {
-    std::string doc = r.ToJson().dump(2) + "\n";
-    if (json_path == "-") {
-      std::fputs(doc.c_str(), stdout);
-    } else {
-      std::ofstream(json_path) << doc;
-    }
-  }
-  if (::access(term.c_str(), W_OK) == 0) std::ofstream(term) << r.Summary() << "\n";
+  Write(c.json_path, c.term, r.Table(), r.ToJson(), r.Summary());
   return r.exit_code;
 }
 

@@ -265,4 +265,43 @@ std::string FleetReport::Summary() const {
   return s;
 }
 
+std::string FleetReport::Table() const {
+  char line[256];
+  std::string o = "rdma-validate acceptance: " + std::to_string(in.nodes.size()) + " node(s), " +
+                  in.transport + ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version) + "\n";
+  std::snprintf(line, sizeof line, "  ring: %d ranks, busbw %.2f GB/s%s\n", in.ring.ranks,
+                in.ring.busbw_gbps, in.ring.ok ? " (verified)" : " (FAILED)");
+  o += line;
+  for (size_t r = 0; r < in.rounds.size(); ++r) {
+    o += "  round " + std::to_string(r + 1) + ":";
+    for (const auto& p : in.rounds[r]) {
+      o += "  " + in.nodes.at(p.a).name + "+" + in.nodes.at(p.b).name + " [";
+      for (const auto& m : in.measurements) {
+        if (m.round != static_cast<int>(r) || !(m.pair == p)) continue;
+        std::snprintf(line, sizeof line, "%s%.2f", m.rail == 0 ? "" : " ", m.ok ? m.busbw_gbps : 0.0);
+        o += line;
+      }
+      o += "]";
+    }
+    o += "\n";
+  }
+  for (const auto& [rank, info] : in.nodes) {
+    const NodeVerdict& v = nodes.at(rank);
+    std::snprintf(line, sizeof line, "  %-20s %-5s busbw %s", info.name.c_str(), v.verdict.c_str(),
+                  v.busbw_gbps ? Gb(*v.busbw_gbps).c_str() : "-");
+    o += line;
+    for (const auto& h : info.hcas) {
+      auto bw = v.hca_busbw.count(h.name) ? v.hca_busbw.at(h.name) : std::nullopt;
+      o += "  " + h.name + " " + (bw ? Gb(*bw) : "-");
+    }
+    o += "\n";
+  }
+  for (const auto& c : localisation.culprits) {
+    o += std::string(c.certain ? "  culprit: " : "  suspect: ") + in.nodes.at(c.node).name +
+         (c.rail < 0 ? " (every rail)" : " " + c.hca) + ": " + c.why + "\n";
+  }
+  for (const auto& p : problems) o += "  problem: " + p + "\n";
+  return o + "  verdict: " + verdict + " (exit " + std::to_string(ExitCode()) + ")\n";
+}
+
 }  // namespace kuberdma::validator::acceptance

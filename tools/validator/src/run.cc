@@ -28,7 +28,83 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+// Local rank i runs on GPU i mod the GPUs there are: with fewer GPUs than ranks they share
+// (each rank keeps its own NCCL_HOSTID, so its traffic still goes through the NICs).
+void AssignGpus(int local, const std::vector<int>& ranks, CollectiveParams& p, Report& r) {
+  int count = std::max(1, GpuCount());
+  for (int i = 0; i < local; ++i) {
+    p.ranks.push_back(ranks[static_cast<size_t>(i)]);
+    p.gpus.push_back(i % count);
+  }
+  if (local > count) {
+    r.warnings.push_back(std::to_string(local) + " local ranks share " + std::to_string(count) +
+                         " GPU(s) (rank i on GPU i mod " + std::to_string(count) + ")");
+  }
+}
+
 }  // namespace
+
+Report Validator::Skip(Report r, const std::string& why, int exit_code) const {
+  r.problems.push_back(why);
+  r.verdict = exit_code == 2 ? "error" : "fail";
+  r.exit_code = exit_code;
+  return r;
+}
+
+Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) {
+  CollectiveParams p{.bytes = opts_.bytes, .warmup = opts_.warmup, .iters = opts_.iters,
+                     .timeout_s = opts_.timeout_s, .env = NcclEnv(r)};
+  int local = opts_.gpus > 0 ? opts_.gpus : std::max(1, GpuCount());
+  std::vector<int> ranks;
+  if (opts_.mode == Mode::kSingle) {
+    if (local < 2) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "single mode needs at least two local ranks (found " + std::to_string(local) +
+                      " GPU(s)); pass --gpus 2 to share one, or use multi-pod mode");
+    }
+    for (int i = 0; i < local; ++i) ranks.push_back(i);
+    p.nranks = r.world_size = local;
+    p.env["NCCL_COMM_ID"] = "127.0.0.1:" + std::to_string(FreePort());
+  } else {
+    const char* env_comm = getenv_("NCCL_COMM_ID");
+    std::string comm = !opts_.comm_id.empty() ? opts_.comm_id : (env_comm != nullptr ? env_comm : "");
+    if (!ri) return Fail(ri.error());
+    if (comm.empty()) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "multi-pod mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id)");
+    }
+    // One rank per local GPU: pod `rank` of `world_size` pods holds global ranks
+    // rank*local .. rank*local+local-1 (the seed's StatefulSet: 8 GPUs a pod).
+    for (int i = 0; i < local; ++i) ranks.push_back(ri->rank * local + i);
+    r.rank = ri->rank;
+    p.nranks = r.world_size = ri->world_size * local;
+    p.env["NCCL_COMM_ID"] = comm;
+  }
+  AssignGpus(local, ranks, p, r);
+  return p;
+}
+
+void Validator::RunAndJudge(Report& r, CollectiveParams p) {
+  std::string dir = opts_.log_dir;
+  if (dir.empty()) {
+    char tmpl[] = "/tmp/rdma-validate-XXXXXX";
+    dir = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
+  }
+  if (auto made = MakeDirs(dir); !made) {
+    r = Skip(r, "cannot create the NCCL log directory: " + made.error().message(), 2);
+    return;
+  }
+  p.log_dir = dir;
+  Snapshot before = ReadCounters(r);
+  CollectiveOutcome run = RunAllReduce(p);
+  Snapshot after = ReadCounters(r);
+  NcclLog log;
+  for (const auto& f : run.log_files) {
+    if (auto text = ReadFile(f)) log.AddText(*text);
+  }
+  if (r.nccl_version.empty()) r.nccl_version = NcclVersion();
+  Judge(r, before, after, run, log);
+}
 
 Report Validator::Run() {
   Report r = Inventory();
@@ -60,79 +136,11 @@ Report Validator::Run() {
     // NCCL would hang on a missing or down device until the timeout: say so at once instead.
     std::string list;
     for (const auto& u : unusable) list += (list.empty() ? "" : ",") + u;
-    r.problems.push_back("NCCL run skipped: expected device(s) " + list +
-                         " are not usable (see above)");
-    r.verdict = "fail";
-    r.exit_code = 1;
-    return r;
+    return Skip(r, "NCCL run skipped: expected device(s) " + list + " are not usable (see above)", 1);
   }
-  CollectiveParams p;
-  p.bytes = opts_.bytes;
-  p.warmup = opts_.warmup;
-  p.iters = opts_.iters;
-  p.timeout_s = opts_.timeout_s;
-  p.env = NcclEnv(r);
-  if (opts_.mode == Mode::kSingle) {
-    int n = opts_.gpus > 0 ? opts_.gpus : GpuCount();
-    if (n < 2) {
-      r.problems.push_back("single mode needs at least two local GPUs (found " + std::to_string(n) +
-                           "); use multi-pod mode");
-      r.verdict = "error";
-      r.exit_code = 2;
-      return r;
-    }
-    for (int i = 0; i < n; ++i) {
-      p.ranks.push_back(i);
-      p.gpus.push_back(i);
-    }
-    p.nranks = n;
-    p.env["NCCL_COMM_ID"] = "127.0.0.1:" + std::to_string(FreePort());
-    r.world_size = n;
-  } else {
-    std::string comm = !opts_.comm_id.empty()
-                           ? opts_.comm_id
-                           : (getenv_("NCCL_COMM_ID") ? getenv_("NCCL_COMM_ID") : "");
-    if (!ri || comm.empty()) {
-      r.problems.push_back(
-          !ri ? ri.error().message()
-              : "multi-pod mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id)");
-      r.verdict = "error";
-      r.exit_code = 2;
-      return r;
-    }
-    // One rank per local GPU: pod `rank` of `world_size` pods holds global ranks
-    // rank*local .. rank*local+local-1 (the seed's StatefulSet: 8 GPUs a pod).
-    int local = opts_.gpus > 0 ? opts_.gpus : std::max(1, GpuCount());
-    r.rank = ri->rank;
-    r.world_size = ri->world_size * local;
-    p.nranks = r.world_size;
-    for (int i = 0; i < local; ++i) {
-      p.ranks.push_back(ri->rank * local + i);
-      p.gpus.push_back(i);
-    }
-    p.env["NCCL_COMM_ID"] = comm;
-  }
-  std::string dir = opts_.log_dir;
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/rdma-validate-XXXXXX";
-    dir = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
-  }
-  if (auto made = MakeDirs(dir); !made) {
-    r.problems.push_back("cannot create the NCCL log directory: " + made.error().message());
-    r.verdict = "error";
-    r.exit_code = 2;
-    return r;
-  }
-  p.log_dir = dir;
-  Snapshot before = ReadCounters(r);
-  CollectiveOutcome run = RunAllReduce(p);
-  Snapshot after = ReadCounters(r);
-  NcclLog log;
-  for (const auto& f : run.log_files) {
-    if (auto text = ReadFile(f)) log.AddText(*text);
-  }
-  if (r.nccl_version.empty()) r.nccl_version = NcclVersion();
-  Judge(r, before, after, run, log);
+  auto p = Plan(r, ri);
+  if (!p) return Skip(r, p.error().message(), 2);
+  RunAndJudge(r, std::move(*p));
   return r;
 }
 

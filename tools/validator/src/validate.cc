@@ -199,13 +199,24 @@ Snapshot Validator::ReadCounters(const Report& inv) {
   return s;
 }
 
-std::map<std::string, std::string> Validator::NcclEnv(const Report& inv) const {
+uint64_t BytesMoved(const Snapshot& before, const Snapshot& after, const std::string& dev) {
+  auto b = before.bytes.find(dev);
+  auto a = after.bytes.find(dev);
+  if (b == before.bytes.end() || a == after.bytes.end()) return 0;
+  uint64_t mult = after.word_counters.count(dev) ? kIbDataWordBytes : 1;
+  return (Delta(b->second.first, a->second.first).value + Delta(b->second.second, a->second.second).value) *
+         mult;
+}
+
+std::map<std::string, std::string> Validator::NcclEnv(const Report& inv,
+                                                      const std::vector<std::string>* only) const {
   std::map<std::string, std::string> env = {
       {"NCCL_DEBUG", "INFO"},        {"NCCL_DEBUG_SUBSYS", "INIT,NET"}, {"NCCL_NVLS_ENABLE", "0"},
       {"NCCL_RUNTIME_CONNECT", "0"}, {"NCCL_P2P_DISABLE", "1"},         {"NCCL_SHM_DISABLE", "1"},
       {"NCCL_COLLNET_ENABLE", "0"}};
   std::vector<std::string> names;
   for (const auto& d : inv.devices) {
+    if (only != nullptr && std::find(only->begin(), only->end(), d.name) == only->end()) continue;
     if (opts_.transport == Transport::kIb) {
       // The exact-match form, with the ports the inventory checked.
       std::string ports = d.state.empty() ? "1" : d.state.substr(0, d.state.find(':'));
@@ -214,7 +225,7 @@ std::map<std::string, std::string> Validator::NcclEnv(const Report& inv) const {
       names.push_back(d.name);
     }
   }
-  std::string list = opts_.nccl_devices.empty() ? Join(names) : opts_.nccl_devices;
+  std::string list = only != nullptr || opts_.nccl_devices.empty() ? Join(names) : opts_.nccl_devices;
   if (opts_.transport == Transport::kIb) {
     env["NCCL_NET"] = "IB";
     env["NCCL_IB_DISABLE"] = "0";

@@ -149,6 +149,7 @@ struct FleetReport {
 
   nlohmann::json ToJson() const;
   std::string Summary() const;  // one line, for the termination log
+  std::string Table() const;    // readable, for rank 0's stdout
   int ExitCode() const { return verdict == "pass" ? 0 : 1; }
 };
 

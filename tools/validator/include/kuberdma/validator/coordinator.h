@@ -64,6 +64,7 @@ class NodeAgent {
 
 struct Config {
   int world = 1;             // nodes (pods), one coordinator among them
+  int rank = 0;              // this pod's
   int local_ranks = 1;       // ring ranks per node (a rank per GPU; GPUs may be shared)
   std::string comm_host;     // rank 0's address as the others reach it
   int nccl_port = 29500;     // the ring's NCCL_COMM_ID port; pair rounds use nccl_port + 16*r + rail

@@ -24,7 +24,7 @@
 namespace kuberdma::validator {
 
 enum class Transport { kIb, kSocket };
-enum class Mode { kSingle, kMultiPod };
+enum class Mode { kSingle, kMultiPod, kAcceptance };
 
 struct Options {
   Mode mode = Mode::kSingle;
@@ -45,6 +45,17 @@ struct Options {
   std::string comm_id;  // NCCL_COMM_ID for multi-pod (else from the environment)
   std::string log_dir;  // where NCCL logs go (a temp dir by default)
   bool inventory_only = false;
+  // Acceptance mode (docs/validator.md): the node's name in the report, where the coordinator
+  // listens (default: the NCCL_COMM_ID port + 1), pair rounds, fleet and baseline thresholds,
+  // the Pushgateway.
+  std::string node_name;  // default: $NODE_NAME, else the host name
+  int coord_port = 0;
+  std::string pairs = "always";  // always, auto, never
+  double min_fleet_fraction = 0.8;
+  std::string baseline_file;
+  double baseline_tolerance = 0.1;
+  std::string push_gateway;  // http://host:port
+  int join_timeout_s = 0;    // 0: max(120, 5 x timeout)
 };
 
 struct DeviceResult {
@@ -104,12 +115,17 @@ struct Snapshot {
   std::map<std::string, std::map<std::string, uint64_t>> errors;
 };
 
+// The bytes device `dev` moved between two snapshots (sent + received; IB words made bytes; one
+// 32-bit wrap accounted for).
+uint64_t BytesMoved(const Snapshot& before, const Snapshot& after, const std::string& dev);
+
 class Validator {
  public:
   Validator(Options opts, sysfs::SysfsRoot root, link::LinkOps& links,
             std::function<const char*(const char*)> getenv);
 
   // The whole validation: inventory, counters, the collective (when possible), the verdict.
+  // (Acceptance mode runs through RunAcceptance in acceptance_run.h instead.)
   Report Run();
 
   // The steps, public for tests.
@@ -118,8 +134,11 @@ class Validator {
   // Folds counters, NCCL's log and the collective's outcome into `r` and sets the verdict.
   void Judge(Report& r, const Snapshot& before, const Snapshot& after, const CollectiveOutcome& run,
              const NcclLog& log);
-  // The NCCL environment the ranks get.
-  std::map<std::string, std::string> NcclEnv(const Report& inv) const;
+  // The NCCL environment the ranks get; `only` (when given) narrows NCCL's device list to those.
+  std::map<std::string, std::string> NcclEnv(const Report& inv,
+                                             const std::vector<std::string>* only = nullptr) const;
+  const Options& options() const { return opts_; }
+  const sysfs::SysfsRoot& root() const { return root_; }
 
  private:
   void InventoryIb(Report& r, const Expected& e);
@@ -130,6 +149,10 @@ class Validator {
   void JudgeShares(Report& r, const NcclLog& log);
   void JudgeGids(Report& r, const NcclLog& log);
   void JudgeThreshold(Report& r);
+  // Run's steps (run.cc).
+  Report Skip(Report r, const std::string& why, int exit_code) const;
+  Result<CollectiveParams> Plan(Report& r, const Result<RankInfo>& ri);
+  void RunAndJudge(Report& r, CollectiveParams p);
   void InventorySocket(Report& r, const Expected& e);
   Options opts_;
   sysfs::SysfsRoot root_;

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+// This pod's part in a fleet acceptance: its inventory as the coordinator sees it, and the NCCL
+// jobs it is told to run, with traffic counters read around them.
+#include "kuberdma/validator/acceptance_run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/sysfs/hca.h"
+#include "kuberdma/validator/coordinator.h"
+
+namespace kuberdma::validator {
+
+namespace {
+
+using acceptance::JobResult;
+using acceptance::NodeInfo;
+using acceptance::Task;
+using acceptance::TaskResult;
+using nlohmann::json;
+
+std::string HostName() {
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+class NcclAgent final : public acceptance::NodeAgent {
+ public:
+  NcclAgent(Validator& v, Report inventory, std::string node, std::string log_dir)
+      : v_(v), inv_(std::move(inventory)), node_(std::move(node)), log_dir_(std::move(log_dir)) {}
+
+  NodeInfo Describe() override {
+    NodeInfo n{.name = node_, .ok = inv_.exit_code == 0 && inv_.problems.empty(),
+               .problems = inv_.problems};
+    for (const auto& d : inv_.devices) {
+      acceptance::HcaSpec h{.name = d.name};
+      if (auto hca = sysfs::ReadHca(v_.root(), d.name, sysfs::HcaDetail::kPorts)) {
+        h.firmware = hca->fw_version;
+        for (const auto& p : hca->ports) h.rate_gbps += p.rate_gbps;
+      }
+      n.hcas.push_back(h);
+    }
+    std::string why;
+    if (n.ok && !NcclAvailable(&why)) {
+      n.ok = false;
+      n.problems.push_back(why);
+    }
+    return n;
+  }
+
+  TaskResult Execute(const Task& task) override {
+    std::vector<CollectiveParams> params;
+    for (const auto& job : task.jobs) params.push_back(Params(job));
+    Snapshot before = v_.ReadCounters(inv_);
+    auto outcomes = RunAllReduces(params);
+    Snapshot after = v_.ReadCounters(inv_);
+    TaskResult r;
+    for (size_t i = 0; i < task.jobs.size(); ++i) r.jobs.push_back(Fold(task.jobs[i], params[i], outcomes[i]));
+    Traffic(before, after, r);
+    for (size_t i = 0; i < task.jobs.size(); ++i) {
+      if (task.jobs[i].tag == "ring") CheckChoice(outcomes[i], r);
+    }
+    return r;
+  }
+
+ private:
+  CollectiveParams Params(const acceptance::Job& job) const {
+    const Options& o = v_.options();
+    CollectiveParams p{.nranks = job.nranks, .bytes = o.bytes, .warmup = o.warmup, .iters = o.iters,
+                       .timeout_s = o.timeout_s, .env = v_.NcclEnv(inv_, &job.devices),
+                       .log_dir = log_dir_, .tag = job.tag};
+    p.env["NCCL_COMM_ID"] = job.comm_id;
+    p.env["NCCL_HOSTID"] = node_;
+    int count = std::max(1, GpuCount());
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+      p.ranks.push_back(job.ranks[i]);
+      // A rail's pair job runs on that rail's GPU (GPU-NIC pairing), the ring's ranks on each GPU.
+      p.gpus.push_back(static_cast<int>((job.rail >= 0 ? static_cast<size_t>(job.rail) : i) %
+                                        static_cast<size_t>(count)));
+    }
+    return p;
+  }
+
+  static JobResult Fold(const acceptance::Job& job, const CollectiveParams& p,
+                        const CollectiveOutcome& out) {
+    JobResult r{.tag = job.tag, .ok = !out.ranks.empty() && !out.timed_out, .timed_out = out.timed_out};
+    double seconds = 0;
+    for (const auto& rk : out.ranks) {
+      if (!rk.ok) {
+        r.ok = false;
+        if (r.error.empty()) r.error = "rank " + std::to_string(rk.rank) + ": " + rk.error;
+      }
+      seconds = std::max(seconds, rk.seconds_per_iter);
+    }
+    if (out.ranks.empty()) r.error = "no rank ran (is NCCL available?)";
+    if (r.ok && seconds > 0) {
+      Bandwidth bw = AllReduceBandwidth(p.bytes, seconds, p.nranks);
+      r.busbw_gbps = bw.busbw_gbps;
+      r.algbw_gbps = bw.algbw_gbps;
+    }
+    return r;
+  }
+
+  void Traffic(const Snapshot& before, const Snapshot& after, TaskResult& r) const {
+    uint64_t total = 0;
+    for (const auto& d : inv_.devices) total += BytesMoved(before, after, d.name);
+    for (const auto& d : inv_.devices) {
+      uint64_t b = BytesMoved(before, after, d.name);
+      r.traffic[d.name] = {b, total > 0 ? static_cast<double>(b) / static_cast<double>(total) : 0};
+    }
+  }
+
+  // The ring must have gone through every device of this node, as NCCL's own log says.
+  void CheckChoice(const CollectiveOutcome& out, TaskResult& r) const {
+    NcclLog log;
+    for (const auto& f : out.log_files) {
+      if (auto text = ReadFile(f)) log.AddText(*text);
+    }
+    auto chosen = log.devices();
+    for (const auto& d : inv_.devices) {
+      if (!log.device_list().empty() && chosen.count(d.name) == 0) {
+        r.problems.push_back(d.name + ": NCCL did not use it in the ring");
+      }
+    }
+    if (!log.bypasses().empty()) r.problems.push_back("the ring bypassed the NICs");
+  }
+
+  Validator& v_;
+  Report inv_;
+  std::string node_;
+  std::string log_dir_;
+};
+
+// host:port of NCCL_COMM_ID ("[fd00::1]:29500" too).
+bool SplitHostPort(const std::string& s, std::string* host, int* port) {
+  auto colon = s.find_last_of(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  *host = s.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  *port = std::atoi(s.c_str() + colon + 1);
+  return *port > 0 && *port < 65536;
+}
+
+acceptance::PairPolicy Policy(const std::string& s) {
+  if (s == "auto") return acceptance::PairPolicy::kAuto;
+  if (s == "never") return acceptance::PairPolicy::kNever;
+  return acceptance::PairPolicy::kAlways;
+}
+
+Result<std::optional<acceptance::Baseline>> LoadBaseline(const std::string& path) {
+  if (path.empty()) return std::optional<acceptance::Baseline>{};
+  KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  auto b = acceptance::ParseBaseline(json::parse(text, nullptr, false));
+  if (!b) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "--baseline " + path + " is not a fleet report written by rdma-validate --mode acceptance");
+  }
+  return b;
+}
+
+Result<acceptance::Config> MakeConfig(const Validator& v, const std::function<const char*(const char*)>& getenv) {
+  const Options& o = v.options();
+  KUBERDMA_ASSIGN_OR_RETURN(RankInfo ri, DetectRank(getenv, HostName(), o.rank, o.world_size));
+  const char* env_comm = getenv("NCCL_COMM_ID");
+  std::string comm = !o.comm_id.empty() ? o.comm_id : (env_comm != nullptr ? env_comm : "");
+  acceptance::Config cfg{.world = ri.world_size, .rank = ri.rank,
+                         .local_ranks = o.gpus > 0 ? o.gpus : std::max(1, GpuCount()),
+                         .timeout_s = o.timeout_s, .join_timeout_s = o.join_timeout_s,
+                         .pairs = Policy(o.pairs),
+                         .transport = o.transport == Transport::kIb ? "ib" : "socket",
+                         .nccl_version = NcclVersion()};
+  if (!SplitHostPort(comm, &cfg.comm_host, &cfg.nccl_port)) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "acceptance mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id), got '" + comm + "'");
+  }
+  cfg.coord_port = o.coord_port > 0 ? o.coord_port : cfg.nccl_port + 1;
+  cfg.thresholds = {.min_busbw_gbps = o.min_busbw_gbps, .min_link_fraction = o.min_busbw_fraction,
+                    .min_fleet_fraction = o.min_fleet_fraction, .min_share = o.min_share,
+                    .baseline_tolerance = o.baseline_tolerance};
+  KUBERDMA_ASSIGN_OR_RETURN(cfg.baseline, LoadBaseline(o.baseline_file));
+  return cfg;
+}
+
+std::string NodeName(const Options& o, const std::function<const char*(const char*)>& getenv) {
+  if (!o.node_name.empty()) return o.node_name;
+  const char* n = getenv("NODE_NAME");
+  return n != nullptr && *n != '\0' ? n : HostName();
+}
+
+std::string LogDir(const Options& o) {
+  if (!o.log_dir.empty()) return o.log_dir;
+  char tmpl[] = "/tmp/rdma-validate-XXXXXX";
+  return ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
+}
+
+AcceptanceOutcome Error(const std::string& why, int exit_code) {
+  return {.exit_code = exit_code, .text = "rdma-validate acceptance: " + why + "\n",
+          .summary = "rdma-acceptance: error: " + why, .document = {{"verdict", "error"}, {"problems", {why}}}};
+}
+
+}  // namespace
+
+AcceptanceOutcome RunAcceptance(Validator& v, const std::function<const char*(const char*)>& getenv) {
+  auto cfg = MakeConfig(v, getenv);
+  if (!cfg) return Error(cfg.error().message(), 2);
+  Report inv = v.Inventory();
+  std::string dir = LogDir(v.options());
+  if (auto made = MakeDirs(dir); !made) return Error(made.error().message(), 2);
+  NcclAgent agent(v, inv, NodeName(v.options(), getenv), dir);
+  if (cfg->rank == 0) {
+    auto rep = acceptance::Coordinate(*cfg, agent);
+    if (!rep) return Error(rep.error().message(), 2);
+    return {.exit_code = rep->ExitCode(), .text = rep->Table(), .summary = rep->Summary(),
+            .document = rep->ToJson(), .fleet = *rep};
+  }
+  auto mine = acceptance::Participate(*cfg, cfg->rank, agent);
+  if (!mine) return Error(mine.error().message(), mine.error().code() == ErrorCode::kTimeout ? 3 : 2);
+  std::string text = "rdma-validate acceptance (" + agent.Describe().name + "): " + mine->verdict + "\n";
+  for (const auto& p : mine->problems) text += "  problem: " + p + "\n";
+  text += "  fleet: " + mine->fleet_summary + "\n";
+  return {.exit_code = mine->verdict == "pass" ? 0 : 1, .text = text, .summary = mine->fleet_summary,
+          .document = {{"verdict", mine->verdict}, {"problems", mine->problems},
+                       {"fleet", mine->fleet_summary}}};
+}
+
+}  // namespace kuberdma::validator
