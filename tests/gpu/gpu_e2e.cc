@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// GPU end-to-end for rdma-validate, for a machine with two or more GPUs (run by hand or by
+// GPU end-to-end for rdma-validate, for a machine with one GPU or more (run by hand or by
 // tests/gpu/run.sh; needs root and no other tool, not even `ip`). Two pod namespaces are joined by
 // two veth pairs that the project's own `rdma` CNI moved into place (net1, net2 in each pod); one
-// rank per pod and GPU; NCCL's Socket transport stands in for IB. Scenarios:
+// rank per pod, rank r on GPU r mod GPUs (ranks sharing a GPU keep their own NCCL_HOSTID, so they
+// still talk over the network); NCCL's Socket transport stands in for IB. Scenarios:
 //   pass       both interfaces in NCCL's list and up: must pass, both carrying traffic
 //   left-out   NCCL told to use net1 only: must fail, naming net2
 //   down       net2 down in pod A: must fail, naming net2
 // plus the validator's busbw against a bare NCCL loop on the same setup, and its wall time.
 //
-//   gpu_e2e --rdma PATH --validate PATH [--bare PATH] [--out DIR] [--size 256M]
+//   gpu_e2e --rdma PATH --validate PATH [--bare PATH] [--out DIR] [--size 256M] [--gpus N]
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +32,8 @@ using kuberdma::sim::SimNode;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+int g_gpus = 1;  // rank r runs on GPU r % g_gpus
+
 struct RankRun {
   int exit_code = -1;
   json report;
@@ -47,7 +50,7 @@ pid_t SpawnInPod(const SimNode& node, const std::string& pod, const std::vector<
                  int gpu, const std::string& out_file) {
   int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-                                  "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu), "HOME=/tmp"};
+                                  "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu % g_gpus), "HOME=/tmp"};
   if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
     env.push_back(std::string("LD_LIBRARY_PATH=") + ld);
   auto pid = kuberdma::testing::SpawnIn(node.Pod(pod), argv, env, -1, fd, fd);
@@ -119,6 +122,8 @@ int main(int argc, char** argv) {
   app.add_option("--bare", bare, "the bare NCCL AllReduce loop (bench/nccl_bare)");
   app.add_option("--out", out, "where reports and logs go");
   app.add_option("--size", size, "AllReduce size");
+  app.add_option("--gpus", g_gpus, "GPUs to spread the two ranks over (1: both share GPU 0)")
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   if (geteuid() != 0) {
     std::fprintf(stderr, "gpu_e2e needs root (namespaces)\n");
@@ -144,7 +149,8 @@ int main(int argc, char** argv) {
     std::printf("  %s  %s\n", ok ? "ok  " : "FAIL", what.c_str());
     if (!ok) ++failures;
   };
-  std::printf("setup: two pods joined by two veth pairs, attached by the rdma CNI\n");
+  std::printf("setup: two pods joined by two veth pairs, attached by the rdma CNI; %s\n",
+              g_gpus == 1 ? "both ranks share GPU 0" : "one GPU per rank");
   for (int p = 0; p < 2; ++p) {
     for (int i = 0; i < 2; ++i) {
       std::string conf =

@@ -1,14 +1,52 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs the GPU end-to-end of rdma-validate on a machine with two or more GPUs, as root, needing no
-# other tool (no `ip`): BUILD is a build tree made on a compatible machine (default build/ci).
-#   tests/gpu/run.sh [BUILD] [OUT]
-set -euo pipefail
+# What only a GPU machine (its kernel has ib_core) can show, as root, needing no other tool (no
+# `ip`). BUNDLE is tests/gpu/bundle.sh's folder, built on a compatible machine and carried; OUT
+# keeps every report and log. With one GPU, ranks share it: each keeps its own NCCL_HOSTID, so
+# their traffic still crosses the simulated network.
+#   tests/gpu/run.sh [BUNDLE] [OUT] [STEP...]
+# Steps (default: all): live (RDMA netlink against the kernel), e2e (rdma-validate pass/fail
+# scenarios and busbw against a bare NCCL loop), demo (node-in-a-box with NCCL), fleet (4 nodes x
+# 2 rails, node 3's rail 2 at 1 Gbit/s, must be named), fleet-healthy (the same, nothing
+# degraded: must pass).
+set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${1:-build/ci}
-OUT=${2:-/tmp/kuberdma-gpu-e2e}
-if ! command -v nvidia-smi >/dev/null || [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
-  echo "SKIP: the GPU end-to-end needs two GPUs"; exit 77
+BUNDLE=$(realpath "${1:-build/gpu-bundle}")
+OUT=${2:-/tmp/kuberdma-gpu}
+shift $(( $# > 2 ? 2 : $# ))
+STEPS=${*:-live e2e demo fleet fleet-healthy}
+B=$BUNDLE/bin
+export LD_LIBRARY_PATH=$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+GPUS=$(ls /dev | grep -cE '^nvidia[0-9]+$' || true)
+if [ "$GPUS" -lt 1 ]; then
+  echo "SKIP: no GPU here (no /dev/nvidia<N>)"; exit 77
 fi
-exec "$BUILD/tests/gpu_e2e" --rdma "$BUILD/cni/rdma" --validate "$BUILD/tools/validator/rdma-validate" \
-  --bare "$BUILD/bench/nccl_bare" --out "$OUT"
+mkdir -p "$OUT"
+DEMO=(--rdma "$B/rdma" --device-plugin "$B/rdma-device-plugin" --validate "$B/rdma-validate"
+      --doctor "$B/rdma-doctor" --fixture "$PWD/tests/fixtures/sysfs/roce8" --cni-plugins "$BUNDLE/cni")
+failed=()
+step() {  # step NAME COMMAND...: runs it, its output to OUT/NAME.txt and here, its time and exit
+  local name=$1; shift
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  "$@" > "$OUT/$name.txt" 2>&1
+  local rc=$?
+  cat "$OUT/$name.txt"
+  echo "=== $name: exit $rc in $((SECONDS - t0)) s"
+  [ $rc -eq 0 ] || failed+=("$name")
+}
+for s in $STEPS; do
+  case $s in
+    live) step live "$B/rdma_live_tests" --doctor "$B/rdma-doctor" -s ;;
+    e2e) step e2e "$B/gpu_e2e" --rdma "$B/rdma" --validate "$B/rdma-validate" --bare "$B/nccl_bare" \
+                  --out "$OUT/e2e" --gpus $(( GPUS > 2 ? 2 : GPUS )) ;;
+    demo) step demo "$B/kuberdma-demo" "${DEMO[@]}" --nccl on ;;
+    fleet) step fleet "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 3:2 --keep ;;
+    fleet-healthy) step fleet-healthy "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade none ;;
+    fleet-loss) step fleet-loss "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 2:1 \
+                     --degrade-kind loss --degrade-loss 5 ;;
+    *) echo "unknown step $s"; exit 2 ;;
+  esac
+done
+echo "GPU machine steps: $STEPS; failed: ${failed[*]:-none}"
+[ ${#failed[@]} -eq 0 ]

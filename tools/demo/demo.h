@@ -26,6 +26,10 @@ struct Options {
   int rails = 2;
   std::string degrade = "3:2";
   std::string degrade_kind = "rate";  // rate (tbf) or loss (netem)
+  double degrade_gbps = 1.0;          // rate: the cable's limit each way
+  double degrade_loss = 5.0;          // loss: percent of packets dropped each way
+  std::string fleet_size = "32M";     // each AllReduce's size
+  bool keep = false;                  // keep the fleet's reports and logs after a pass
 };
 
 // Counts and prints failures; the demo's verdict.

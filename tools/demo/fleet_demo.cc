@@ -1,14 +1,236 @@
 // SPDX-License-Identifier: Apache-2.0
-// Placeholder until the fleet acceptance lands.
+// The fleet demo: K simulated nodes whose pods hold M rail interfaces, cabled rail by rail to one
+// switch per rail; one node's cable on one rail made slow (tbf) or lossy (netem) on both ends;
+// rdma-validate --mode acceptance on every node, as the acceptance Job's pods run it. Rank 0's
+// fleet report must name exactly that node and rail. Without a GPU the same run proves the
+// exchange: every node joins over the simulated fabric and reports that it could not run NCCL.
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
 
 #include "demo.h"
+#include "kuberdma/base/files.h"
+#include "kuberdma/sim/sim_fleet.h"
 
 namespace kuberdma::demo {
 
-int RunFleetDemo(const Options&) {
-  std::fprintf(stderr, "--fleet is not available yet\n");
-  return 2;
+namespace {
+
+using nlohmann::json;
+using sim::SimFleet;
+
+struct Target {
+  int node = 0;  // 0: nothing degraded
+  int rail = 0;
+};
+
+class FleetDemo {
+ public:
+  explicit FleetDemo(const Options& o) : o_(o) {}
+  int Run();
+
+ private:
+  bool Parse();
+  bool Build();
+  bool Degrade();
+  void RunAcceptance();
+  std::vector<std::string> NodeArgs(int node) const;
+  void Judge();
+  void JudgeNccl(const json& report);
+  void JudgeExchange(const json& report);
+  std::string Dir(const std::string& name) const { return dir_ + "/" + name; }
+
+  const Options& o_;
+  Failures fail_;
+  Target target_;
+  bool nccl_ = false;
+  int gpus_ = 0;
+  std::string dir_;
+  std::unique_ptr<SimFleet> fleet_;
+};
+
+bool FleetDemo::Parse() {
+  if (o_.degrade != "none" && std::sscanf(o_.degrade.c_str(), "%d:%d", &target_.node, &target_.rail) != 2) {
+    std::fprintf(stderr, "--degrade %s: expected NODE:RAIL (1-based) or none\n", o_.degrade.c_str());
+    return false;
+  }
+  if (o_.degrade != "none" && (target_.node < 1 || target_.node > o_.fleet || target_.rail < 1 ||
+                               target_.rail > o_.rails)) {
+    std::fprintf(stderr, "--degrade %s: the fleet has nodes 1-%d and rails 1-%d\n", o_.degrade.c_str(),
+                 o_.fleet, o_.rails);
+    return false;
+  }
+  gpus_ = CountGpus();
+  nccl_ = o_.nccl == "on" || (o_.nccl == "auto" && gpus_ > 0);
+  if (nccl_ && gpus_ == 0) {
+    std::fprintf(stderr, "--nccl on, but this machine has no GPU (/dev/nvidia*)\n");
+    return false;
+  }
+  char tmpl[] = "/tmp/krt-fleet-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return false;
+  dir_ = tmpl;
+  return true;
 }
+
+bool FleetDemo::Build() {
+  Heading(1, "A simulated fleet: " + std::to_string(o_.fleet) + " nodes x " + std::to_string(o_.rails) +
+                 " rails, rail i of every node on switch rail<i>");
+  auto fleet = SimFleet::Create(o_.fleet, o_.rails);
+  if (!fleet) {
+    std::fprintf(stderr, "build the fleet: %s\n", fleet.error().message().c_str());
+    return false;
+  }
+  fleet_ = std::move(*fleet);
+  for (int n = 1; n <= o_.fleet; ++n) {
+    std::string addrs;
+    for (int r = 1; r <= o_.rails; ++r) addrs += "  " + SimFleet::Ifname(r) + " " + SimFleet::Address(n, r);
+    std::printf("  node-%-3d %s\n", n, addrs.c_str());
+  }
+  return true;
+}
+
+bool FleetDemo::Degrade() {
+  Heading(2, "Degrade one cable, both directions");
+  if (target_.node == 0) {
+    std::printf("  nothing degraded (--degrade none): the fleet must pass\n");
+    return true;
+  }
+  Result<void> r = o_.degrade_kind == "loss"
+                       ? fleet_->Lose(target_.node, target_.rail, o_.degrade_loss)
+                       : fleet_->LimitRate(target_.node, target_.rail,
+                                           static_cast<uint64_t>(o_.degrade_gbps * 1e9));
+  if (!r) {
+    fail_("degrade node-" + std::to_string(target_.node) + " rail " + std::to_string(target_.rail) + ": " +
+          r.error().message());
+    return false;
+  }
+  char what[64];
+  if (o_.degrade_kind == "loss") {
+    std::snprintf(what, sizeof what, "drops %.1f%% of packets (netem)", o_.degrade_loss);
+  } else {
+    std::snprintf(what, sizeof what, "limited to %.2f Gbit/s (tbf)", o_.degrade_gbps);
+  }
+  std::printf("  node-%d rail %d (%s): %s\n", target_.node, target_.rail,
+              SimFleet::Ifname(target_.rail).c_str(), what);
+  return true;
+}
+
+std::vector<std::string> FleetDemo::NodeArgs(int node) const {
+  std::string n = std::to_string(node);
+  return {o_.validate_bin, "--mode", "acceptance", "--transport", "socket", "--expect", fleet_->Expect(),
+          "--rank", std::to_string(node - 1), "--world-size", std::to_string(o_.fleet),
+          "--comm-id", SimFleet::Address(1, 1) + ":29500", "--node-name", "node-" + n,
+          "--size", o_.fleet_size, "--iters", "5", "--warmup", "2", "--timeout", "60", "--pairs", "always",
+          // The simulated fabric shares this machine's cores: healthy pairs vary more than on a
+          // real fabric, and the degraded cable is several times slower, not 20%.
+          "--min-fleet-fraction", "0.5", "--json", Dir("node-" + n + ".json"),
+          "--log-dir", Dir("logs-node-" + n), "--termination-log", "/nonexistent"};
+}
+
+void FleetDemo::RunAcceptance() {
+  Heading(3, "rdma-validate --mode acceptance on every node (rank 0 on node-1 coordinates)");
+  if (nccl_ && gpus_ < o_.fleet) {
+    std::printf("  GPUs shared: %d nodes on %d GPU(s) (node n uses GPU (n-1) mod %d); each node's own "
+                "NCCL_HOSTID keeps their traffic on the fabric\n", o_.fleet, gpus_, gpus_);
+  }
+  if (!nccl_) std::printf("  SKIPPED NCCL: no GPU here; the nodes still join and report\n");
+  auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids;
+  for (int n = 1; n <= o_.fleet; ++n) {
+    (void)MakeDirs(Dir("logs-node-" + std::to_string(n)));
+    std::string gpu = nccl_ ? std::to_string((n - 1) % gpus_) : "";
+    auto env = ToolEnv({"CUDA_VISIBLE_DEVICES=" + gpu, "NODE_NAME=node-" + std::to_string(n)});
+    pids.push_back(Start(fleet_->Node(n), NodeArgs(n), env, Dir("node-" + std::to_string(n) + ".txt")));
+  }
+  std::vector<int> codes;
+  for (pid_t p : pids) codes.push_back(Wait(p));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto table = ReadFile(Dir("node-1.txt"));
+  std::printf("%s", table ? table->c_str() : "  (rank 0 wrote nothing)\n");
+  for (int n = 1; n <= o_.fleet; ++n) {
+    std::printf("  node-%d: exit %d\n", n, codes[static_cast<size_t>(n - 1)]);
+    if (codes[static_cast<size_t>(n - 1)] >= 2) fail_("node-" + std::to_string(n) + " could not run its part");
+  }
+  std::printf("  acceptance took %.1f s\n", secs);
+}
+
+void FleetDemo::JudgeNccl(const json& report) {
+  std::vector<std::string> named;
+  for (const auto& c : report.value("culprits", json::array())) {
+    named.push_back(c.value("node", "") + "/" + c.value("hca", "*"));
+  }
+  std::string want = "node-" + std::to_string(target_.node) + "/" + SimFleet::Ifname(target_.rail);
+  if (target_.node == 0) {
+    if (report.value("verdict", "") != "pass") fail_("a healthy fleet did not pass acceptance");
+    return;
+  }
+  if (named != std::vector<std::string>{want}) {
+    std::string got;
+    for (const auto& s : named) got += (got.empty() ? "" : ", ") + s;
+    fail_("the report should name exactly " + want + ", it names: " + (got.empty() ? "nothing" : got));
+  } else {
+    std::printf("  found it: the report names %s, and nothing else\n", want.c_str());
+  }
+  if (report.value("verdict", "") != "fail") fail_("the degraded fleet should fail acceptance");
+}
+
+void FleetDemo::JudgeExchange(const json& report) {
+  int joined = 0;
+  for (const auto& n : report.value("nodes", json::array())) {
+    std::string problems = n.value("problems", json::array()).dump();
+    if (problems.find("never reached the coordinator") != std::string::npos) {
+      fail_(n.value("name", "?") + " never reached rank 0 over the simulated fabric");
+    } else if (problems.find("CUDA") != std::string::npos) {
+      ++joined;
+    }
+  }
+  if (joined != o_.fleet) {
+    fail_(std::to_string(joined) + " of " + std::to_string(o_.fleet) + " nodes joined and reported no GPU");
+  } else {
+    std::printf("  every node joined rank 0 over rail 1 and reported it had no GPU to run NCCL on\n");
+  }
+}
+
+void FleetDemo::Judge() {
+  Heading(4, "What the fleet report says");
+  auto text = ReadFile(Dir("node-1.json"));
+  json report = text ? json::parse(*text, nullptr, false) : json();
+  if (!report.is_object() || report.value("kind", "") != "kuberdma-acceptance") {
+    fail_("rank 0 wrote no fleet report (" + Dir("node-1.json") + ")");
+    return;
+  }
+  std::printf("  verdict %s, ring busbw %.2f GB/s, fleet median pair busbw %.2f GB/s\n",
+              report.value("verdict", "?").c_str(), report["ring"].value("busbwGBps", 0.0),
+              report.value("fleetMedianGBps", 0.0));
+  if (nccl_) {
+    JudgeNccl(report);
+  } else {
+    JudgeExchange(report);
+  }
+}
+
+int FleetDemo::Run() {
+  if (!Parse()) return 2;
+  if (!Build()) return 1;
+  if (Degrade()) {
+    RunAcceptance();
+    Judge();
+  }
+  fleet_.reset();
+  if (fail_.count() == 0 && !o_.keep) {
+    std::filesystem::remove_all(dir_);
+  } else {
+    std::printf("\n  reports and NCCL logs kept in %s\n", dir_.c_str());
+  }
+  std::printf("\n%s (%d failure(s))\n", fail_.count() == 0 ? "FLEET DEMO PASSED" : "FLEET DEMO FAILED",
+              fail_.count());
+  return fail_.count() == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int RunFleetDemo(const Options& o) { return FleetDemo(o).Run(); }
 
 }  // namespace kuberdma::demo

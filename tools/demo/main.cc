@@ -4,7 +4,8 @@
 //
 //   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--validate PATH] [--doctor PATH]
 //                 [--fixture DIR] [--cni-plugins DIR] [--pods N] [--nccl auto|on|off]
-//   kuberdma-demo --fleet 4 [--rails 2] [--degrade NODE:RAIL] [--degrade-kind rate|loss]
+//   kuberdma-demo --fleet 4 [--rails 2] [--degrade NODE:RAIL|none] [--degrade-kind rate|loss]
+//                 [--degrade-gbps G] [--degrade-loss PCT] [--size 32M] [--nccl auto|on|off]
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -35,6 +36,12 @@ int main(int argc, char** argv) {
   app.add_option("--degrade", o.degrade, "fleet: the degraded NODE:RAIL (1-based), or none");
   app.add_option("--degrade-kind", o.degrade_kind, "fleet: rate (tbf) or loss (netem)")
       ->check(CLI::IsMember({"rate", "loss"}));
+  app.add_option("--degrade-gbps", o.degrade_gbps, "fleet, rate: the degraded cable's Gbit/s")
+      ->check(CLI::Range(0.001, 400.0));
+  app.add_option("--degrade-loss", o.degrade_loss, "fleet, loss: percent of packets dropped")
+      ->check(CLI::Range(0.1, 100.0));
+  app.add_option("--size", o.fleet_size, "fleet: each AllReduce's size");
+  app.add_flag("--keep", o.keep, "fleet: keep the reports and NCCL logs after a pass");
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "kuberdma-demo needs root: it creates network namespaces and veths\n");

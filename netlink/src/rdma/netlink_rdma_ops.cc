@@ -111,6 +111,13 @@ Result<NetnsMode> NetlinkRdmaOps::GetNetnsMode(const NetNs& ns) {
 Result<void> NetlinkRdmaOps::SetNetnsMode(const NetNs& ns, NetnsMode mode) {
   auto r =
       Request(ns, EncodeSysSet(mode), "set RDMA netns mode " + std::string(NetnsModeName(mode)));
+  if (!r && r.error().code() == ErrorCode::kBusy) {
+    // ib_core refuses the switch while any network namespace besides the host's exists.
+    return Fail(ErrorCode::kBusy,
+                r.error().message() + ": the kernel changes the mode only while no other network "
+                "namespace exists (pods, containers); set it at boot instead: options ib_core "
+                "netns_mode=" + (mode == NetnsMode::kShared ? "1" : "0") + " in /etc/modprobe.d, then reboot");
+  }
   if (!r) return Fail(r.error());
   return {};
 }

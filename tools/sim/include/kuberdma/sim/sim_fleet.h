@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// A simulated fleet for the acceptance demo and tests: K node namespaces, each holding the M rail
+// interfaces a pod on that node gets from the rdma CNI (net1..netM, jumbo MTU, up, addressed
+// 10.10.<rail>.<node>/24 as per-rail host-local IPAM would), cabled rail by rail to one bridge per
+// rail in a fabric namespace, the way a rail-optimised fabric wires HCA i of every node to leaf i.
+// One (node, rail) can be made slow or lossy on both directions of its cable. Everything it creates
+// is removed by its destructor.
+//
+//   KUBERDMA_ASSIGN_OR_RETURN(auto fleet, sim::SimFleet::Create(4, 2));
+//   KUBERDMA_TRY(fleet->LimitRate(3, 2, 1'000'000'000));   // node 3's rail 2 at 1 Gbit/s
+//   testing::SpawnIn(fleet->Node(1), {"rdma-validate", ...}, ...);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/link/netlink_addr_ops.h"
+#include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/netns/netns.h"
+#include "kuberdma/testing/test_net.h"
+
+namespace kuberdma::sim {
+
+class SimFleet {
+ public:
+  // Nodes and rails are 1-based everywhere, as an admin counts them.
+  static Result<std::unique_ptr<SimFleet>> Create(int nodes, int rails);
+  ~SimFleet();
+  SimFleet(const SimFleet&) = delete;
+  SimFleet& operator=(const SimFleet&) = delete;
+
+  int nodes() const { return static_cast<int>(nodes_.size()); }
+  int rails() const { return rails_; }
+  const netns::NetNs& Node(int node) const { return nodes_.at(static_cast<size_t>(node - 1)); }
+  // "net<rail>": the pod's name for its rail interface.
+  static std::string Ifname(int rail);
+  // "10.10.<rail>.<node>".
+  static std::string Address(int node, int rail);
+  // "net1,net2,...": every rail, as rdma-validate --expect takes them.
+  std::string Expect() const;
+
+  // Makes node `node`'s cable on rail `rail` carry at most `bits_per_second` each way.
+  Result<void> LimitRate(int node, int rail, uint64_t bits_per_second);
+  // Makes it drop `percent` of the packets each way. kUnsupported without sch_netem.
+  Result<void> Lose(int node, int rail, double percent);
+
+ private:
+  SimFleet(std::string prefix, int rails) : prefix_(std::move(prefix)), rails_(rails) {}
+  Result<void> Build(int nodes);
+  Result<void> Cable(int node, int rail);
+  Result<void> Up(const netns::NetNs& ns, const std::string& name, uint32_t mtu);
+  std::string SwitchPort(int node, int rail) const;
+
+  std::string prefix_;
+  int rails_;
+  std::vector<std::string> names_;  // named namespaces, deleted by the destructor
+  std::optional<netns::NetNs> fabric_;
+  std::vector<netns::NetNs> nodes_;
+  link::NetlinkLinkOps links_;
+  link::NetlinkAddrOps addrs_;
+  testing::TestNet net_{links_};
+};
+
+}  // namespace kuberdma::sim
