@@ -6,7 +6,7 @@ PRESET ?= ci
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps helm configure build test unit netns demo bench fuzz boundaries format lint fixtures clean
+.PHONY: deps helm promtool configure build test unit netns demo bench fuzz boundaries format lint fixtures clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -14,6 +14,10 @@ deps:
 # Helm renders the chart in the deploy checks; it is not in Debian 12 (.ci/install-helm.sh).
 helm:
 	@bash .ci/install-helm.sh
+
+# promtool tests the alerts in the deploy checks (.ci/install-promtool.sh: from Debian's package).
+promtool:
+	@bash .ci/install-promtool.sh
 
 configure: deps
 	@cmake --preset $(PRESET) >/dev/null
@@ -27,7 +31,7 @@ boundaries: configure
 	@python3 .ci/check-targets.py $(BUILD)
 
 # All test tiers: unit, fuzz replay, and (as root) the real-namespace tests.
-test: build boundaries helm
+test: build boundaries helm promtool
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 unit: build

@@ -6,11 +6,14 @@
     python3-kubernetes), which rejects unknown types and missing required fields;
   - every NetworkAttachmentDefinition's config is JSON for type rdma with a name and cniVersion;
   - names agree across objects: the resources in the ConfigMap, the NAD annotations and the pod
-    requests; the CNI type and the binary the DaemonSet installs; the metrics port and the probe;
-    the config file, its mount and its ConfigMap; the kubelet directory, its mount and the flag;
+    requests (trainer and acceptance pods); the CNI type and the binary the DaemonSet installs;
+    the metrics port and the probe; the config file, its mount and its ConfigMap; the kubelet
+    directory, its mount and the flag; the acceptance Job, its headless Service and NCCL_COMM_ID;
+    the PodMonitor's selector and port and the DaemonSet's pods;
   - with --device-plugin BIN, the ConfigMap's config passes `BIN --check-config`.
 check_renders.py runs the same checks on what the Helm chart and kustomize render.
-Usage: check_manifests.py <manifests-dir> [--device-plugin BIN]
+Usage: check_manifests.py <dir>... [--device-plugin BIN]   (the dirs are checked as one set:
+deploy/manifests deploy/acceptance deploy/monitoring)
 """
 import json
 import os
@@ -27,7 +30,12 @@ MODELS = {
     ("v1", "Service"): "V1Service",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("apps/v1", "StatefulSet"): "V1StatefulSet",
+    ("batch/v1", "Job"): "V1Job",
+    ("batch/v1", "CronJob"): "V1CronJob",
 }
+# The Prometheus Operator's kinds: no model in the client; check_monitoring.py checks the rules
+# with promtool, and the agreement checks below tie the PodMonitor to the DaemonSet.
+OPERATOR = {("monitoring.coreos.com/v1", "PodMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 NAD = ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition")
 
 
@@ -92,6 +100,9 @@ def validate(objects, report, device_plugin=None):
                 report.ok(f"{source}: {d['kind']} {name} is a valid {MODELS[key]}")
             except Exception as e:  # the client raises ValueError/TypeError on bad objects
                 report.fail(f"{source}: {d['kind']} {name} is not a valid {MODELS[key]}: {e}")
+        elif key in OPERATOR:
+            report.check(isinstance(d.get("spec"), dict) and name,
+                         f"{source}: {d['kind']} {name} has a name and a spec")
         elif key == NAD:
             try:
                 conf = json.loads(d["spec"]["config"])
@@ -120,20 +131,12 @@ def validate(objects, report, device_plugin=None):
         report.check(res in resources,
                      f"NAD {nad['metadata']['name']} resourceName {res} is served by the device plugin ({sorted(resources)})")
 
-    for sts in by_kind.get("StatefulSet", []):
-        pod = sts["spec"]["template"]["spec"]
-        for c in pod.get("initContainers", []) + pod["containers"]:
-            limits = c.get("resources", {}).get("limits", {})
-            rdma = [k for k in limits if k.startswith("rdma/")]
-            report.check(rdma and all(k in resources for k in rdma),
-                         f"StatefulSet {sts['metadata']['name']} container {c['name']} requests {rdma}, served by the device plugin")
-        nets = json.loads(sts["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
-        names = {n["name"] for n in nets}
-        report.check(names and all(n in nads for n in names),
-                     f"StatefulSet {sts['metadata']['name']} attaches {len(nets)} x {sorted(names)}, all defined")
-        ns = sts["metadata"].get("namespace", "default")
-        report.check(all(nads[n]["metadata"].get("namespace", "default") == ns for n in names if n in nads),
-                     f"StatefulSet {sts['metadata']['name']} and its networks share namespace {ns}")
+    for kind, obj, template in workloads(by_kind):
+        check_workload(report, f"{kind} {obj['metadata']['name']}", obj["metadata"].get("namespace", "default"),
+                       template, resources, nads)
+    for kind, obj, template in workloads(by_kind):
+        if kind in ("Job", "CronJob"):
+            check_acceptance(report, obj, template, by_kind.get("Service", []))
 
     spec = ds["spec"]["template"]["spec"]
     init = spec["initContainers"][0]
@@ -160,6 +163,17 @@ def validate(objects, report, device_plugin=None):
     report.check(mounts["device-plugins"] == kubelet_dir and f"--device-plugin-dir={kubelet_dir}" in args,
                  f"kubelet directory {kubelet_dir} is mounted where --device-plugin-dir says")
 
+    for pm in by_kind.get("PodMonitor", []):
+        pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+        want = pm["spec"]["selector"]["matchLabels"]
+        report.check(all(pod_labels.get(k) == v for k, v in want.items()),
+                     f"PodMonitor {pm['metadata']['name']} selects the DaemonSet's pods ({want})")
+        ports = {p.get("name") for p in plugin.get("ports", [])}
+        report.check(all(e["port"] in ports for e in pm["spec"]["podMetricsEndpoints"]),
+                     f"PodMonitor {pm['metadata']['name']} scrapes a port the device plugin declares ({sorted(ports)})")
+        report.check(pm["metadata"].get("namespace") == ds["metadata"].get("namespace"),
+                     "PodMonitor and DaemonSet share a namespace")
+
     if device_plugin:
         with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
             f.write(cm["data"][cm_key])
@@ -169,15 +183,79 @@ def validate(objects, report, device_plugin=None):
                          f"rdma-device-plugin --check-config accepts the ConfigMap: {(r.stdout + r.stderr).strip()}")
 
 
+def workloads(by_kind):
+    """(kind, object, pod template) of every object that runs pods asking for RDMA devices."""
+    for sts in by_kind.get("StatefulSet", []):
+        yield "StatefulSet", sts, sts["spec"]["template"]
+    for job in by_kind.get("Job", []):
+        yield "Job", job, job["spec"]["template"]
+    for cj in by_kind.get("CronJob", []):
+        yield "CronJob", cj, cj["spec"]["jobTemplate"]["spec"]["template"]
+
+
+def check_workload(report, what, ns, template, resources, nads):
+    pod = template["spec"]
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        limits = c.get("resources", {}).get("limits", {})
+        rdma = [k for k in limits if k.startswith("rdma/")]
+        report.check(rdma and all(k in resources for k in rdma),
+                     f"{what} container {c['name']} requests {rdma}, served by the device plugin")
+    nets = json.loads(template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+    names = {n["name"] for n in nets}
+    report.check(names and all(n in nads for n in names), f"{what} attaches {len(nets)} x {sorted(names)}, all defined")
+    report.check(all(nads[n]["metadata"].get("namespace", "default") == ns for n in names if n in nads),
+                 f"{what} and its networks share namespace {ns}")
+
+
+def check_acceptance(report, job, template, services):
+    """An Indexed Job of one pod per node whose rank 0 the others reach by the headless Service."""
+    name = job["metadata"]["name"]
+    spec = job["spec"]["jobTemplate"]["spec"] if job["kind"] == "CronJob" else job["spec"]
+    pod = template["spec"]
+    c = pod["containers"][0]
+    env = {e["name"]: e for e in c.get("env", [])}
+    report.check(spec.get("completionMode") == "Indexed" and spec.get("completions") == spec.get("parallelism"),
+                 f"{job['kind']} {name}: Indexed, every pod at once (completions = parallelism)")
+    report.check(env.get("WORLD_SIZE", {}).get("value") == str(spec.get("completions")),
+                 f"{job['kind']} {name}: WORLD_SIZE is the number of pods ({spec.get('completions')})")
+    anti = pod.get("affinity", {}).get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", [])
+    report.check(any(t.get("topologyKey") == "kubernetes.io/hostname" for t in anti),
+                 f"{job['kind']} {name}: one pod per node (required anti-affinity on the hostname)")
+    svc = next((s for s in services if s["metadata"]["name"] == pod.get("subdomain")), None)
+    report.check(svc is not None and svc["spec"].get("clusterIP") == "None" and svc["spec"].get("publishNotReadyAddresses"),
+                 f"{job['kind']} {name}: subdomain {pod.get('subdomain')} is a headless Service publishing pods before they are ready")
+    if svc is None:
+        return
+    report.check(all(template["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items()),
+                 f"{job['kind']} {name}: the Service selects its pods")
+    comm = env.get("NCCL_COMM_ID", {}).get("value", "")
+    port = next((p["port"] for p in svc["spec"]["ports"] if p["name"] == "nccl-bootstrap"), None)
+    report.check(comm == f"$(JOB_NAME)-0.{svc['metadata']['name']}:{port}" and
+                 env.get("JOB_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.labels['job-name']",
+                 f"{job['kind']} {name}: NCCL_COMM_ID {comm} is rank 0's pod through the Service, port {port}")
+    coord = next((p["port"] for p in svc["spec"]["ports"] if p["name"] == "coordinator"), None)
+    report.check(coord == port + 1 if port else False,
+                 f"{job['kind']} {name}: the Service exposes the coordinator on the next port ({coord})")
+    args = c.get("args", [])
+    if "--baseline" in args:
+        mount = os.path.dirname(args[args.index("--baseline") + 1])
+        mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        vols = {v["name"]: v for v in pod.get("volumes", [])}
+        vol = vols.get(mounts.get(mount), {})
+        report.check(vol.get("configMap", {}).get("optional") is True,
+                     f"{job['kind']} {name}: the baseline comes from an optional ConfigMap mounted at {mount}")
+
+
 def main(argv):
     device_plugin = None
     if "--device-plugin" in argv:
         i = argv.index("--device-plugin")
         device_plugin = argv[i + 1]
         del argv[i:i + 2]
-    root = argv[0] if argv else os.path.join(os.path.dirname(os.path.abspath(__file__)), "manifests")
+    here = os.path.dirname(os.path.abspath(__file__))
+    roots = argv or [os.path.join(here, d) for d in ("manifests", "acceptance", "monitoring")]
     report = Report()
-    validate(load_dir(root, report), report, device_plugin)
+    validate([o for root in roots for o in load_dir(root, report)], report, device_plugin)
     return report.summary("manifest")
 
 

@@ -6,6 +6,8 @@
     (compared as parsed objects: key order, JSON formatting and Helm's own bookkeeping labels
     helm.sh/chart, app.kubernetes.io/{managed-by,instance,version} do not count);
   - the chart with its defaults renders the node part only (no Namespace, no example trainer);
+  - with ci/acceptance-values.yaml its acceptance and monitoring parts render exactly
+    deploy/acceptance and deploy/monitoring; a schedule renders a CronJob of the same Job;
   - every render passes check_manifests.py's checks (Kubernetes models, names agreeing);
   - bad values are refused with a message: a misspelt key, a network without cniVersion;
   - NOTES.txt renders (through `tpl`: Helm renders it only against a cluster);
@@ -27,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHART = os.path.join(HERE, "helm", "kube-rdma")
 MANIFESTS = os.path.join(HERE, "manifests")
 OVERLAY = os.path.join(HERE, "kustomize", "private-registry")
+EXTRA = [os.path.join(HERE, "acceptance"), os.path.join(HERE, "monitoring")]
 HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
                "app.kubernetes.io/version"}
 
@@ -146,6 +149,8 @@ def check_helm(report, helm, want, device_plugin):
     else:
         report.fail("ci/custom-values.yaml renders no trainer StatefulSet")
 
+    check_helm_acceptance(report, helm, want, device_plugin)
+
     # NOTES.txt is rendered only by an install against a cluster; render it here through `tpl`.
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "kube-rdma")
@@ -164,11 +169,47 @@ def check_helm(report, helm, want, device_plugin):
         (["devicePlugin.metricPort=9200"], "metricPort", "a misspelt key"),
         (["networks[0].name=rdma-net", "networks[0].config.mtu=9000"], "cniVersion", "a network without cniVersion"),
         (["trainer.validator.transport=tcp"], "transport", "an unknown validator transport"),
+        (["acceptance.pairs=sometimes"], "pairs", "an unknown acceptance pairs policy"),
+        (["acceptance.nodes=1"], "nodes", "an acceptance of one node"),
+        (["acceptance.pushGateway=pushgateway:9091"], "pushGateway", "a Pushgateway without http://"),
     ]
     for sets, word, what in refused:
         r = helm_template(helm, "kube-rdma", "kube-rdma", *sets)
         report.check(r.returncode != 0 and word in r.stderr,
                      f"{what} is refused, naming {word}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no error'}")
+
+
+def check_helm_acceptance(report, helm, want, device_plugin):
+    ci = os.path.join(CHART, "ci")
+    extra = [o for d in EXTRA for o in cm.load_dir(d, report)]
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "manifests-values.yaml"),
+                      os.path.join(ci, "acceptance-values.yaml"))
+    report.check(r.returncode == 0, "helm template with ci/acceptance-values.yaml" + (f": {r.stderr}" if r.returncode else ""))
+    got = cm.load_text(r.stdout, "helm(acceptance-values)", report)
+    compare(report, "helm(acceptance)", got, want + extra)
+    cm.validate(got, report, device_plugin)
+
+    r = helm_template(helm, "rdma", "rdma-system", os.path.join(ci, "custom-values.yaml"))
+    got = {(o["kind"], o["metadata"]["name"]): o for _, o in cm.load_text(r.stdout, "helm(custom-values)", report)}
+    cron = got.get(("CronJob", "kuberdma-acceptance"))
+    job = {(o["kind"]): o for _, o in extra}.get("Job")
+    report.check(cron is not None and ("Job", "kuberdma-acceptance") not in got,
+                 "a schedule renders a CronJob instead of the Job")
+    if cron and job:
+        spec = cron["spec"]["jobTemplate"]["spec"]
+        args = spec["template"]["spec"]["containers"][0]["args"]
+        report.check(cron["spec"]["schedule"] == "0 3 * * 0" and cron["spec"]["concurrencyPolicy"] == "Forbid",
+                     "the CronJob runs on its schedule, never two at once")
+        report.check(spec["completions"] == 16 and "--push-gateway" in args and "--baseline" not in args
+                     and "volumes" not in spec["template"]["spec"],
+                     "16 nodes, pushing to the Pushgateway, no baseline when its ConfigMap is \"\"")
+        same = {k: v for k, v in spec.items() if k != "completions" and k != "parallelism"}
+        base = {k: v for k, v in job["spec"].items() if k != "completions" and k != "parallelism"}
+        report.check(set(same) == set(base), f"the CronJob's jobTemplate has the Job's fields ({sorted(same)})")
+    rule = got.get(("PrometheusRule", "rdma-kube-rdma"))
+    exprs = [x["expr"] for g in (rule or {}).get("spec", {}).get("groups", []) for x in g["rules"]]
+    report.check("time() - kuberdma_acceptance_timestamp_seconds > 15 * 86400" in exprs,
+                 "monitoring.prometheusRule.acceptanceStaleDays sets the stale alert's threshold")
 
 
 def kustomize_version(kubectl):
@@ -181,6 +222,11 @@ def check_kustomize(report, kubectl, want, device_plugin):
     r = run([kubectl, "kustomize", MANIFESTS])
     report.check(r.returncode == 0, "kubectl kustomize deploy/manifests" + (f": {r.stderr}" if r.returncode else ""))
     compare(report, "kustomize", cm.load_text(r.stdout, "kustomize(manifests)", report), want)
+    for d in EXTRA:
+        r = run([kubectl, "kustomize", d])
+        rel = os.path.basename(d)
+        report.check(r.returncode == 0, f"kubectl kustomize deploy/{rel}" + (f": {r.stderr}" if r.returncode else ""))
+        compare(report, f"kustomize({rel})", cm.load_text(r.stdout, f"kustomize({rel})", report), cm.load_dir(d, report))
     if kustomize_version(kubectl) < 4:
         # Debian 12's kubectl 1.20 embeds kustomize 2, which lacks the `patches` field.
         print(f"SKIP the overlay: {kubectl} embeds kustomize older than v4")

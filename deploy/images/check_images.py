@@ -8,7 +8,8 @@ on the CI machines; run by CTest):
     the library's Debian package is one the stage installs, one of their dependencies, or in the
     base image; for the CUDA image, only NCCL and glibc may be needed (libstdc++ and CUDA are
     linked statically);
-  - every binary the manifests run (/usr/local/bin/...) is in the image they name.
+  - every binary the manifests (deploy/manifests, deploy/acceptance) run (/usr/local/bin/...) is
+    in the image they name.
 Usage: check_images.py <build-dir>
 """
 import os
@@ -131,11 +132,14 @@ def main(build_dir):
                 check(not extra, f"{name}: {target} needs only NCCL and glibc at run time ({libs})")
 
     # The binaries the manifests run, in the images they name.
-    for fname in sorted(os.listdir(os.path.join(DEPLOY, "manifests"))):
-        if not fname.endswith(".yaml") or fname == "kustomization.yaml":
+    for fname in [os.path.join(d, f) for d in ("manifests", "acceptance")
+                  for f in sorted(os.listdir(os.path.join(DEPLOY, d)))]:
+        if not fname.endswith(".yaml") or fname.endswith("kustomization.yaml"):
             continue
-        for doc in yaml.safe_load_all(open(os.path.join(DEPLOY, "manifests", fname))):
-            spec = ((doc or {}).get("spec") or {}).get("template", {}).get("spec", {})
+        for doc in yaml.safe_load_all(open(os.path.join(DEPLOY, fname))):
+            spec = (doc or {}).get("spec") or {}
+            spec = spec.get("jobTemplate", {}).get("spec", spec)  # a CronJob's pods
+            spec = spec.get("template", {}).get("spec", {})
             for c in spec.get("initContainers", []) + spec.get("containers", []):
                 repo = c["image"].rsplit(":", 1)[0]
                 if repo not in images:

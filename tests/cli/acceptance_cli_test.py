@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """rdma-validate --mode acceptance as a pod runs it, on a machine without GPUs (CTest):
   - a fleet of one on loopback: the report is a kuberdma-acceptance JSON that fails (no CUDA
-    device), exit 1, and rank 0 POSTs its gauges to a Pushgateway stand-in through the
+    device), exit 1, a baseline file that does not exist yet is noted, and rank 0 POSTs its gauges to a Pushgateway stand-in through the
     rdma-validate-push module beside the binary;
   - a fleet of two where the other pod never comes: rank 0 reports it after --join-timeout (a
     node that never joined fails the fleet, exit 1); a pod whose rank 0 never comes gives up with
     exit 3, naming the coordinator it tried.
+  - the acceptance Job's own arguments (deploy/acceptance/20-job.yaml) are ones rdma-validate
+    takes: run with them and the Job's environment, it reports (exit 1), never a usage error (2).
 Usage: acceptance_cli_test.py <rdma-validate>
 """
 import http.server
@@ -14,7 +16,10 @@ import json
 import socket
 import subprocess
 import sys
+import os
 import threading
+
+import yaml
 
 failures = []
 
@@ -53,7 +58,7 @@ def fleet_of_one(exe):
     r = subprocess.run([exe, "--mode", "acceptance", "--transport", "socket", "--expect", "lo",
                         "--rank", "0", "--world-size", "1", "--comm-id", f"127.0.0.1:{free_port()}",
                         "--node-name", "node-a", "--push-gateway", f"http://127.0.0.1:{gw.server_port}",
-                        "--json", "-"], capture_output=True, text=True, timeout=120)
+                        "--baseline", "/nonexistent/baseline.json", "--json", "-"], capture_output=True, text=True, timeout=120)
     gw.shutdown()
     check(r.returncode == 1, f"a fleet whose only node has no GPU fails with exit 1 (got {r.returncode}: {r.stderr[-400:]})")
     try:
@@ -63,6 +68,8 @@ def fleet_of_one(exe):
     check(report.get("kind") == "kuberdma-acceptance" and report.get("verdict") == "fail",
           "the report is a failing kuberdma-acceptance document")
     check([n.get("name") for n in report.get("nodes", [])] == ["node-a"], "the report names the node")
+    check("no baseline at /nonexistent/baseline.json yet" in r.stderr,
+          "a baseline not saved yet (the Job's optional ConfigMap) is noted, not an error")
     check(len(Gateway.received) == 1, f"rank 0 pushed once ({len(Gateway.received)} requests)")
     if Gateway.received:
         method, path, body = Gateway.received[0]
@@ -94,8 +101,20 @@ def missing_pods(exe):
     check(f"127.0.0.1:{port + 1}" in r.stderr, f"naming the coordinator it tried: {r.stderr.strip()[-300:]}")
 
 
+def job_arguments(exe):
+    job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "acceptance", "20-job.yaml")
+    c = yaml.safe_load(open(job))["spec"]["template"]["spec"]["containers"][0]
+    env = {"PATH": "/usr/bin:/bin", "WORLD_SIZE": "1", "JOB_COMPLETION_INDEX": "0", "NODE_NAME": "node-a",
+           "NCCL_COMM_ID": f"127.0.0.1:{free_port()}"}
+    env.update({e["name"]: e["value"] for e in c["env"] if "value" in e and e["name"] not in ("WORLD_SIZE", "NCCL_COMM_ID")})
+    r = subprocess.run([exe] + c["args"], capture_output=True, text=True, timeout=120, env=env)
+    check(r.returncode == 1 and '"kind": "kuberdma-acceptance"' in r.stdout,
+          f"the Job's arguments {c['args']} run a fleet of one here (exit {r.returncode}: {r.stderr.strip()[-300:]})")
+
+
 if __name__ == "__main__":
     fleet_of_one(sys.argv[1])
     missing_pods(sys.argv[1])
+    job_arguments(sys.argv[1])
     print(f"{len(failures)} failed" if failures else "all acceptance CLI checks passed")
     sys.exit(1 if failures else 0)

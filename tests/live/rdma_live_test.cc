@@ -109,7 +109,8 @@ TEST_CASE("live: rdma-doctor node reports the kernel's mode") {
   INFO("rdma-doctor exit " << rc << ": " << text.str().substr(0, 600));
   auto doc = nlohmann::json::parse(text.str(), nullptr, false);
   REQUIRE(doc.is_object());
-  CHECK(doc.value("netnsMode", "") == std::string(NetnsModeName(*mode)));
+  REQUIRE(doc.contains("result"));
+  CHECK(doc["result"].value("netnsMode", "") == std::string(NetnsModeName(*mode)));
 }
 
 }  // namespace

@@ -86,7 +86,8 @@ void AddAcceptanceOptions(CLI::App& app, Cli& c) {
   app.add_option("--min-fleet-fraction", o.min_fleet_fraction,
                  "acceptance: flag a node, HCA or pair rail below this fraction of the fleet's median")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--baseline", o.baseline_file, "acceptance: an earlier fleet report to compare with");
+  app.add_option("--baseline", o.baseline_file,
+                 "acceptance: an earlier fleet report to compare with (absent: compare with nothing)");
   app.add_option("--baseline-tolerance", o.baseline_tolerance,
                  "acceptance: a drop beyond this fraction of the baseline is a regression")
       ->check(CLI::Range(0.0, 1.0));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -154,8 +155,16 @@ acceptance::PairPolicy Policy(const std::string& s) {
 
 Result<std::optional<acceptance::Baseline>> LoadBaseline(const std::string& path) {
   if (path.empty()) return std::optional<acceptance::Baseline>{};
-  KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  auto b = acceptance::ParseBaseline(json::parse(text, nullptr, false));
+  auto text = ReadFile(path);
+  if (!text && text.error().code() == ErrorCode::kNotFound) {
+    // The Job mounts an optional ConfigMap there: before the first report is saved as the
+    // baseline, there is none, and that is not an error.
+    std::fprintf(stderr, "rdma-validate: no baseline at %s yet: comparing with nothing (save this "
+                 "run's report there to make it one)\n", path.c_str());
+    return std::optional<acceptance::Baseline>{};
+  }
+  if (!text) return Fail(text.error());
+  auto b = acceptance::ParseBaseline(json::parse(*text, nullptr, false));
   if (!b) {
     return Fail(ErrorCode::kInvalidArgument,
                 "--baseline " + path + " is not a fleet report written by rdma-validate --mode acceptance");

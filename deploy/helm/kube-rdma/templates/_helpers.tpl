@@ -44,3 +44,99 @@ app.kubernetes.io/name: {{ include "kube-rdma.fullname" . }}-node
 {{- $tag := .image.tag | default .chart.AppVersion -}}
 {{- printf "%s:%s" .image.repository $tag }}
 {{- end }}
+
+{{/*
+The acceptance Job's spec, for the Job and for a CronJob's jobTemplate alike: an Indexed Job of
+one pod per node, rank = completion index, rank 0 found through the headless Service.
+Arguments: a (the acceptance values), chart (.Chart).
+*/}}
+{{- define "kube-rdma.acceptanceJobSpec" }}
+{{- $a := .a }}
+completionMode: Indexed
+completions: {{ $a.nodes }}
+parallelism: {{ $a.nodes }}
+backoffLimit: 0
+activeDeadlineSeconds: {{ $a.activeDeadlineSeconds }}
+ttlSecondsAfterFinished: {{ $a.ttlSecondsAfterFinished }}
+template:
+  metadata:
+    labels:
+      app: {{ $a.name }}
+    annotations:
+      {{- $nets := list }}
+      {{- range $i := until (int $a.attachments) }}
+      {{- $nets = append $nets (dict "name" $a.network "interface" (printf "net%d" (add1 $i))) }}
+      {{- end }}
+      k8s.v1.cni.cncf.io/networks: {{ toJson $nets | quote }}
+  spec:
+    subdomain: {{ $a.name }}
+    restartPolicy: Never
+    {{- with $a.nodeSelector }}
+    nodeSelector:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with $a.tolerations }}
+    tolerations:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    affinity:
+      podAntiAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector:
+              matchLabels:
+                app: {{ $a.name }}
+            topologyKey: kubernetes.io/hostname
+    containers:
+      - name: rdma-validate
+        image: {{ include "kube-rdma.image" (dict "image" $a.image "chart" .chart) }}
+        command: ["/usr/local/bin/rdma-validate"]
+        {{- $args := list "--mode" "acceptance" "--transport" $a.transport "--size" $a.size "--iters" (toString $a.iters) "--timeout" (toString $a.timeoutSeconds) "--pairs" $a.pairs "--min-fleet-fraction" (toString $a.minFleetFraction) }}
+        {{- if $a.baseline.configMap }}
+        {{- $args = concat $args (list "--baseline" "/etc/kuberdma-acceptance/baseline.json" "--baseline-tolerance" (toString $a.baseline.tolerance)) }}
+        {{- end }}
+        {{- if $a.pushGateway }}
+        {{- $args = concat $args (list "--push-gateway" $a.pushGateway) }}
+        {{- end }}
+        args: {{ toJson (concat $args (list "--json" "-")) }}
+        env:
+          - name: WORLD_SIZE
+            value: {{ $a.nodes | quote }}
+          - name: JOB_NAME
+            valueFrom:
+              fieldRef:
+                fieldPath: metadata.labels['job-name']
+          - name: NCCL_COMM_ID
+            value: {{ printf "$(JOB_NAME)-0.%s:%v" $a.name $a.bootstrapPort }}
+          - name: NODE_NAME
+            valueFrom:
+              fieldRef:
+                fieldPath: spec.nodeName
+          {{- with $a.env }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        ports:
+          - name: nccl-bootstrap
+            containerPort: {{ $a.bootstrapPort }}
+          - name: coordinator
+            containerPort: {{ add1 $a.bootstrapPort }}
+        securityContext:
+          capabilities:
+            add: ["IPC_LOCK"]
+        resources:
+          limits:
+            nvidia.com/gpu: {{ $a.gpus }}
+            {{ $a.rdmaResource }}: {{ $a.attachments }}
+        {{- if $a.baseline.configMap }}
+        volumeMounts:
+          - name: baseline
+            mountPath: /etc/kuberdma-acceptance
+            readOnly: true
+        {{- end }}
+    {{- if $a.baseline.configMap }}
+    volumes:
+      - name: baseline
+        configMap:
+          name: {{ $a.baseline.configMap }}
+          optional: true
+    {{- end }}
+{{- end }}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Checks deploy/monitoring's alerts without a Prometheus (run by CTest):
+  - the PrometheusRule's groups pass `promtool check rules`;
+  - `promtool test rules tests/deploy/alerts_test.yaml` passes: each alert fires on synthetic
+    series of the metric it is about, after its `for`, with the labels and text it promises;
+  - every alert has a test, and every kuberdma_* metric an expression names is one that
+    rdma-device-plugin or rdma-validate exports (their family tables in the source), so a renamed
+    metric cannot leave an alert that never fires.
+promtool comes from Debian's prometheus package (.ci/install-promtool.sh).
+Usage: check_monitoring.py [--promtool BIN]
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RULE = os.path.join(HERE, "monitoring", "20-prometheusrule.yaml")
+TESTS = os.path.join(ROOT, "tests", "deploy", "alerts_test.yaml")
+# Where the exported metric families are declared.
+SOURCES = [os.path.join(ROOT, "deviceplugin", "src", "metrics.cc"),
+           os.path.join(ROOT, "tools", "validator", "src", "push_samples.cc")]
+failures = []
+
+
+def check(cond, msg):
+    print("ok  " if cond else "FAIL", msg)
+    if not cond:
+        failures.append(msg)
+
+
+def exported():
+    names = set()
+    for path in SOURCES:
+        names |= set(re.findall(r'"(kuberdma_[a-z_]+)"', open(path).read()))
+    return names
+
+
+def main(argv):
+    promtool = argv[argv.index("--promtool") + 1] if "--promtool" in argv else shutil.which("promtool")
+    rule = yaml.safe_load(open(RULE))
+    groups = rule["spec"]["groups"]
+    alerts = [r for g in groups for r in g["rules"] if "alert" in r]
+    known = exported()
+    for r in alerts:
+        used = set(re.findall(r"\bkuberdma_[a-z_]+", r["expr"]))
+        check(used and used <= known, f"{r['alert']}: {sorted(used)} exported by our binaries")
+    tests = yaml.safe_load(open(TESTS))
+    tested = {t["alertname"] for group in tests["tests"] for t in group.get("alert_rule_test", [])}
+    check(tested >= {r["alert"] for r in alerts},
+          f"every alert has a promtool test (untested: {sorted({r['alert'] for r in alerts} - tested)})")
+    if not promtool:
+        check(False, "promtool is installed (make deps: .ci/install-promtool.sh)")
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "rules.yaml"), "w") as f:
+            yaml.safe_dump({"groups": groups}, f)
+        shutil.copy(TESTS, os.path.join(tmp, "alerts_test.yaml"))
+        r = subprocess.run([promtool, "check", "rules", "rules.yaml"], cwd=tmp, capture_output=True, text=True)
+        check(r.returncode == 0, f"promtool check rules: {(r.stdout + r.stderr).strip().splitlines()[-1]}")
+        r = subprocess.run([promtool, "test", "rules", "alerts_test.yaml"], cwd=tmp, capture_output=True, text=True)
+        check(r.returncode == 0, "promtool test rules alerts_test.yaml" + ("" if r.returncode == 0 else f":\n{r.stdout}{r.stderr}"))
+    print(f"{len(failures)} failed" if failures else "all monitoring checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
