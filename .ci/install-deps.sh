@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs the Debian 12 packages kube-rdma builds and tests with; installs nothing that is already
+# Installs the Debian 12 packages kube-rdma builds and tests with (and, with `lint`, lints with); installs nothing that is already
 # there, so it is cheap to run before every make target. Needs root (or sudo) when something is missing.
 set -euo pipefail
 
@@ -15,6 +15,9 @@ packages=(
   containernetworking-plugins          # host-device, the benchmark's peer
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
 )
+
+# `install-deps.sh lint`: also what `make lint` and `make format` run.
+[ "${1:-}" = lint ] && packages+=(clang-tidy clang-format)
 
 # kubectl renders kustomize (deploy/check_renders.py); any kubectl on PATH will do, else Debian's.
 command -v kubectl >/dev/null || packages+=(kubernetes-client)

@@ -13,6 +13,7 @@
 #include <exception>
 #include <string>
 
+#include "kuberdma/base/files.h"
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/plugin.h"
 #include "kuberdma/cni/result.h"
@@ -32,7 +33,7 @@ const char* GetEnv(const char* name) { return std::getenv(name); }
 void Print(const nlohmann::json& j) {
   std::string out = j.dump();
   out += '\n';
-  (void)!::write(1, out.data(), out.size());
+  (void)kuberdma::WriteAll(1, out.data(), out.size());  // stdout gone: nobody is left to tell
 }
 
 int PrintError(const std::string& version, const CniError& err) {
@@ -84,6 +85,56 @@ void SetUpEarlyLogging() {
   spdlog::set_default_logger(logger);
 }
 
+// Logs how long the verb took, and how much of it went to kernel link changes, when it ends.
+class VerbTimer {
+ public:
+  explicit VerbTimer(const TimedLinkOps& links) : links_(links) {}
+  VerbTimer(const VerbTimer&) = delete;
+  VerbTimer& operator=(const VerbTimer&) = delete;
+  ~VerbTimer() {
+    double total =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    spdlog::debug("timing: {:.2f} ms in the verb, {:.2f} ms of it in kernel link changes", total,
+                  links_.changing_ms());
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const TimedLinkOps& links_;
+};
+
+// Runs one verb on the real kernel; its exit code, the result or error already printed.
+int Dispatch(const Request& req, const NetConf& conf) {
+  kuberdma::link::NetlinkLinkOps netlink_links;
+  TimedLinkOps links(netlink_links);
+  kuberdma::rdma::NetlinkRdmaOps rdma;
+  kuberdma::netns::RealNamespaceOps namespaces;
+  kuberdma::link::NetlinkAddrOps addrs;
+  ExecIpam ipam;
+  Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam});
+  VerbTimer timer(links);
+  auto done = [&](const CniResult<void>& r) { return r ? 0 : PrintError(conf.cni_version, r.error()); };
+  switch (req.command) {
+    case Command::kAdd: {
+      auto r = plugin.Add(req, conf);
+      if (!r) return PrintError(conf.cni_version, r.error());
+      Print(*r);
+      return 0;
+    }
+    case Command::kDel:
+      return done(plugin.Del(req, conf));
+    case Command::kCheck:
+      return done(plugin.Check(req, conf));
+    case Command::kStatus:
+      return done(plugin.Status(conf));
+    case Command::kGc:
+      return done(plugin.Gc(conf, req));
+    case Command::kVersion:
+      break;
+  }
+  return 0;
+}
+
 int Run() {
   SetUpEarlyLogging();
   // An IPAM plugin that exits before reading its stdin must fail our write with EPIPE, not kill
@@ -100,52 +151,19 @@ int Run() {
   auto conf = ParseConfig(*text, req->command);
   if (!conf) return PrintError(ErrorVersion(*text), conf.error());
   SetUpLogging(*req, *conf);
+  return Dispatch(*req, *conf);
+}
 
-  kuberdma::link::NetlinkLinkOps netlink_links;
-  TimedLinkOps links(netlink_links);
-  kuberdma::rdma::NetlinkRdmaOps rdma;
-  kuberdma::netns::RealNamespaceOps namespaces;
-  kuberdma::link::NetlinkAddrOps addrs;
-  ExecIpam ipam;
-  Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam});
-  struct Timing {
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    const TimedLinkOps& links;
-    ~Timing() {
-      double total =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-      spdlog::debug("timing: {:.2f} ms in the verb, {:.2f} ms of it in kernel link changes", total,
-                    links.changing_ms());
-    }
-  } timing{.links = links};
-  switch (req->command) {
-    case Command::kAdd: {
-      auto r = plugin.Add(*req, *conf);
-      if (!r) return PrintError(conf->cni_version, r.error());
-      Print(*r);
-      return 0;
-    }
-    case Command::kDel: {
-      auto r = plugin.Del(*req, *conf);
-      return r ? 0 : PrintError(conf->cni_version, r.error());
-    }
-    case Command::kCheck: {
-      auto r = plugin.Check(*req, *conf);
-      return r ? 0 : PrintError(conf->cni_version, r.error());
-    }
-    case Command::kStatus: {
-      auto r = plugin.Status(*conf);
-      return r ? 0 : PrintError(conf->cni_version, r.error());
-    }
-    case Command::kGc: {
-      auto r = plugin.Gc(*conf, *req);
-      return r ? 0 : PrintError(conf->cni_version, r.error());
-    }
-    case Command::kVersion:
-      break;
+
+// The last word when even building the error throws (out of memory): a fixed, valid error.
+int ReportInternal(const char* what) noexcept {
+  try {
+    return PrintError("", CniError{kInternalError, std::string("internal error: ") + what, ""});
+  } catch (...) {
+    static constexpr char kLast[] = R"({"cniVersion":"1.1.0","code":199,"msg":"internal error"})" "\n";
+    (void)kuberdma::WriteAll(1, kLast, sizeof kLast - 1);
+    return 1;
   }
-  return 0;
 }
 
 }  // namespace
@@ -155,8 +173,8 @@ int main() {
   try {
     return Run();
   } catch (const std::exception& e) {
-    return PrintError("", CniError{kInternalError, std::string("internal error: ") + e.what(), ""});
+    return ReportInternal(e.what());
   } catch (...) {
-    return PrintError("", CniError{kInternalError, "internal error: unknown exception", ""});
+    return ReportInternal("unknown exception");
   }
 }

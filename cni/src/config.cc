@@ -42,7 +42,7 @@ CniResult<void> ParseLinkState(const json& obj, NetConf* conf) {
     conf->link_state = LinkState::kDown;
   } else {
     return CniFail(kInvalidConfig, "invalid network config: linkState '" + **s +
-                                       "' is not one of \"up\", \"down\", \"auto\"");
+                                       R"(' is not one of "up", "down", "auto")");
   }
   return {};
 }
@@ -124,7 +124,7 @@ CniResult<void> ParseOptions(const json& obj, NetConf* conf) {
       conf->shared_policy = SharedPolicy::kError;
     } else {
       return CniFail(kInvalidConfig, "invalid network config: sharedNetnsPolicy '" + **policy +
-                                         "' is not \"continue\" or \"error\"");
+                                         R"(' is not "continue" or "error")");
     }
   }
   for (auto [key, dst] :

@@ -4,7 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <csignal>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/config.h"
 
@@ -192,18 +193,22 @@ Result<std::string> FindPlugin(const std::string& type, const std::string& cni_p
 PluginRun RunPlugin(const std::string& binary, const std::vector<std::string>& env,
                     const std::string& stdin_text, uint32_t timeout_ms) {
   PluginRun run;
-  int in[2], out[2], err[2];
+  int in[2];
+  int out[2];
+  int err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     run.start_error = std::string("pipe: ") + std::strerror(errno);
     return run;
   }
   pid_t pid = Start(binary, MergedEnvironment(env), in, out, err, &run.start_error);
   for (int fd : {in[0], out[1], err[1]}) ::close(fd);
-  UniqueFd to_child(in[1]), from_out(out[0]), from_err(err[0]);
+  UniqueFd to_child(in[1]);
+  UniqueFd from_out(out[0]);
+  UniqueFd from_err(err[0]);
   if (pid < 0) return run;
   // A plugin that exits before reading stdin makes this write fail with EPIPE (SIGPIPE is
   // ignored by the binary's main), which is its business, not ours.
-  (void)!::write(to_child.get(), stdin_text.data(), stdin_text.size());
+  (void)WriteAll(to_child.get(), stdin_text.data(), stdin_text.size());
   to_child.Reset();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   run.timed_out = !Collect(from_out.get(), from_err.get(), deadline, &run);

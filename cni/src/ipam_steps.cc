@@ -47,7 +47,7 @@ std::optional<IpamState> IpamOf(const AttachmentRecord* rec, const NetConf& conf
 }
 
 CniResult<json> Plugin::CallIpam(Command command, const IpamState& ipam, const Request& req,
-                                 const NetConf& conf) {
+                                 const NetConf& conf) const {
   if (d_.ipam == nullptr) {
     return CniFail(kInvalidConfig, "ipam " + ipam.type + " is configured but this plugin was "
                                                          "built without IPAM");
@@ -73,7 +73,8 @@ CniResult<json> Plugin::CallIpam(Command command, const IpamState& ipam, const R
 Result<void> Plugin::ConfigureInterface(const AttachmentRecord& rec, const IpamResult& ipam,
                                         std::optional<bool> want_up, const NetNs& pod) {
   KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, d_.links.GetByName(pod, rec.ifname));
-  std::string gw4, gw6;
+  std::string gw4;
+  std::string gw6;
   for (const auto& ip : ipam.ips) {
     auto added = d_.addrs->AddAddress(pod, l.ifindex, ip.address);
     if (!added && added.error().code() != ErrorCode::kAlreadyExists) return added;
@@ -116,7 +117,7 @@ CniResult<void> Plugin::AllocateAddresses(AttachPlan& plan, const Request& req,
   return {};
 }
 
-Result<void> Plugin::VerifyAddresses(const AttachmentRecord& rec, const NetNs& pod, int ifindex) {
+Result<void> Plugin::VerifyAddresses(const AttachmentRecord& rec, const NetNs& pod, int ifindex) const {
   if (!rec.ipam || !rec.ipam->result.is_object()) return {};
   auto ipam = IpamResult::Parse(rec.ipam->result, rec.ipam->type);
   if (!ipam) return Fail(ErrorCode::kInvalidArgument, ipam.error().msg);

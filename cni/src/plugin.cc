@@ -327,7 +327,7 @@ CniResult<void> Plugin::Check(const Request& req, const NetConf& conf) {
   return {};
 }
 
-CniResult<void> Plugin::Status(const NetConf& conf) {
+CniResult<void> Plugin::Status(const NetConf& conf) const {
   StateStore store(conf.state_dir);
   if (auto w = store.CheckWritable(); !w) {
     return CniFail(kPluginNotAvailable, "state directory unusable: " + w.error().message());

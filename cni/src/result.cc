@@ -2,6 +2,8 @@
 // Result documents for every supported CNI version.
 #include "kuberdma/cni/result.h"
 
+#include <algorithm>
+
 #include "kuberdma/cni/config.h"
 
 namespace kuberdma::cni {
@@ -25,16 +27,13 @@ bool PrevResultHasInterface(const json& prev, const std::string& ifname,
                             const std::string& sandbox) {
   auto it = prev.find("interfaces");
   if (it == prev.end() || !it->is_array()) return false;
-  for (const auto& i : *it) {
-    if (!i.is_object()) continue;
+  return std::any_of(it->begin(), it->end(), [&](const json& i) {
+    if (!i.is_object()) return false;
     auto n = i.find("name");
     auto s = i.find("sandbox");
-    if (n != i.end() && n->is_string() && *n == ifname && s != i.end() && s->is_string() &&
-        *s == sandbox) {
-      return true;
-    }
-  }
-  return false;
+    return n != i.end() && n->is_string() && *n == ifname && s != i.end() && s->is_string() &&
+           *s == sandbox;
+  });
 }
 
 namespace {

@@ -2,7 +2,10 @@
 // CNI_* environment parsing and library-error translation.
 #include "kuberdma/cni/types.h"
 
+#include <algorithm>
 #include <cctype>
+#include <optional>
+#include <utility>
 
 namespace kuberdma::cni {
 
@@ -23,56 +26,32 @@ namespace {
 bool ValidContainerId(std::string_view id) {
   if (id.empty()) return false;
   if (std::isalnum(static_cast<unsigned char>(id[0])) == 0) return false;
-  for (char c : id) {
-    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_' && c != '.' && c != '-') {
-      return false;
-    }
-  }
-  return true;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
+  });
 }
 
 // The spec's interface name rules: 1..15 bytes, not "." or "..", no '/', ':' or whitespace.
 bool ValidIfname(std::string_view n) {
   if (n.empty() || n.size() > 15 || n == "." || n == "..") return false;
-  for (char c : n) {
-    if (c == '/' || c == ':' || std::isspace(static_cast<unsigned char>(c)) != 0) return false;
-  }
-  return true;
+  return std::none_of(n.begin(), n.end(), [](char c) {
+    return c == '/' || c == ':' || std::isspace(static_cast<unsigned char>(c)) != 0;
+  });
 }
 
-}  // namespace
-
-CniResult<Request> ParseEnv(const char* (*getenv)(const char*)) {
-  auto get = [&](const char* k) {
-    const char* v = getenv(k);
-    return std::string(v == nullptr ? "" : v);
-  };
-  Request req;
-  std::string cmd = get("CNI_COMMAND");
-  if (cmd == "ADD") {
-    req.command = Command::kAdd;
-  } else if (cmd == "DEL") {
-    req.command = Command::kDel;
-  } else if (cmd == "CHECK") {
-    req.command = Command::kCheck;
-  } else if (cmd == "VERSION") {
-    req.command = Command::kVersion;
-  } else if (cmd == "STATUS") {
-    req.command = Command::kStatus;
-  } else if (cmd == "GC") {
-    req.command = Command::kGc;
-  } else {
-    return CniFail(kInvalidEnv, cmd.empty() ? "CNI_COMMAND is not set"
-                                            : "CNI_COMMAND '" + cmd + "' is not a CNI verb");
+std::optional<Command> ParseCommand(const std::string& cmd) {
+  static const std::pair<const char*, Command> kVerbs[] = {
+      {"ADD", Command::kAdd},         {"DEL", Command::kDel},       {"CHECK", Command::kCheck},
+      {"VERSION", Command::kVersion}, {"STATUS", Command::kStatus}, {"GC", Command::kGc}};
+  for (const auto& [name, c] : kVerbs) {
+    if (cmd == name) return c;
   }
-  req.container_id = get("CNI_CONTAINERID");
-  req.netns = get("CNI_NETNS");
-  req.ifname = get("CNI_IFNAME");
-  req.args = get("CNI_ARGS");
-  req.path = get("CNI_PATH");
-  const bool attach = req.command == Command::kAdd || req.command == Command::kDel ||
-                      req.command == Command::kCheck;
-  if (!attach) return req;
+  return std::nullopt;
+}
+
+// What ADD, DEL and CHECK need beyond the verb: a valid container ID and interface name, and a
+// namespace (DEL may come after the namespace is gone).
+CniResult<void> ValidateAttachment(const Request& req) {
   if (!ValidContainerId(req.container_id)) {
     return CniFail(kInvalidEnv, req.container_id.empty()
                                     ? "CNI_CONTAINERID is not set"
@@ -86,6 +65,33 @@ CniResult<Request> ParseEnv(const char* (*getenv)(const char*)) {
   if (req.command != Command::kDel && req.netns.empty()) {
     return CniFail(kInvalidEnv, "CNI_NETNS is not set");
   }
+  return {};
+}
+
+}  // namespace
+
+CniResult<Request> ParseEnv(const char* (*getenv)(const char*)) {
+  auto get = [&](const char* k) {
+    const char* v = getenv(k);
+    return std::string(v == nullptr ? "" : v);
+  };
+  Request req;
+  std::string cmd = get("CNI_COMMAND");
+  auto command = ParseCommand(cmd);
+  if (!command) {
+    return CniFail(kInvalidEnv, cmd.empty() ? "CNI_COMMAND is not set"
+                                            : "CNI_COMMAND '" + cmd + "' is not a CNI verb");
+  }
+  req.command = *command;
+  req.container_id = get("CNI_CONTAINERID");
+  req.netns = get("CNI_NETNS");
+  req.ifname = get("CNI_IFNAME");
+  req.args = get("CNI_ARGS");
+  req.path = get("CNI_PATH");
+  const bool attach = req.command == Command::kAdd || req.command == Command::kDel ||
+                      req.command == Command::kCheck;
+  if (!attach) return req;
+  if (auto valid = ValidateAttachment(req); !valid) return tl::unexpected(valid.error());
   return req;
 }
 

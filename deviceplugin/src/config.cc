@@ -79,7 +79,7 @@ Result<void> ParseSelectors(const json& entry, const std::string& where, Selecto
     } else if (l == "infiniband" || l == "ib") {
       t = "infiniband";
     } else {
-      return Bad(sw + ".linkTypes", "'" + t + "' is not \"ether\" or \"infiniband\"");
+      return Bad(sw + ".linkTypes", "'" + t + R"(' is not "ether" or "infiniband")");
     }
   }
   return {};
@@ -87,14 +87,14 @@ Result<void> ParseSelectors(const json& entry, const std::string& where, Selecto
 
 Result<void> ParseOurs(const json& e, const std::string& where, ResourceConfig* rc) {
   if (auto it = e.find("policy"); it != e.end() && !it->is_null()) {
-    if (!it->is_string()) return Bad(where + ".policy", "must be \"pool\" or \"per-hca\"");
+    if (!it->is_string()) return Bad(where + ".policy", R"(must be "pool" or "per-hca")");
     std::string p = it->get<std::string>();
     if (p == "pool") {
       rc->policy = Policy::kPool;
     } else if (p == "per-hca") {
       rc->policy = Policy::kPerHca;
     } else {
-      return Bad(where + ".policy", "'" + p + "' is not \"pool\" or \"per-hca\"");
+      return Bad(where + ".policy", "'" + p + R"(' is not "pool" or "per-hca")");
     }
   }
   for (auto [key, dst] : {std::pair{"injectMad", &rc->inject_mad},

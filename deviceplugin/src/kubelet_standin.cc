@@ -18,12 +18,11 @@ KubeletStandIn::KubeletStandIn(std::string dir) : dir_(std::move(dir)) {
 
 KubeletStandIn::~KubeletStandIn() { Stop(); }
 
-grpc::Status KubeletStandIn::Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req,
-                                      v1beta1::Empty*) {
+grpc::Status KubeletStandIn::Register(grpc::ServerContext* /*context*/, const v1beta1::RegisterRequest* req,
+                                      v1beta1::Empty* /*response*/) {
   std::lock_guard lock(mu_);
   if (req->version() != "v1beta1") {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "unsupported version " + req->version());
+    return {grpc::StatusCode::INVALID_ARGUMENT, "unsupported version " + req->version()};
   }
   registrations_.push_back(*req);
   endpoints_[req->resource_name()] = req->endpoint();
@@ -34,7 +33,8 @@ grpc::Status KubeletStandIn::Register(grpc::ServerContext*, const v1beta1::Regis
   return grpc::Status::OK;
 }
 
-void KubeletStandIn::Watch(v1beta1::RegisterRequest r, std::shared_ptr<grpc::ClientContext> ctx) {
+void KubeletStandIn::Watch(const v1beta1::RegisterRequest& r,
+                           const std::shared_ptr<grpc::ClientContext>& ctx) {
   auto stub = v1beta1::DevicePlugin::NewStub(
       grpc::CreateChannel("unix:" + dir_ + "/" + r.endpoint(), grpc::InsecureChannelCredentials()));
   auto reader = stub->ListAndWatch(ctx.get(), v1beta1::Empty());

@@ -5,7 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <poll.h>
-#include <signal.h>
+#include <csignal>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -113,7 +113,7 @@ std::string Manager::SocketPath(const std::string& full_name) const {
 void Manager::Wake(uint64_t bits) {
   requests_.fetch_or(bits);
   uint64_t one = 1;
-  (void)!::write(wake_.get(), &one, sizeof one);
+  (void)WriteAll(wake_.get(), &one, sizeof one);  // an eventfd only fails when it would overflow: already awake
 }
 void Manager::Stop() { Wake(kStop); }
 void Manager::RequestRescan() { Wake(kRescan); }
@@ -210,27 +210,7 @@ void Manager::Rescan() {
   }
   bool trim = false;
   for (auto& [name, srv] : servers_) {
-    bool changed = false;
-    {
-      std::lock_guard lock(srv->shared()->mu);
-      Resource& r = srv->shared()->resource;
-      std::map<std::string, bool> before;
-      for (const auto& [h, st] : r.hcas()) before[h] = st.healthy;
-      changed = r.Refresh(*hcas);
-      for (const auto& [h, st] : r.hcas()) {
-        auto was = before.find(h);
-        if (was == before.end() || was->second != st.healthy) {
-          spdlog::info("event=health resource={} hca={} healthy={} reason=\"{}\"", name, h,
-                       st.healthy, st.reason);
-        }
-        metrics_.Set("kuberdma_hca_healthy", {{"resource", name}, {"hca", h}}, st.healthy ? 1 : 0);
-      }
-      size_t healthy = r.healthy_slots();
-      metrics_.Set("kuberdma_devices", {{"resource", name}, {"health", "Healthy"}},
-                   static_cast<double>(healthy));
-      metrics_.Set("kuberdma_devices", {{"resource", name}, {"health", "Unhealthy"}},
-                   static_cast<double>(r.slots() - healthy));
-    }
+    bool changed = Refresh(name, *srv, *hcas);
     metrics_.Set("kuberdma_list_and_watch_streams", {{"resource", name}},
                  static_cast<double>(srv->streams()));
     if (changed) {
@@ -241,6 +221,28 @@ void Manager::Rescan() {
   // A published list of thousands of devices leaves freed blocks in malloc's arenas; hand them
   // back so the idle footprint stays small.
   if (trim) ::malloc_trim(0);
+}
+
+bool Manager::Refresh(const std::string& name, ResourceServer& srv, const std::vector<sysfs::Hca>& hcas) {
+  std::lock_guard lock(srv.shared()->mu);
+  Resource& r = srv.shared()->resource;
+  std::map<std::string, bool> before;
+  for (const auto& [h, st] : r.hcas()) before[h] = st.healthy;
+  bool changed = r.Refresh(hcas);
+  for (const auto& [h, st] : r.hcas()) {
+    auto was = before.find(h);
+    if (was == before.end() || was->second != st.healthy) {
+      spdlog::info("event=health resource={} hca={} healthy={} reason=\"{}\"", name, h, st.healthy,
+                   st.reason);
+    }
+    metrics_.Set("kuberdma_hca_healthy", {{"resource", name}, {"hca", h}}, st.healthy ? 1 : 0);
+  }
+  size_t healthy = r.healthy_slots();
+  metrics_.Set("kuberdma_devices", {{"resource", name}, {"health", "Healthy"}},
+               static_cast<double>(healthy));
+  metrics_.Set("kuberdma_devices", {{"resource", name}, {"health", "Unhealthy"}},
+               static_cast<double>(r.slots() - healthy));
+  return changed;
 }
 
 void Manager::Reload() {
@@ -324,86 +326,103 @@ void Manager::HandleInotify() {
   if (config) Reload();
 }
 
+namespace {
+
+// SIGTERM/SIGINT/SIGHUP as a readable descriptor (blocked in every thread by main()).
+Result<UniqueFd> OpenSignalFd() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  UniqueFd fd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!fd.valid()) return FailErrno(errno, "signalfd");
+  return fd;
+}
+
+std::optional<events::KernelEvents> OpenKernelEvents(bool wanted) {
+  if (!wanted) return std::nullopt;
+  auto ev = events::KernelEvents::Open();
+  if (!ev) {
+    spdlog::warn("event=no_kernel_events error=\"{}\" (port-state timer only)", ev.error().message());
+    return std::nullopt;
+  }
+  return std::move(*ev);
+}
+
+// The requests signals make: SIGHUP reloads, the others stop.
+uint64_t SignalRequests(const UniqueFd& sigfd, uint64_t stop, uint64_t reload) {
+  uint64_t req = 0;
+  signalfd_siginfo si{};
+  while (sigfd.valid() && ::read(sigfd.get(), &si, sizeof si) == sizeof si) {
+    req |= si.ssi_signo == SIGHUP ? reload : stop;
+  }
+  return req;
+}
+
+}  // namespace
+
+void Manager::WaitForWork(const UniqueFd& sigfd, const std::optional<events::KernelEvents>& kernel,
+                          int64_t next_poll) {
+  std::vector<pollfd> fds = {{wake_.get(), POLLIN, 0}, {inotify_.get(), POLLIN, 0}};
+  if (sigfd.valid()) fds.push_back({sigfd.get(), POLLIN, 0});
+  if (kernel) {
+    fds.push_back({kernel->link_fd(), POLLIN, 0});
+    if (kernel->uevent_fd() >= 0) fds.push_back({kernel->uevent_fd(), POLLIN, 0});
+  }
+  int64_t deadline = next_poll;
+  if (recheck_at_ms_ >= 0) deadline = std::min(deadline, recheck_at_ms_);
+  if (retry_at_ms_ >= 0) deadline = std::min(deadline, retry_at_ms_);
+  ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, deadline - NowMs())));
+  uint64_t sink = 0;
+  [[maybe_unused]] ssize_t drained = ::read(wake_.get(), &sink, sizeof sink);  // EAGAIN: nothing woke us
+}
+
+void Manager::RunTimers(int64_t now) {
+  if (recheck_at_ms_ >= 0 && now >= recheck_at_ms_) {
+    // A stream the kubelet closed without opening another means it lost us: register again.
+    recheck_at_ms_ = -1;
+    for (auto& [name, srv] : servers_) {
+      if (srv->streams() == 0 && ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0) {
+        spdlog::info("event=stream_closed resource={} (registering again)", name);
+        RegisterOne(name, *srv);
+      }
+    }
+  }
+  if (retry_at_ms_ >= 0 && now >= retry_at_ms_) {
+    retry_at_ms_ = -1;
+    for (auto& [name, srv] : servers_) {
+      if (!registered_[name]) RegisterOne(name, *srv);
+    }
+  }
+}
+
 Result<void> Manager::Run(bool handle_signals) {
   UniqueFd sigfd;
   if (handle_signals) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigfd = UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!sigfd.valid()) return FailErrno(errno, "signalfd");
+    KUBERDMA_ASSIGN_OR_RETURN(sigfd, OpenSignalFd());
   }
-  std::optional<events::KernelEvents> kernel;
-  if (opts_.kernel_events) {
-    auto ev = events::KernelEvents::Open();
-    if (ev) {
-      kernel = std::move(*ev);
-    } else {
-      spdlog::warn("event=no_kernel_events error=\"{}\" (port-state timer only)",
-                   ev.error().message());
-    }
-  }
+  std::optional<events::KernelEvents> kernel = OpenKernelEvents(opts_.kernel_events);
   KUBERDMA_TRY(StartResources());
   running_ = true;
   Rescan();
   RegisterAll("start");
   int64_t next_poll = NowMs() + cfg_.health_poll_ms;
   while (true) {
-    std::vector<pollfd> fds = {{wake_.get(), POLLIN, 0}, {inotify_.get(), POLLIN, 0}};
-    if (sigfd.valid()) fds.push_back({sigfd.get(), POLLIN, 0});
-    if (kernel) {
-      fds.push_back({kernel->link_fd(), POLLIN, 0});
-      if (kernel->uevent_fd() >= 0) fds.push_back({kernel->uevent_fd(), POLLIN, 0});
-    }
-    int64_t now = NowMs();
-    int64_t deadline = next_poll;
-    if (recheck_at_ms_ >= 0) deadline = std::min(deadline, recheck_at_ms_);
-    if (retry_at_ms_ >= 0) deadline = std::min(deadline, retry_at_ms_);
-    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, deadline - now)));
-    uint64_t sink = 0;
-    (void)!::read(wake_.get(), &sink, sizeof sink);
-    uint64_t req = requests_.exchange(0);
-    if (sigfd.valid()) {
-      signalfd_siginfo si{};
-      while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGHUP) {
-          req |= kReload;
-        } else {
-          req |= kStop;
-        }
-      }
-    }
+    WaitForWork(sigfd, kernel, next_poll);
+    uint64_t req = requests_.exchange(0) | SignalRequests(sigfd, kStop, kReload);
     if ((req & kStop) != 0) break;
     if ((req & kReload) != 0) Reload();
     HandleInotify();
-    bool rescan = (req & kRescan) != 0;
-    if (kernel && kernel->Drain()) rescan = true;
-    now = NowMs();
+    bool rescan = (req & kRescan) != 0 || (kernel && kernel->Drain());
+    int64_t now = NowMs();
     if (now >= next_poll) {
       rescan = true;
       next_poll = now + cfg_.health_poll_ms;
     }
     if (rescan) Rescan();
     if ((req & kStreamClosed) != 0 && recheck_at_ms_ < 0) recheck_at_ms_ = now + 300;
-    if (recheck_at_ms_ >= 0 && now >= recheck_at_ms_) {
-      // A stream the kubelet closed without opening another means it lost us: register again.
-      recheck_at_ms_ = -1;
-      for (auto& [name, srv] : servers_) {
-        if (srv->streams() == 0 &&
-            ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0) {
-          spdlog::info("event=stream_closed resource={} (registering again)", name);
-          RegisterOne(name, *srv);
-        }
-      }
-    }
-    if (retry_at_ms_ >= 0 && now >= retry_at_ms_) {
-      retry_at_ms_ = -1;
-      for (auto& [name, srv] : servers_) {
-        if (!registered_[name]) RegisterOne(name, *srv);
-      }
-    }
+    RunTimers(now);
   }
   running_ = false;
   spdlog::info("event=stopping");

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kuberdma/podenv/pod_env.h"
 
@@ -19,7 +21,7 @@ bool Any(const std::vector<std::string>& list, const std::string& v) {
   return std::find(list.begin(), list.end(), v) != list.end();
 }
 
-std::string Strip0x(std::string s) { return s.rfind("0x", 0) == 0 ? s.substr(2) : s; }
+std::string Strip0x(const std::string& s) { return s.rfind("0x", 0) == 0 ? s.substr(2) : s; }
 
 std::string SlotId(const std::string& base, uint32_t n, uint32_t max) {
   int width = max > 1000 ? 5 : (max > 100 ? 3 : (max > 10 ? 2 : 1));
@@ -178,7 +180,7 @@ void Resource::AddDeviceNodes(const Hca& h, ContainerAllocation* out) const {
   }
 }
 
-Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& ids) const {
+Result<std::vector<const HcaHealth*>> Resource::HcasOf(const std::vector<std::string>& ids) const {
   std::vector<const HcaHealth*> chosen;
   auto pick = [&](const std::string& name) {
     const HcaHealth* st = &hcas_.at(name);
@@ -202,6 +204,11 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
   std::sort(chosen.begin(), chosen.end(), [](const HcaHealth* a, const HcaHealth* b) {
     return sysfs::NaturalLess(a->hca.name, b->hca.name);
   });
+  return chosen;
+}
+
+Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& ids) const {
+  KUBERDMA_ASSIGN_OR_RETURN(auto chosen, HcasOf(ids));
   ContainerAllocation out;
   std::vector<podenv::HcaInfo> described;
   for (const auto* st : chosen) {
@@ -224,6 +231,26 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
   return out;
 }
 
+namespace {
+
+// How a per-hca slot ranks as the next pick; lower is better: fewer slots already on its HCA,
+// healthy first, NUMA-local to what is chosen, then the ID in natural order.
+struct SlotRank {
+  int on_hca = 0;
+  int unhealthy = 0;
+  int numa_affinity = 0;  // negated count of chosen slots on the slot's NUMA node
+  const std::string* id = nullptr;
+
+  bool operator<(const SlotRank& o) const {
+    if (on_hca != o.on_hca) return on_hca < o.on_hca;
+    if (unhealthy != o.unhealthy) return unhealthy < o.unhealthy;
+    if (numa_affinity != o.numa_affinity) return numa_affinity < o.numa_affinity;
+    return sysfs::NaturalLess(*id, *o.id);
+  }
+};
+
+}  // namespace
+
 std::vector<std::string> Resource::Preferred(const std::vector<std::string>& available,
                                              const std::vector<std::string>& must_include,
                                              size_t size) const {
@@ -240,49 +267,32 @@ std::vector<std::string> Resource::Preferred(const std::vector<std::string>& ava
     }
     return out;
   }
-  // per-hca: spread over distinct healthy HCAs, NUMA-local to what is already chosen.
+  SpreadOverHcas(available, size, out);
+  return out;
+}
+
+void Resource::SpreadOverHcas(const std::vector<std::string>& available, size_t size,
+                              std::vector<std::string>& out) const {
   std::map<std::string, int> used;  // HCA -> slots chosen
   std::map<int, int> numa_weight;
-  for (const auto& id : out) {
+  auto count = [&](const std::string& id) {
     std::string h = HcaOfSlot(id);
     ++used[h];
     if (auto it = hcas_.find(h); it != hcas_.end()) ++numa_weight[it->second.hca.numa_node];
-  }
+  };
+  for (const auto& id : out) count(id);
   while (out.size() < size) {
-    const std::string* best = nullptr;
-    std::tuple<int, int, int, std::string> best_key;
+    std::optional<SlotRank> best;
     for (const auto& id : available) {
-      if (taken(id)) continue;
-      std::string h = HcaOfSlot(id);
-      auto it = hcas_.find(h);
-      if (it == hcas_.end()) continue;
-      // Lower is better: fewer slots already on this HCA, healthy first, NUMA-local, then name.
-      std::tuple<int, int, int, std::string> key{used[h], it->second.healthy ? 0 : 1,
-                                                 -numa_weight[it->second.hca.numa_node], id};
-      bool better = best == nullptr;
-      if (!better) {
-        if (std::get<0>(key) != std::get<0>(best_key)) {
-          better = std::get<0>(key) < std::get<0>(best_key);
-        } else if (std::get<1>(key) != std::get<1>(best_key)) {
-          better = std::get<1>(key) < std::get<1>(best_key);
-        } else if (std::get<2>(key) != std::get<2>(best_key)) {
-          better = std::get<2>(key) < std::get<2>(best_key);
-        } else {
-          better = sysfs::NaturalLess(id, std::get<3>(best_key));
-        }
-      }
-      if (better) {
-        best = &id;
-        best_key = key;
-      }
+      auto it = hcas_.find(HcaOfSlot(id));
+      if (it == hcas_.end() || std::find(out.begin(), out.end(), id) != out.end()) continue;
+      SlotRank rank{used[it->first], it->second.healthy ? 0 : 1, -numa_weight[it->second.hca.numa_node], &id};
+      if (!best || rank < *best) best = rank;
     }
-    if (best == nullptr) break;
-    std::string h = HcaOfSlot(*best);
-    ++used[h];
-    ++numa_weight[hcas_.at(h).hca.numa_node];
-    out.push_back(*best);
+    if (!best) break;
+    count(*best->id);
+    out.push_back(*best->id);
   }
-  return out;
 }
 
 std::string Resource::CdiKind() const { return "kube-rdma.io/" + cfg_.resource_name; }

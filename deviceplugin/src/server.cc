@@ -137,7 +137,7 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
         per_hca_(res_->resource.config().policy == Policy::kPerHca) {}
 
   grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx,
-                                                   const v1beta1::Empty*,
+                                                   const v1beta1::Empty* /*unused*/,
                                                    v1beta1::DevicePluginOptions* out) override {
     out->set_pre_start_required(false);
     out->set_get_preferred_allocation_available(per_hca_);
@@ -147,7 +147,7 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
   }
 
   grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
-      grpc::CallbackServerContext*, const v1beta1::Empty*) override {
+      grpc::CallbackServerContext* /*unused*/, const v1beta1::Empty* /*unused*/) override {
     std::vector<DeviceView> devs;
     {
       std::lock_guard lock(res_->mu);
@@ -213,8 +213,8 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
   }
 
   grpc::ServerUnaryReactor* PreStartContainer(grpc::CallbackServerContext* ctx,
-                                              const v1beta1::PreStartContainerRequest*,
-                                              v1beta1::PreStartContainerResponse*) override {
+                                              const v1beta1::PreStartContainerRequest* /*unused*/,
+                                              v1beta1::PreStartContainerResponse* /*unused*/) override {
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);  // not required (pre_start_required = false); answered anyway
     return r;
@@ -227,7 +227,7 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     try {
       return fn();
     } catch (const std::exception& e) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what());
+      return {grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()};
     }
   }
   std::shared_ptr<SharedResource> res_;

@@ -14,7 +14,9 @@
 #include "demo.h"
 #include "kuberdma/sim/sim_node.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   kuberdma::demo::Options o{.rdma_bin = KUBERDMA_RDMA_BIN,
                             .device_plugin_bin = KUBERDMA_DP_BIN,
                             .validate_bin = KUBERDMA_VALIDATE_BIN,
@@ -49,4 +51,18 @@ int main(int argc, char** argv) {
   }
   kuberdma::sim::RemoveStaleNamespaces();
   return o.fleet > 0 ? kuberdma::demo::RunFleetDemo(o) : kuberdma::demo::RunNodeDemo(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kuberdma-demo: internal error: %s\n", e.what());
+    return 2;
+  } catch (...) {
+    std::fprintf(stderr, "kuberdma-demo: internal error: unknown exception\n");
+    return 2;
+  }
 }

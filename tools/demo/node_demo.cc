@@ -7,7 +7,7 @@
 // pods over their IPAM addresses, proven from every interface's counters); rdma-doctor on the
 // node and in a pod (GID table, RoCE checks); CHECK; then DEL, the plugin stopped, and proof that
 // every device and every address came home. Exits non-zero on any failure; leaves nothing behind.
-#include <signal.h>
+#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +69,8 @@ class NodeDemo {
   void ShowPods();
   void Validate();
   void RunNccl();
+  // Cables net<i> of every pod to switch rail<i>; the interfaces as rdma-validate --expect takes them.
+  std::string CableRails();
   void ShowNcclReports(const std::string& out);
   void Doctor();
   void DoctorNode(const std::string& dpdir);
@@ -207,7 +209,7 @@ void NodeDemo::AllocatePods() {
 }
 
 void NodeDemo::Attach(Pod& pod, int rail) {
-  size_t i = static_cast<size_t>(rail - 1);
+  auto i = static_cast<size_t>(rail - 1);
   std::string id = i < pod.ids.size() ? pod.ids[i] : "";
   json conf = json::parse(RailConfig(rail));
   if (!id.empty()) conf["runtimeConfig"] = {{"deviceID", id}};
@@ -293,7 +295,7 @@ void NodeDemo::Validate() {
   RunNccl();
 }
 
-void NodeDemo::RunNccl() {
+std::string NodeDemo::CableRails() {
   // One switch per rail: net<i> of every pod on bridge rail<i>, in rail i's subnet. NCCL's Socket
   // transport uses each interface as its own network device, and each interface's counters show
   // what it carried: the stand-in for IB HCAs on a GPU machine.
@@ -310,6 +312,11 @@ void NodeDemo::RunNccl() {
       fail_("cable rail " + std::to_string(rail) + ": " + c.error().message());
     }
   }
+  return expect;
+}
+
+void NodeDemo::RunNccl() {
+  std::string expect = CableRails();
   int gpus = std::max(1, CountGpus());
   std::string root_ip = pods_[0].attachments.empty() ? "" : pods_[0].attachments[0].cidr;
   root_ip = root_ip.substr(0, root_ip.find('/'));
@@ -424,7 +431,7 @@ void NodeDemo::Doctor() {
     mine += (mine.empty() ? "" : ",") + (*gpus)[i].address;
   }
   if (RunShown(node_->Pod(pods_[0].path), {o_.doctor_bin, "topo", "--gpus", mine},
-               FixtureEnv(&pods_[0]), Dir("doctor-topo.txt")) != 0) {
+               FixtureEnv(&pods_.front()), Dir("doctor-topo.txt")) != 0) {
     fail_("rdma-doctor topo found a failure");
   }
 }

@@ -72,14 +72,14 @@ Error Error::FromErrno(int err, std::string_view what) {
   std::string msg(what);
   msg += ": ";
   msg += std::strerror(err);
-  return Error(CodeFromErrno(err), std::move(msg), err);
+  return {CodeFromErrno(err), std::move(msg), err};
 }
 
 Error Error::Wrap(std::string_view context) const {
   std::string msg(context);
   msg += ": ";
   msg += message_;
-  return Error(code_, std::move(msg), errno_);
+  return {code_, std::move(msg), errno_};
 }
 
 namespace internal {

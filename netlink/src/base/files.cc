@@ -69,4 +69,16 @@ Result<void> WriteFileAtomic(const std::string& path, const std::string& content
   return {};
 }
 
+Result<void> WriteAll(int fd, const void* data, size_t len) {
+  const auto* p = static_cast<const char*>(data);
+  while (len > 0) {
+    ssize_t n = ::write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return FailErrno(errno, "write to fd " + std::to_string(fd));
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return {};
+}
+
 }  // namespace kuberdma

@@ -32,7 +32,7 @@ Result<NetNs> NetNs::Open(const std::string& path) {
 Result<NetNs> NetNs::Current() { return Open("/proc/thread-self/ns/net"); }
 
 NetNs NetNs::ForTesting(std::string path, ino_t inode) {
-  return NetNs(UniqueFd(), std::move(path), 0, inode);
+  return {UniqueFd(), std::move(path), 0, inode};
 }
 
 Result<NetNs> NetNs::Dup() const {

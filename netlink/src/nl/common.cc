@@ -51,7 +51,7 @@ Error NlError(int nlerr, std::string_view what) {
   std::string msg(what);
   msg += ": ";
   msg += nl_geterror(e);
-  return Error(code, std::move(msg));
+  return {code, std::move(msg)};
 }
 
 std::vector<uint8_t> MsgBytes(nl_msg* msg) {

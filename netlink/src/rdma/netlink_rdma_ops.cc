@@ -20,10 +20,10 @@ namespace kuberdma::rdma {
 namespace {
 
 Error NoRdma() {
-  return Error(ErrorCode::kUnsupported,
+  return {ErrorCode::kUnsupported,
                "this kernel has no RDMA subsystem (NETLINK_RDMA is not available: is ib_core "
                "loaded and an RDMA driver such as mlx5_ib present?)",
-               EPROTONOSUPPORT);
+               EPROTONOSUPPORT};
 }
 
 int CollectReply(nl_msg* msg, void* arg) {

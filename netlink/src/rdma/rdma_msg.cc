@@ -51,12 +51,14 @@ Result<void> Parse(std::span<const uint8_t> msg, int want_cmd, nlattr** tb) {
   return {};
 }
 
-bool Has(nlattr** tb, int attr, int min_len) { return tb[attr] && nla_len(tb[attr]) >= min_len; }
+bool Has(nlattr** tb, int attr, int min_len) {
+  return tb[attr] != nullptr && nla_len(tb[attr]) >= min_len;
+}
 
 std::string Str(nlattr** tb, int attr) {
   if (!tb[attr] || nla_len(tb[attr]) <= 0) return "";
   const char* s = static_cast<const char*>(nla_data(tb[attr]));
-  return std::string(s, strnlen(s, static_cast<size_t>(nla_len(tb[attr]))));
+  return {s, strnlen(s, static_cast<size_t>(nla_len(tb[attr])))};
 }
 
 std::string FormatGuid(uint64_t g) {

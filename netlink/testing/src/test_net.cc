@@ -46,7 +46,7 @@ std::vector<uint8_t> EncodeTbf(int ifindex, uint64_t bits_per_second) {
   const uint64_t bytes = std::max<uint64_t>(bits_per_second / 8, 1);
   // A burst of 4 ms at the rate, and never below two 64 KiB GSO super-packets: tbf segments what
   // exceeds it, but a burst below the MTU would stall the queue.
-  const auto burst = static_cast<uint32_t>(std::max<uint64_t>(bytes / 250, 2u * 65536));
+  const auto burst = static_cast<uint32_t>(std::max<uint64_t>(bytes / 250, uint64_t{2} * 65536));
   tc_tbf_qopt q{};
   q.rate.rate = static_cast<uint32_t>(std::min<uint64_t>(bytes, std::numeric_limits<uint32_t>::max()));
   // A queue of 50 ms at the rate on top of the burst (tc's `latency 50ms`).

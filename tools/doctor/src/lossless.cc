@@ -66,7 +66,7 @@ int CheckDcb(const Inputs& in, const netns::NetNs& host, const std::string& nd, 
     c.pfc.Ok(nd + " priority " + p);
   } else {
     std::string bits = "0,0,0,0,0,0,0,0";
-    bits[static_cast<size_t>(2 * prio)] = '1';
+    bits[2 * static_cast<size_t>(prio)] = '1';
     c.pfc.Bad(Status::kFail,
               nd + ": PFC is off on priority " + p + " (RoCE's)" +
                   (st->PfcPriorities().empty() ? ", and on every other: RoCE traffic is lossy" : ""),

@@ -87,7 +87,8 @@ void CheckGidIndex(const sysfs::Hca& h, const sysfs::Port& p, int index, View& v
 void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v) {
   json rows = json::array();
   std::string gid_index = Env(in, "NCCL_IB_GID_INDEX");
-  std::vector<std::string> routable, sparse;
+  std::vector<std::string> routable;
+  std::vector<std::string> sparse;
   for (const auto& listed : expected) {
     if (!IsRoce(listed)) continue;
     auto h = sysfs::ReadHca(in.root, listed.name, sysfs::HcaDetail::kTables);

@@ -16,7 +16,10 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string MappedGid(const std::string& ipv4) {
-  unsigned a = 0, b = 0, c = 0, d = 0;
+  unsigned a = 0;
+  unsigned b = 0;
+  unsigned c = 0;
+  unsigned d = 0;
   std::sscanf(ipv4.c_str(), "%u.%u.%u.%u", &a, &b, &c, &d);
   char buf[64];
   std::snprintf(buf, sizeof buf, "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", a, b, c, d);

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +122,7 @@ pid_t SimNode::Start(const std::string& binary, const CniCall& call, int out[2],
   ::close(out[1]);
   ::close(err[1]);
   if (!pid) throw std::runtime_error(pid.error().message());
-  (void)!::write(in[1], call.config.data(), call.config.size());
+  (void)WriteAll(in[1], call.config.data(), call.config.size());  // EPIPE: the plugin did not read it
   ::close(in[1]);
   return *pid;
 }
@@ -207,7 +206,7 @@ void RemoveStaleNamespaces() {
   while (const dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (n.rfind("krt-", 0) != 0) continue;
-    pid_t owner = static_cast<pid_t>(std::atoi(n.c_str() + 4));
+    auto owner = static_cast<pid_t>(std::atoi(n.c_str() + 4));
     if (owner > 0 && ::kill(owner, 0) != 0) stale.push_back(n);
   }
   ::closedir(d);

@@ -85,8 +85,10 @@ void AddCulprit(Localisation& loc, const std::pair<int, int>& nk, bool certain, 
 
 // A node whose every rail is a culprit is one culprit: the node (GPU, PCIe, host), not a rail.
 void MergeWholeNodes(Localisation& loc, const std::map<int, NodeInfo>& nodes) {
-  for (const auto& [rank, info] : nodes) {
-    size_t rails = info.hcas.size();
+  for (const auto& entry : nodes) {
+    // Not a structured binding: the lambdas below capture it (clang 14, our lint, cannot).
+    const int rank = entry.first;
+    size_t rails = entry.second.hcas.size();
     size_t hit = 0;
     for (const auto& c : loc.culprits) hit += c.node == rank ? 1u : 0u;
     if (rails < 2 || hit < rails) continue;

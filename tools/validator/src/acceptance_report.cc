@@ -71,7 +71,7 @@ std::optional<double> HcaBusbw(const Inputs& in, const Localisation& loc, int ra
 
 void RingProblems(FleetReport& rep) {
   const Inputs& in = rep.in;
-  if (!in.ring.ran) rep.problems.push_back("the ring AllReduce across the fleet did not run");
+  if (!in.ring.ran) rep.problems.emplace_back("the ring AllReduce across the fleet did not run");
   for (const auto& p : in.ring.problems) rep.problems.push_back("ring: " + p);
   const Thresholds& t = in.thresholds;
   if (in.ring.ok && t.min_busbw_gbps > 0 && in.ring.busbw_gbps < t.min_busbw_gbps) {
@@ -100,7 +100,8 @@ void ShareProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
 }
 
 void RelativeProblems(std::map<int, NodeVerdict>& verdicts, const Thresholds& t) {
-  std::vector<double> node_bw, hca_bw;
+  std::vector<double> node_bw;
+  std::vector<double> hca_bw;
   for (const auto& [rank, v] : verdicts) {
     if (v.busbw_gbps) node_bw.push_back(*v.busbw_gbps);
     for (const auto& [h, bw] : v.hca_busbw) {
@@ -146,7 +147,7 @@ NodeVerdict JudgeNode(const FleetReport& rep, const NodeInfo& info) {
   NodeVerdict v;
   if (!info.ok) {
     for (const auto& p : info.problems) v.problems.push_back("did not take part: " + p);
-    if (info.problems.empty()) v.problems.push_back("did not take part");
+    if (info.problems.empty()) v.problems.emplace_back("did not take part");
     return v;
   }
   v.busbw_gbps = NodeBusbw(rep.in, rep.localisation, info.rank);
@@ -211,8 +212,8 @@ json NodeJson(const FleetReport& rep, const NodeInfo& info) {
   for (size_t k = 0; k < info.hcas.size(); ++k) {
     const HcaSpec& h = info.hcas[k];
     json j = {{"name", h.name}, {"rail", k + 1}, {"rateGbps", h.rate_gbps}, {"firmware", h.firmware},
-              {"busbwGBps", OptionalNumber(v.hca_busbw.count(h.name) ? v.hca_busbw.at(h.name) : std::nullopt)}};
-    if (tr != rep.in.ring.traffic.end() && tr->second.count(h.name)) {
+              {"busbwGBps", OptionalNumber(v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name) : std::nullopt)}};
+    if (tr != rep.in.ring.traffic.end() && tr->second.contains(h.name)) {
       j["bytes"] = tr->second.at(h.name).bytes;
       j["share"] = tr->second.at(h.name).share;
     }
@@ -231,7 +232,7 @@ json FleetReport::ToJson() const {
   for (const auto& [rank, info] : in.nodes) nodes_json.push_back(NodeJson(*this, info));
   json culprits = json::array();
   for (const auto& c : localisation.culprits) {
-    culprits.push_back({{"node", in.nodes.count(c.node) ? in.nodes.at(c.node).name : ""},
+    culprits.push_back({{"node", in.nodes.contains(c.node) ? in.nodes.at(c.node).name : ""},
                         {"rank", c.node}, {"rail", c.rail < 0 ? json(nullptr) : json(c.rail + 1)},
                         {"hca", c.hca}, {"certain", c.certain}, {"why", c.why}});
   }
@@ -254,7 +255,7 @@ std::string FleetReport::Summary() const {
   std::string s = "rdma-acceptance: " + verdict + ", " + std::to_string(in.nodes.size()) +
                   " node(s), ring busbw " + ring + " GB/s";
   for (const auto& c : localisation.culprits) {
-    std::string name = in.nodes.count(c.node) ? in.nodes.at(c.node).name : "?";
+    std::string name = in.nodes.contains(c.node) ? in.nodes.at(c.node).name : "?";
     s += std::string(c.certain ? "; culprit " : "; suspect ") + name +
          (c.rail < 0 ? " (every rail)" : " " + c.hca + " (rail " + std::to_string(c.rail + 1) + ")");
   }
@@ -291,7 +292,7 @@ std::string FleetReport::Table() const {
                   v.busbw_gbps ? Gb(*v.busbw_gbps).c_str() : "-");
     o += line;
     for (const auto& h : info.hcas) {
-      auto bw = v.hca_busbw.count(h.name) ? v.hca_busbw.at(h.name) : std::nullopt;
+      auto bw = v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name) : std::nullopt;
       o += "  " + h.name + " " + (bw ? Gb(*bw) : "-");
     }
     o += "\n";

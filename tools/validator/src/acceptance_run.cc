@@ -124,11 +124,11 @@ class NcclAgent final : public acceptance::NodeAgent {
     }
     auto chosen = log.devices();
     for (const auto& d : inv_.devices) {
-      if (!log.device_list().empty() && chosen.count(d.name) == 0) {
+      if (!log.device_list().empty() && !chosen.contains(d.name)) {
         r.problems.push_back(d.name + ": NCCL did not use it in the ring");
       }
     }
-    if (!log.bypasses().empty()) r.problems.push_back("the ring bypassed the NICs");
+    if (!log.bypasses().empty()) r.problems.emplace_back("the ring bypassed the NICs");
   }
 
   Validator& v_;

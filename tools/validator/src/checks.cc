@@ -92,8 +92,11 @@ Bandwidth AllReduceBandwidth(uint64_t bytes, double seconds, int nranks) {
   return b;
 }
 
-Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& getenv,
-                            const std::string& hostname, int flag_rank, int flag_world) {
+namespace {
+
+// The rank (and world size) a launcher put in the environment, or from a StatefulSet hostname.
+RankInfo RankFromEnvironment(const std::function<const char*(const char*)>& getenv,
+                             const std::string& hostname) {
   RankInfo r;
   struct Pair {
     const char* rank;
@@ -111,19 +114,25 @@ Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& geten
       r.world_size = *size;
       r.source += std::string("+") + sz;
     }
-    break;
+    return r;
   }
-  if (r.rank < 0) {
-    // A StatefulSet pod is <name>-<ordinal>.
-    auto dash = hostname.find_last_of('-');
-    if (dash != std::string::npos && dash + 1 < hostname.size()) {
-      if (auto ord = Int(hostname.c_str() + dash + 1)) {
-        r.rank = *ord;
-        r.source = "hostname ordinal";
-      }
+  // A StatefulSet pod is <name>-<ordinal>.
+  auto dash = hostname.find_last_of('-');
+  if (dash != std::string::npos && dash + 1 < hostname.size()) {
+    if (auto ord = Int(hostname.c_str() + dash + 1)) {
+      r.rank = *ord;
+      r.source = "hostname ordinal";
     }
-    if (auto size = Int(getenv("WORLD_SIZE"))) r.world_size = *size;
   }
+  if (auto size = Int(getenv("WORLD_SIZE"))) r.world_size = *size;
+  return r;
+}
+
+}  // namespace
+
+Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& getenv,
+                            const std::string& hostname, int flag_rank, int flag_world) {
+  RankInfo r = RankFromEnvironment(getenv, hostname);
   if (flag_rank >= 0) {
     r.rank = flag_rank;
     r.source = "--rank";
@@ -132,8 +141,8 @@ Result<RankInfo> DetectRank(const std::function<const char*(const char*)>& geten
   if (r.rank < 0) {
     return Fail(ErrorCode::kInvalidArgument,
                 "multi-pod mode needs this pod's rank: set --rank, RANK, an MPI or Slurm rank, run "
-                "as an Indexed "
-                "Job (JOB_COMPLETION_INDEX) or in a StatefulSet (hostname <name>-<ordinal>)");
+                "as an Indexed Job (JOB_COMPLETION_INDEX) or in a StatefulSet (hostname "
+                "<name>-<ordinal>)");
   }
   if (r.world_size <= 0) {
     return Fail(ErrorCode::kInvalidArgument,

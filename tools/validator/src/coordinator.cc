@@ -242,7 +242,8 @@ std::map<int, Task> RoundTasks(const Config& cfg, const std::map<int, NodeInfo>&
                       std::to_string(p.b) + "-rail" + std::to_string(k + 1),
                .comm_id = a.address + ":" + std::to_string(cfg.nccl_port + 16 * (r + 1) + static_cast<int>(k)),
                .nranks = 2, .round = r, .pair = p, .rail = static_cast<int>(k)};
-      Job ja = base, jb = base;
+      Job ja = base;
+      Job jb = base;
       ja.ranks = {0};
       ja.devices = {a.hcas[k].name};
       jb.ranks = {1};
@@ -278,7 +279,7 @@ Result<void> Gather(Session& s, int lfd) {
     auto parsed = FromWire<NodeInfo>((*hello)["node"], NodeInfoFromJson);
     if (!parsed) continue;
     NodeInfo n = *parsed;
-    if (n.rank < 0 || n.rank >= s.cfg.world || s.conns.count(n.rank) != 0) continue;
+    if (n.rank < 0 || n.rank >= s.cfg.world || s.conns.contains(n.rank)) continue;
     // Where its pair bootstraps listen: the address it reached us from (rank 0's own is the one
     // every pod was given).
     n.address = n.rank == 0 ? s.cfg.comm_host : PeerAddress(c.fd());
@@ -286,7 +287,7 @@ Result<void> Gather(Session& s, int lfd) {
     s.conns[n.rank] = std::move(c);
   }
   for (int r = 0; r < s.cfg.world; ++r) {
-    if (s.nodes.count(r) == 0) {
+    if (!s.nodes.contains(r)) {
       s.nodes[r] = {.rank = r, .name = "rank " + std::to_string(r), .ok = false,
                     .problems = {"never reached the coordinator at " + s.cfg.comm_host + ":" +
                                  std::to_string(s.cfg.coord_port) + " within " +
@@ -414,7 +415,7 @@ Result<FleetReport> Coordinate(const Config& cfg, NodeAgent& local) {
   if (ring_possible) {
     in.ring = FoldRing(s, RunTasks(s, RingTasks(cfg, s.nodes, s.participants)));
   } else {
-    in.ring.problems.push_back("rank 0's node did not pass its inventory: it roots every bootstrap");
+    in.ring.problems.emplace_back("rank 0's node did not pass its inventory: it roots every bootstrap");
   }
   std::optional<double> base_ring = cfg.baseline ? cfg.baseline->ring_gbps : std::nullopt;
   if (ring_possible) RunRounds(s, in, RingNeedsPairs(in.ring, s.nodes, cfg.thresholds, base_ring));

@@ -138,7 +138,7 @@ std::array<uint8_t, 16> GidUse::Bytes() const {
   std::array<uint8_t, 16> b{};
   for (int i = 0; i < 8; ++i) {
     b[static_cast<size_t>(i)] = static_cast<uint8_t>(subnet_prefix >> (8 * i));
-    b[static_cast<size_t>(8 + i)] = static_cast<uint8_t>(interface_id >> (8 * i));
+    b[8 + static_cast<size_t>(i)] = static_cast<uint8_t>(interface_id >> (8 * i));
   }
   return b;
 }

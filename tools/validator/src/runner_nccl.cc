@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <poll.h>
-#include <signal.h>
+#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "kuberdma/base/files.h"
 #include "kuberdma/validator/runner.h"
 
 namespace kuberdma::validator {
@@ -155,7 +156,8 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
   double seconds = 0;
   if (auto e = Iterate(p, comm, b, &seconds, &timed_out); !e.empty()) return fail(e, timed_out);
   cudaMemcpy(b.host.data(), b.recv, b.count * sizeof(float), cudaMemcpyDeviceToHost);
-  const float tri = static_cast<float>(p.nranks * (p.nranks + 1) / 2);
+  // 1 + 2 + ... + n: every rank r contributed (r+1) times the element's factor.
+  const float tri = static_cast<float>(p.nranks) * static_cast<float>(p.nranks + 1) / 2.0F;
   size_t bad = 0;
   for (size_t i = 0; i < b.count; ++i) bad += b.host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
   ncclCommDestroy(comm);
@@ -194,11 +196,11 @@ bool StartRank(const CollectiveParams& p, size_t job, size_t i, std::vector<Chil
     setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
     // A host ID per rank: ranks on one node (or one GPU) then talk through the NICs, not shared
     // memory.
-    std::string host_id = p.env.count("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
+    std::string host_id = p.env.contains("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
     host_id += (p.tag.empty() ? "" : "-" + p.tag) + "-r" + std::to_string(p.ranks[i]);
     setenv("NCCL_HOSTID", host_id.c_str(), 1);
     std::string line = RunRank(p, p.ranks[i], p.gpus[i]).dump() + "\n";
-    (void)!write(fds[1], line.data(), line.size());
+    (void)WriteAll(fds[1], line.data(), line.size());  // the parent reads it, or gave up on us
     _exit(0);
   }
   close(fds[1]);
@@ -265,7 +267,7 @@ int GpuCount() {
       close(fds[0]);
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-      (void)!write(fds[1], &n, sizeof n);
+      (void)WriteAll(fds[1], &n, sizeof n);
       _exit(0);
     }
     close(fds[1]);

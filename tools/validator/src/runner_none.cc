@@ -16,7 +16,7 @@ std::string NcclVersion() { return ""; }
 
 int GpuCount() { return 0; }
 
-CollectiveOutcome RunAllReduce(const CollectiveParams&) { return {}; }
+CollectiveOutcome RunAllReduce(const CollectiveParams& /*unused*/) { return {}; }
 
 std::vector<CollectiveOutcome> RunAllReduces(const std::vector<CollectiveParams>& jobs) {
   return std::vector<CollectiveOutcome>(jobs.size());

@@ -55,6 +55,46 @@ Validator::Validator(Options opts, sysfs::SysfsRoot root, link::LinkOps& links,
                      std::function<const char*(const char*)> getenv)
     : opts_(std::move(opts)), root_(std::move(root)), links_(links), getenv_(std::move(getenv)) {}
 
+namespace {
+
+// Whether every port of `hca` the pod was given (all when the env names none) is ACTIVE.
+bool PortsActive(const sysfs::Hca& hca, const Expected& e, DeviceResult& d, Report& r) {
+  std::vector<uint32_t> ports = e.ports.contains(hca.name) ? e.ports.at(hca.name) : std::vector<uint32_t>{};
+  if (ports.empty()) {
+    for (const auto& p : hca.ports) ports.push_back(p.number);
+  }
+  bool up = true;
+  for (uint32_t pn : ports) {
+    const sysfs::Port* p = hca.port(pn);
+    std::string st = p ? p->state_name : "absent";
+    d.state += (d.state.empty() ? "" : ",") + std::to_string(pn) + ":" + st;
+    if (p == nullptr || p->state != sysfs::kPortActive) {
+      up = false;
+      r.problems.push_back(hca.name + ": port " + std::to_string(pn) + " is " + st + ", not ACTIVE");
+    }
+  }
+  return up;
+}
+
+// Whether the HCA's uverbs device node is in the pod and opens.
+bool UverbsOpens(const sysfs::SysfsRoot& root, const sysfs::Hca& hca, DeviceResult& d, Report& r) {
+  d.uverbs = hca.uverbs.empty() ? "" : "/dev/infiniband/" + hca.uverbs;
+  if (hca.uverbs.empty()) {
+    r.problems.push_back(hca.name + ": no uverbs device in sysfs");
+    return false;
+  }
+  UniqueFd fd(::open(root.Dev("infiniband/" + hca.uverbs).c_str(), O_RDWR | O_CLOEXEC));
+  d.uverbs_openable = fd.valid();
+  if (!fd.valid()) {
+    r.problems.push_back(hca.name + ": " + d.uverbs + " is missing or cannot be opened (" +
+                         std::strerror(errno) +
+                         "): the device plugin did not inject it, or the container lacks access");
+  }
+  return d.uverbs_openable;
+}
+
+}  // namespace
+
 void Validator::InventoryIb(Report& r, const Expected& e) {
   auto present = sysfs::DiscoverHcas(root_, sysfs::HcaDetail::kPorts);
   if (!present) {
@@ -66,42 +106,15 @@ void Validator::InventoryIb(Report& r, const Expected& e) {
     d.name = name;
     auto it = std::find_if(present->begin(), present->end(),
                            [&](const sysfs::Hca& h) { return h.name == name; });
-    if (it != present->end()) d.link_layer = std::string(sysfs::LinkLayerName(it->link_layer()));
     if (it == present->end()) {
       r.problems.push_back(name + ": expected (" + e.source + ") but missing from this pod");
       r.devices.push_back(d);
       continue;
     }
+    d.link_layer = std::string(sysfs::LinkLayerName(it->link_layer()));
     d.present = true;
-    std::vector<uint32_t> ports = e.ports.count(name) && !e.ports.at(name).empty()
-                                      ? e.ports.at(name)
-                                      : std::vector<uint32_t>{};
-    if (ports.empty()) {
-      for (const auto& p : it->ports) ports.push_back(p.number);
-    }
-    bool up = true;
-    for (uint32_t pn : ports) {
-      const sysfs::Port* p = it->port(pn);
-      std::string st = p ? p->state_name : "absent";
-      d.state += (d.state.empty() ? "" : ",") + std::to_string(pn) + ":" + st;
-      if (p == nullptr || p->state != sysfs::kPortActive) {
-        up = false;
-        r.problems.push_back(name + ": port " + std::to_string(pn) + " is " + st + ", not ACTIVE");
-      }
-    }
-    d.uverbs = it->uverbs.empty() ? "" : "/dev/infiniband/" + it->uverbs;
-    if (it->uverbs.empty()) {
-      r.problems.push_back(name + ": no uverbs device in sysfs");
-    } else {
-      UniqueFd fd(::open(root_.Dev("infiniband/" + it->uverbs).c_str(), O_RDWR | O_CLOEXEC));
-      d.uverbs_openable = fd.valid();
-      if (!fd.valid()) {
-        r.problems.push_back(
-            name + ": " + d.uverbs + " is missing or cannot be opened (" + std::strerror(errno) +
-            "): the device plugin did not inject it, or the container lacks access");
-      }
-    }
-    d.usable = up && d.uverbs_openable;
+    bool up = PortsActive(*it, e, d, r);
+    d.usable = UverbsOpens(root_, *it, d, r) && up;
     r.devices.push_back(d);
   }
   for (const auto& h : *present) {
@@ -185,7 +198,8 @@ Snapshot Validator::ReadCounters(const Report& inv) {
   for (const auto& d : inv.devices) {
     auto h = sysfs::ReadHca(root_, d.name, sysfs::HcaDetail::kPorts);
     if (!h) continue;
-    uint64_t x = 0, rc = 0;
+    uint64_t x = 0;
+    uint64_t rc = 0;
     for (const auto& p : h->ports) {
       auto c = ReadPortCounters(root_, d.name, p.number);
       if (!c) continue;
@@ -203,7 +217,7 @@ uint64_t BytesMoved(const Snapshot& before, const Snapshot& after, const std::st
   auto b = before.bytes.find(dev);
   auto a = after.bytes.find(dev);
   if (b == before.bytes.end() || a == after.bytes.end()) return 0;
-  uint64_t mult = after.word_counters.count(dev) ? kIbDataWordBytes : 1;
+  uint64_t mult = after.word_counters.contains(dev) ? kIbDataWordBytes : 1;
   return (Delta(b->second.first, a->second.first).value + Delta(b->second.second, a->second.second).value) *
          mult;
 }
@@ -288,22 +302,22 @@ void Validator::JudgeTraffic(Report& r, const Snapshot& before, const Snapshot& 
     auto b = before.bytes.find(d.name);
     auto a = after.bytes.find(d.name);
     if (b == before.bytes.end() || a == after.bytes.end()) continue;
-    uint64_t mult = after.word_counters.count(d.name) ? kIbDataWordBytes : 1;
+    uint64_t mult = after.word_counters.contains(d.name) ? kIbDataWordBytes : 1;
     auto tx = Delta(b->second.first, a->second.first);
     auto rx = Delta(b->second.second, a->second.second);
     d.bytes_sent = tx.value * mult;
     d.bytes_received = rx.value * mult;
     if (tx.wrapped || rx.wrapped)
-      d.notes.push_back("a 32-bit counter wrapped during the run (accounted for)");
+      d.notes.emplace_back("a 32-bit counter wrapped during the run (accounted for)");
     if (tx.saturated || rx.saturated) {
       r.problems.push_back(d.name +
                            ": its 32-bit data counters are saturated; traffic cannot be proven "
                            "(reset them with perfquery -R)");
     }
-    const auto& errs = after.errors.count(d.name) ? after.errors.at(d.name)
+    const auto& errs = after.errors.contains(d.name) ? after.errors.at(d.name)
                                                   : std::map<std::string, uint64_t>{};
     for (const auto& [k, v] : errs) {
-      uint64_t was = before.errors.count(d.name) && before.errors.at(d.name).count(k)
+      uint64_t was = before.errors.contains(d.name) && before.errors.at(d.name).contains(k)
                          ? before.errors.at(d.name).at(k)
                          : v;
       if (v > was) d.error_deltas[k] = v - was;
@@ -317,8 +331,8 @@ void Validator::JudgeShares(Report& r, const NcclLog& log) {
   auto chosen = log.devices();
   double fair = r.devices.empty() ? 0 : r.opts.min_share / static_cast<double>(r.devices.size());
   for (auto& d : r.devices) {
-    d.chosen_by_nccl = chosen.count(d.name) > 0;
-    d.nccl_channels = log.channels().count(d.name) ? log.channels().at(d.name) : 0;
+    d.chosen_by_nccl = chosen.contains(d.name);
+    d.nccl_channels = log.channels().contains(d.name) ? log.channels().at(d.name) : 0;
     d.share = total > 0 ? static_cast<double>(d.bytes_sent + d.bytes_received) /
                               static_cast<double>(total)
                         : 0;
@@ -420,28 +434,34 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
   }
 }
 
+namespace {
+
+json DeviceJson(const DeviceResult& d) {
+  json j = {{"name", d.name},
+            {"present", d.present},
+            {"state", d.state},
+            {"usable", d.usable},
+            {"uverbs", d.uverbs},
+            {"uverbsOpenable", d.uverbs_openable},
+            {"bytesSent", d.bytes_sent},
+            {"bytesReceived", d.bytes_received},
+            {"share", d.share},
+            {"chosenByNccl", d.chosen_by_nccl},
+            {"ncclChannels", d.nccl_channels},
+            {"carriedTraffic", d.carried_traffic},
+            {"errorCounterDeltas", d.error_deltas},
+            {"notes", d.notes}};
+  if (d.gid_index >= 0) {
+    j["gid"] = {{"index", d.gid_index}, {"address", d.gid_address}, {"type", d.gid_type}};
+  }
+  return j;
+}
+
+}  // namespace
+
 json Report::ToJson() const {
   json devs = json::array();
-  for (const auto& d : devices) {
-    devs.push_back({{"name", d.name},
-                    {"present", d.present},
-                    {"state", d.state},
-                    {"usable", d.usable},
-                    {"uverbs", d.uverbs},
-                    {"uverbsOpenable", d.uverbs_openable},
-                    {"bytesSent", d.bytes_sent},
-                    {"bytesReceived", d.bytes_received},
-                    {"share", d.share},
-                    {"chosenByNccl", d.chosen_by_nccl},
-                    {"ncclChannels", d.nccl_channels},
-                    {"carriedTraffic", d.carried_traffic},
-                    {"errorCounterDeltas", d.error_deltas},
-                    {"notes", d.notes}});
-    if (d.gid_index >= 0) {
-      devs.back()["gid"] = {
-          {"index", d.gid_index}, {"address", d.gid_address}, {"type", d.gid_type}};
-    }
-  }
+  for (const auto& d : devices) devs.push_back(DeviceJson(d));
   return {{"version", 1},
           {"verdict", verdict},
           {"exitCode", exit_code},

@@ -52,7 +52,7 @@ class Plugin {
   // Verifies that what ADD promised still holds.
   CniResult<void> Check(const Request& req, const NetConf& conf);
   // Whether this node can serve ADDs (50: not at all; 51: no free HCA left).
-  CniResult<void> Status(const NetConf& conf);
+  CniResult<void> Status(const NetConf& conf) const;
   // Restores every attachment of this network not listed in cni.dev/valid-attachments and
   // releases its addresses; then passes the list to IPAM GC where the IPAM plugin has it.
   // `req` carries CNI_PATH for the IPAM plugin.
@@ -76,7 +76,7 @@ class Plugin {
                      const netns::NetNs& pod);
   Result<link::LinkInfo> Verify(const AttachmentRecord& rec, const NetConf& conf,
                                 const netns::NetNs& pod);
-  Result<void> VerifyAddresses(const AttachmentRecord& rec, const netns::NetNs& pod, int ifindex);
+  Result<void> VerifyAddresses(const AttachmentRecord& rec, const netns::NetNs& pod, int ifindex) const;
 
   // ---- IPAM (ipam_steps.cc) ----
   // IPAM ADD for `rec`, recorded before and after; its addresses, the link state and its routes
@@ -91,7 +91,7 @@ class Plugin {
   CniResult<void> CheckAddresses(const IpamState& ipam, const Request& req, const NetConf& conf);
   // Runs the IPAM plugin, retrying once in a version it supports if it refuses the config's.
   CniResult<nlohmann::json> CallIpam(Command command, const IpamState& ipam, const Request& req,
-                                     const NetConf& conf);
+                                     const NetConf& conf) const;
   // IPAM GC with cni.dev/valid-attachments, where the plugin supports cniVersion 1.1.0.
   CniResult<void> CollectAddresses(const NetConf& conf, const Request& req);
   // DEL's restore of `r`: a device that is nowhere is logged, not an error.

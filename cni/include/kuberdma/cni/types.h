@@ -69,10 +69,13 @@ inline CniError ToCniError(CniError e, int /*code*/) { return e; }
     }                                                                                    \
   } while (false)
 
+// `lhs` is a declaration and `tmp` a name: neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define KUBERDMA_CNI_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, code)                       \
   auto tmp = (expr);                                                                    \
   if (!tmp) return ::tl::unexpected(::kuberdma::cni::ToCniError(std::move(tmp).error(), (code))); \
   lhs = std::move(*tmp)
+// NOLINTEND(bugprone-macro-parentheses)
 
 // `KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, namespaces.Host(), kIoFailure);` declares `host` or
 // returns the failure as a CNI error.

@@ -31,8 +31,8 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   ~KubeletStandIn() override;
   bool ok() const { return server_ != nullptr; }
 
-  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req,
-                        v1beta1::Empty*) override;
+  grpc::Status Register(grpc::ServerContext* context, const v1beta1::RegisterRequest* req,
+                        v1beta1::Empty* response) override;
 
   // Closes every ListAndWatch stream (a kubelet dropping its plugins).
   void CloseStreams();
@@ -60,7 +60,7 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
                                        const std::vector<std::string>& ids);
 
  private:
-  void Watch(v1beta1::RegisterRequest r, std::shared_ptr<grpc::ClientContext> ctx);
+  void Watch(const v1beta1::RegisterRequest& r, const std::shared_ptr<grpc::ClientContext>& ctx);
   Result<std::unique_ptr<v1beta1::DevicePlugin::Stub>> StubFor(const std::string& resource);
   std::string dir_;
   mutable std::mutex mu_;

@@ -12,13 +12,17 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/metrics.h"
 #include "kuberdma/deviceplugin/server.h"
+#include "kuberdma/events/kernel_events.h"
+#include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/sysfs.h"
 
 namespace kuberdma::deviceplugin {
@@ -58,10 +62,17 @@ class Manager {
   Result<void> StartResources();
   void StopResources();
   void Rescan();
+  // Refreshes one resource's view of `hcas` and its gauges; true when its device list changed.
+  bool Refresh(const std::string& name, ResourceServer& srv, const std::vector<sysfs::Hca>& hcas);
   void Reload();
   void RegisterAll(const char* why);
   void RegisterOne(const std::string& full_name, ResourceServer& srv);
   void HandleInotify();
+  // Sleeps until a request, a signal, a kernel event, a file event or the next timer.
+  void WaitForWork(const UniqueFd& sigfd, const std::optional<events::KernelEvents>& kernel,
+                   int64_t next_poll);
+  // Re-registers after a lost stream, retries failed registrations, when their time has come.
+  void RunTimers(int64_t now);
   void Wake(uint64_t bits);
 
   Options opts_;

@@ -81,6 +81,12 @@ class Resource {
   // Whether `id` is one of this pool's slot IDs ("shared-017").
   bool IsPoolSlot(const std::string& id) const;
   void AddDeviceNodes(const sysfs::Hca& hca, ContainerAllocation* out) const;
+  // The HCAs device IDs `ids` give a container (every present HCA for a pool), in name order.
+  Result<std::vector<const HcaHealth*>> HcasOf(const std::vector<std::string>& ids) const;
+  // per-hca: adds slots from `available` to `out` until `size`, spread over distinct healthy
+  // HCAs, NUMA-local to what is already chosen.
+  void SpreadOverHcas(const std::vector<std::string>& available, size_t size,
+                      std::vector<std::string>& out) const;
   ResourceConfig cfg_;
   sysfs::SysfsRoot root_;
   std::map<std::string, HcaHealth> hcas_;  // by HCA name, natural order via key compare below

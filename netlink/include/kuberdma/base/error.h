@@ -80,10 +80,13 @@ inline tl::unexpected<Error> FailErrno(int err, std::string_view what) {
 
 #define KUBERDMA_CONCAT_INNER_(a, b) a##b
 #define KUBERDMA_CONCAT_(a, b) KUBERDMA_CONCAT_INNER_(a, b)
+// `lhs` is a declaration (`auto fd`) and `tmp` a name: neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define KUBERDMA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)      \
   auto tmp = (expr);                                         \
   if (!tmp) return ::tl::unexpected(std::move(tmp).error()); \
   lhs = std::move(*tmp)
+// NOLINTEND(bugprone-macro-parentheses)
 
 // `KUBERDMA_ASSIGN_OR_RETURN(auto fd, OpenFd(path));` declares `fd` or returns the error.
 #define KUBERDMA_ASSIGN_OR_RETURN(lhs, expr) \

@@ -5,6 +5,7 @@
 //   KUBERDMA_TRY(WriteFileAtomic("/var/lib/x/state.json", text));
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "kuberdma/base/error.h"
@@ -22,5 +23,10 @@ Result<void> WriteFileAtomic(const std::string& path, const std::string& content
 
 // Creates `dir` and its parents if missing (mode 0755).
 Result<void> MakeDirs(const std::string& dir);
+
+// Writes all `len` bytes to `fd` (a pipe or socket may take them in parts), retrying EINTR.
+// Callers that only do their best (a wakeup, a result whose reader may be gone) drop the Result
+// with (void) and say why.
+Result<void> WriteAll(int fd, const void* data, size_t len);
 
 }  // namespace kuberdma

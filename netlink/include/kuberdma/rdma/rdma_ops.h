@@ -80,8 +80,8 @@ std::vector<uint8_t> EncodeRename(uint32_t dev_index, const std::string& name);
 
 // Decoders take one complete netlink message (header included). kInvalidArgument on a message
 // that is truncated, of the wrong type, or lacks a required attribute.
-Result<RdmaDevice> DecodeDevice(std::span<const uint8_t> msg);
-Result<RdmaPort> DecodePort(std::span<const uint8_t> msg);
-Result<NetnsMode> DecodeSys(std::span<const uint8_t> msg);
+Result<RdmaDevice> DecodeDevice(std::span<const uint8_t> raw);
+Result<RdmaPort> DecodePort(std::span<const uint8_t> raw);
+Result<NetnsMode> DecodeSys(std::span<const uint8_t> raw);
 
 }  // namespace kuberdma::rdma

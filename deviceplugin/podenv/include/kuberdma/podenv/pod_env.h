@@ -85,7 +85,7 @@ HcaInfo Describe(const sysfs::Hca& hca, bool healthy);
 std::map<std::string, std::string> Encode(const std::vector<HcaInfo>& hcas);
 
 // Parses KUBERDMA_HCAS. kInvalidArgument naming what is wrong when it is not the contract's JSON.
-Result<std::vector<HcaInfo>> DecodeHcas(std::string_view json);
+Result<std::vector<HcaInfo>> DecodeHcas(std::string_view text);
 
 // What a pod was told: each variable when set and not empty.
 struct PodEnv {
