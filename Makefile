@@ -30,8 +30,9 @@ boundaries: configure
 	@bash .ci/check-boundaries.sh
 	@python3 .ci/check-targets.py $(BUILD)
 
-# All test tiers: unit, fuzz replay, and (as root) the real-namespace tests.
-test: build boundaries helm promtool
+# All test tiers: unit, fuzz replay, and (as root) the real-namespace tests; the source boundaries
+# and clang-format first.
+test: build boundaries format helm promtool
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 unit: build
@@ -61,7 +62,7 @@ fuzz: deps
 	@build/fuzz/config_fuzz -max_total_time=$(or $(FUZZ_SECONDS),60) build/fuzz/corpus-run
 
 format:
-	@bash .ci/install-deps.sh lint
+	@bash .ci/install-deps.sh format
 	@git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 
 # clang-tidy over every production source (.clang-tidy: warnings are errors, functions <= 40

@@ -16,8 +16,12 @@ packages=(
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
 )
 
-# `install-deps.sh lint`: also what `make lint` and `make format` run.
-[ "${1:-}" = lint ] && packages+=(clang-tidy clang-format)
+# `install-deps.sh format`: also clang-format (`make format`, run by `make test`); `lint`: also
+# clang-tidy (`make lint`).
+case "${1:-}" in
+  format) packages+=(clang-format) ;;
+  lint) packages+=(clang-format clang-tidy) ;;
+esac
 
 # kubectl renders kustomize (deploy/check_renders.py); any kubectl on PATH will do, else Debian's.
 command -v kubectl >/dev/null || packages+=(kubernetes-client)

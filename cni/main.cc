@@ -93,7 +93,8 @@ class VerbTimer {
   VerbTimer& operator=(const VerbTimer&) = delete;
   ~VerbTimer() {
     double total =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+            .count();
     spdlog::debug("timing: {:.2f} ms in the verb, {:.2f} ms of it in kernel link changes", total,
                   links_.changing_ms());
   }
@@ -113,7 +114,9 @@ int Dispatch(const Request& req, const NetConf& conf) {
   ExecIpam ipam;
   Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam});
   VerbTimer timer(links);
-  auto done = [&](const CniResult<void>& r) { return r ? 0 : PrintError(conf.cni_version, r.error()); };
+  auto done = [&](const CniResult<void>& r) {
+    return r ? 0 : PrintError(conf.cni_version, r.error());
+  };
   switch (req.command) {
     case Command::kAdd: {
       auto r = plugin.Add(req, conf);
@@ -154,13 +157,13 @@ int Run() {
   return Dispatch(*req, *conf);
 }
 
-
 // The last word when even building the error throws (out of memory): a fixed, valid error.
 int ReportInternal(const char* what) noexcept {
   try {
     return PrintError("", CniError{kInternalError, std::string("internal error: ") + what, ""});
   } catch (...) {
-    static constexpr char kLast[] = R"({"cniVersion":"1.1.0","code":199,"msg":"internal error"})" "\n";
+    static constexpr char kLast[] = R"({"cniVersion":"1.1.0","code":199,"msg":"internal error"})"
+                                    "\n";
     (void)kuberdma::WriteAll(1, kLast, sizeof kLast - 1);
     return 1;
   }

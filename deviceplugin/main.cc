@@ -8,11 +8,11 @@
 // Exit codes: 0 after SIGTERM/SIGINT, 2 for a bad flag or config (the message names the entry and
 // field), 1 for anything else that stops it.
 #include <malloc.h>
-#include <csignal>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 
 #include "kuberdma/base/files.h"

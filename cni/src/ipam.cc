@@ -4,12 +4,12 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <csignal>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <map>
 
@@ -168,9 +168,12 @@ json IpamResult::ToJson() const {
 }
 
 std::vector<std::string> CniEnvironment(const DelegateRequest& req) {
-  return {"CNI_COMMAND=" + VerbName(req.command), "CNI_CONTAINERID=" + req.container_id,
-          "CNI_NETNS=" + req.netns,               "CNI_IFNAME=" + req.ifname,
-          "CNI_ARGS=" + req.args,                 "CNI_PATH=" + req.path};
+  return {"CNI_COMMAND=" + VerbName(req.command),
+          "CNI_CONTAINERID=" + req.container_id,
+          "CNI_NETNS=" + req.netns,
+          "CNI_IFNAME=" + req.ifname,
+          "CNI_ARGS=" + req.args,
+          "CNI_PATH=" + req.path};
 }
 
 Result<std::string> FindPlugin(const std::string& type, const std::string& cni_path) {
@@ -180,14 +183,15 @@ Result<std::string> FindPlugin(const std::string& type, const std::string& cni_p
   size_t pos = 0;
   while (pos <= cni_path.size()) {
     size_t end = cni_path.find(':', pos);
-    std::string dir = cni_path.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    std::string dir =
+        cni_path.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
     std::string candidate = (dir.empty() ? "." : dir) + "/" + type;
     if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
     if (end == std::string::npos) break;
     pos = end + 1;
   }
-  return Fail(ErrorCode::kNotFound, "failed to find plugin \"" + type + "\" in CNI_PATH [" +
-                                        cni_path + "]");
+  return Fail(ErrorCode::kNotFound,
+              "failed to find plugin \"" + type + "\" in CNI_PATH [" + cni_path + "]");
 }
 
 PluginRun RunPlugin(const std::string& binary, const std::vector<std::string>& env,
@@ -222,7 +226,8 @@ PluginRun RunPlugin(const std::string& binary, const std::vector<std::string>& e
 CniResult<json> ExecIpam::Run(const std::string& type, const DelegateRequest& req,
                               const json& config) {
   auto binary = FindPlugin(type, req.path);
-  if (!binary) return CniFail(kIpamFailed, "IPAM " + type + ": " + binary.error().message(), kIpamNotRun);
+  if (!binary)
+    return CniFail(kIpamFailed, "IPAM " + type + ": " + binary.error().message(), kIpamNotRun);
   PluginRun run = RunPlugin(*binary, CniEnvironment(req), config.dump(), timeout_ms_);
   if (!run.start_error.empty()) {
     return CniFail(kIpamFailed, "IPAM " + type + ": " + run.start_error, kIpamNotRun);

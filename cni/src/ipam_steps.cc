@@ -49,8 +49,9 @@ std::optional<IpamState> IpamOf(const AttachmentRecord* rec, const NetConf& conf
 CniResult<json> Plugin::CallIpam(Command command, const IpamState& ipam, const Request& req,
                                  const NetConf& conf) const {
   if (d_.ipam == nullptr) {
-    return CniFail(kInvalidConfig, "ipam " + ipam.type + " is configured but this plugin was "
-                                                         "built without IPAM");
+    return CniFail(kInvalidConfig, "ipam " + ipam.type +
+                                       " is configured but this plugin was "
+                                       "built without IPAM");
   }
   json stdin_conf = conf.raw.is_object() && !conf.raw.empty()
                         ? conf.raw
@@ -91,9 +92,8 @@ Result<void> Plugin::ConfigureInterface(const AttachmentRecord& rec, const IpamR
   return {};
 }
 
-CniResult<void> Plugin::AllocateAddresses(AttachPlan& plan, const Request& req,
-                                          const NetConf& conf, const StateStore& store,
-                                          const NetNs& pod) {
+CniResult<void> Plugin::AllocateAddresses(AttachPlan& plan, const Request& req, const NetConf& conf,
+                                          const StateStore& store, const NetNs& pod) {
   AttachmentRecord& rec = plan.record;
   rec.ipam->requested = true;  // recorded before the call: a crash from here on still releases
   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
@@ -117,7 +117,8 @@ CniResult<void> Plugin::AllocateAddresses(AttachPlan& plan, const Request& req,
   return {};
 }
 
-Result<void> Plugin::VerifyAddresses(const AttachmentRecord& rec, const NetNs& pod, int ifindex) const {
+Result<void> Plugin::VerifyAddresses(const AttachmentRecord& rec, const NetNs& pod,
+                                     int ifindex) const {
   if (!rec.ipam || !rec.ipam->result.is_object()) return {};
   auto ipam = IpamResult::Parse(rec.ipam->result, rec.ipam->type);
   if (!ipam) return Fail(ErrorCode::kInvalidArgument, ipam.error().msg);
@@ -149,7 +150,8 @@ CniResult<void> Plugin::CollectAddresses(const NetConf& conf, const Request& req
   IpamState ipam{.type = conf.ipam->type, .section = conf.ipam->section};
   if (d_.ipam == nullptr) return CniFail(kInvalidConfig, "ipam is configured but unavailable");
   auto versions = d_.ipam->Versions(ipam.type, ToDelegate(Command::kGc, req));
-  bool has_gc = versions && std::find(versions->begin(), versions->end(), "1.1.0") != versions->end();
+  bool has_gc =
+      versions && std::find(versions->begin(), versions->end(), "1.1.0") != versions->end();
   if (!has_gc) {
     // Stale attachments were released one by one above; nothing more to ask.
     spdlog::info("IPAM {} has no GC (cniVersion 1.1.0): stale attachments were released by DEL",

@@ -38,8 +38,7 @@ std::string Hex4(uint16_t v) {
   return buf;
 }
 
-CniResult<std::map<std::string, std::string>> ClaimsOf(const StateStore& store,
-                                                       const NetConf& conf,
+CniResult<std::map<std::string, std::string>> ClaimsOf(const StateStore& store, const NetConf& conf,
                                                        const std::string& self_key) {
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto records, store.List(), kStateFailure);
   std::map<std::string, std::string> claimed;

@@ -21,9 +21,8 @@ using sysfs::Hca;
 namespace {
 
 CniResult<NodeLock> Lock(const NetConf& conf) {
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock,
-                                NodeLock::Acquire(conf.state_dir, conf.lock_timeout_ms),
-                                kStateFailure);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(
+      NodeLock lock, NodeLock::Acquire(conf.state_dir, conf.lock_timeout_ms), kStateFailure);
   return lock;
 }
 
@@ -153,13 +152,10 @@ void Plugin::WriteDeviceInfo(const NetConf& conf, const Hca& hca, const Attachme
   }
 }
 
-json Plugin::ResultFor(const AttachmentRecord& rec, const LinkInfo& link,
-                       const std::string& pci_id, const NetConf& conf) const {
-  Interface iface{.name = rec.ifname,
-                  .mac = link.mac,
-                  .mtu = link.mtu,
-                  .sandbox = rec.netns,
-                  .pci_id = pci_id};
+json Plugin::ResultFor(const AttachmentRecord& rec, const LinkInfo& link, const std::string& pci_id,
+                       const NetConf& conf) const {
+  Interface iface{
+      .name = rec.ifname, .mac = link.mac, .mtu = link.mtu, .sandbox = rec.netns, .pci_id = pci_id};
   std::optional<IpamResult> ipam;
   if (rec.ipam && rec.ipam->result.is_object()) {
     if (auto r = IpamResult::Parse(rec.ipam->result, rec.ipam->type)) ipam = std::move(*r);
@@ -231,8 +227,7 @@ std::optional<json> Plugin::Repeat(const AttachmentRecord& old, const Request& r
 }
 
 CniResult<void> Plugin::UndoStale(const AttachmentRecord& old, const Request& req,
-                                  const NetConf& conf, const StateStore& store,
-                                  const NetNs& host) {
+                                  const NetConf& conf, const StateStore& store, const NetNs& host) {
   // A half-done or stale attachment under the same key: undo it before starting again.
   if (auto r = Restore(old, host); !r) {
     return CniFail(kRollbackIncomplete,
@@ -253,8 +248,8 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
   auto pod = d_.namespaces.Open(req.netns);
   if (!pod) return CniFail(kInvalidEnv, "CNI_NETNS: " + pod.error().message());
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto existing,
-                                store.Load(conf.name, req.container_id, req.ifname), kStateFailure);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto existing, store.Load(conf.name, req.container_id, req.ifname),
+                                kStateFailure);
   if (existing) {
     if (auto again = Repeat(*existing, req, conf, *pod)) return *again;
     KUBERDMA_CNI_TRY(UndoStale(*existing, req, conf, store, host), 0);
@@ -332,8 +327,8 @@ CniResult<void> Plugin::Status(const NetConf& conf) const {
   if (auto w = store.CheckWritable(); !w) {
     return CniFail(kPluginNotAvailable, "state directory unusable: " + w.error().message());
   }
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto hcas, sysfs::DiscoverHcas(d_.sysfs, sysfs::HcaDetail::kIdentity),
-                                kPluginNotAvailable);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(
+      auto hcas, sysfs::DiscoverHcas(d_.sysfs, sysfs::HcaDetail::kIdentity), kPluginNotAvailable);
   if (hcas.empty()) {
     return CniFail(kPluginNotAvailable,
                    "no RDMA devices under " + d_.sysfs.Sys("class/infiniband"));
@@ -375,7 +370,8 @@ CniResult<void> Plugin::Gc(const NetConf& conf, const Request& req) {
   StateStore store(conf.state_dir);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
   std::set<std::string> valid;
-  for (const auto& a : *conf.valid_attachments) valid.insert(AttachmentKey(a.container_id, a.ifname));
+  for (const auto& a : *conf.valid_attachments)
+    valid.insert(AttachmentKey(a.container_id, a.ifname));
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto records, store.List(conf.name), kStateFailure);
   std::string failures;
   for (const auto& r : records) {

@@ -110,8 +110,8 @@ void ReadNetdev(const json& nd, AttachmentRecord* r) {
 std::optional<IpamState> ReadIpam(const json& j) {
   auto it = j.find("ipam");
   if (it == j.end() || !it->is_object()) return std::nullopt;
-  IpamState st{.type = Str(*it, "type"), .section = Sub(*it, "config"),
-               .requested = Flag(*it, "requested")};
+  IpamState st{
+      .type = Str(*it, "type"), .section = Sub(*it, "config"), .requested = Flag(*it, "requested")};
   if (auto res = it->find("result"); res != it->end() && res->is_object()) st.result = *res;
   return st;
 }

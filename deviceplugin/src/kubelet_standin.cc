@@ -18,7 +18,8 @@ KubeletStandIn::KubeletStandIn(std::string dir) : dir_(std::move(dir)) {
 
 KubeletStandIn::~KubeletStandIn() { Stop(); }
 
-grpc::Status KubeletStandIn::Register(grpc::ServerContext* /*context*/, const v1beta1::RegisterRequest* req,
+grpc::Status KubeletStandIn::Register(grpc::ServerContext* /*context*/,
+                                      const v1beta1::RegisterRequest* req,
                                       v1beta1::Empty* /*response*/) {
   std::lock_guard lock(mu_);
   if (req->version() != "v1beta1") {

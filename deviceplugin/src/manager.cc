@@ -5,7 +5,6 @@
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <poll.h>
-#include <csignal>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -113,7 +113,8 @@ std::string Manager::SocketPath(const std::string& full_name) const {
 void Manager::Wake(uint64_t bits) {
   requests_.fetch_or(bits);
   uint64_t one = 1;
-  (void)WriteAll(wake_.get(), &one, sizeof one);  // an eventfd only fails when it would overflow: already awake
+  (void)WriteAll(wake_.get(), &one,
+                 sizeof one);  // an eventfd only fails when it would overflow: already awake
 }
 void Manager::Stop() { Wake(kStop); }
 void Manager::RequestRescan() { Wake(kRescan); }
@@ -223,7 +224,8 @@ void Manager::Rescan() {
   if (trim) ::malloc_trim(0);
 }
 
-bool Manager::Refresh(const std::string& name, ResourceServer& srv, const std::vector<sysfs::Hca>& hcas) {
+bool Manager::Refresh(const std::string& name, ResourceServer& srv,
+                      const std::vector<sysfs::Hca>& hcas) {
   std::lock_guard lock(srv.shared()->mu);
   Resource& r = srv.shared()->resource;
   std::map<std::string, bool> before;
@@ -344,7 +346,8 @@ std::optional<events::KernelEvents> OpenKernelEvents(bool wanted) {
   if (!wanted) return std::nullopt;
   auto ev = events::KernelEvents::Open();
   if (!ev) {
-    spdlog::warn("event=no_kernel_events error=\"{}\" (port-state timer only)", ev.error().message());
+    spdlog::warn("event=no_kernel_events error=\"{}\" (port-state timer only)",
+                 ev.error().message());
     return std::nullopt;
   }
   return std::move(*ev);
@@ -375,7 +378,8 @@ void Manager::WaitForWork(const UniqueFd& sigfd, const std::optional<events::Ker
   if (retry_at_ms_ >= 0) deadline = std::min(deadline, retry_at_ms_);
   ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, deadline - NowMs())));
   uint64_t sink = 0;
-  [[maybe_unused]] ssize_t drained = ::read(wake_.get(), &sink, sizeof sink);  // EAGAIN: nothing woke us
+  [[maybe_unused]] ssize_t drained =
+      ::read(wake_.get(), &sink, sizeof sink);  // EAGAIN: nothing woke us
 }
 
 void Manager::RunTimers(int64_t now) {
@@ -383,7 +387,8 @@ void Manager::RunTimers(int64_t now) {
     // A stream the kubelet closed without opening another means it lost us: register again.
     recheck_at_ms_ = -1;
     for (auto& [name, srv] : servers_) {
-      if (srv->streams() == 0 && ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0) {
+      if (srv->streams() == 0 &&
+          ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0) {
         spdlog::info("event=stream_closed resource={} (registering again)", name);
         RegisterOne(name, *srv);
       }

@@ -286,7 +286,8 @@ void Resource::SpreadOverHcas(const std::vector<std::string>& available, size_t 
     for (const auto& id : available) {
       auto it = hcas_.find(HcaOfSlot(id));
       if (it == hcas_.end() || std::find(out.begin(), out.end(), id) != out.end()) continue;
-      SlotRank rank{used[it->first], it->second.healthy ? 0 : 1, -numa_weight[it->second.hca.numa_node], &id};
+      SlotRank rank{used[it->first], it->second.healthy ? 0 : 1,
+                    -numa_weight[it->second.hca.numa_node], &id};
       if (!best || rank < *best) best = rank;
     }
     if (!best) break;

@@ -212,9 +212,9 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     return r;
   }
 
-  grpc::ServerUnaryReactor* PreStartContainer(grpc::CallbackServerContext* ctx,
-                                              const v1beta1::PreStartContainerRequest* /*unused*/,
-                                              v1beta1::PreStartContainerResponse* /*unused*/) override {
+  grpc::ServerUnaryReactor* PreStartContainer(
+      grpc::CallbackServerContext* ctx, const v1beta1::PreStartContainerRequest* /*unused*/,
+      v1beta1::PreStartContainerResponse* /*unused*/) override {
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);  // not required (pre_start_required = false); answered anyway
     return r;

@@ -2,8 +2,8 @@
 // rdma-device-plugin over real gRPC against a fake kubelet: registration, kubelet restarts and
 // closed streams, health flaps, config reloads, concurrent Allocates, and SIGTERM on the binary.
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,23 +142,26 @@ std::pair<std::string, std::string> HttpGet(uint16_t port, const std::string& pa
   return {text.substr(0, eol), body == std::string::npos ? "" : text.substr(body + 4)};
 }
 
-TEST_CASE("/metrics is prometheus-cpp's exposition of every family; /healthz answers 200 while "
-          "serving") {
+TEST_CASE(
+    "/metrics is prometheus-cpp's exposition of every family; /healthz answers 200 while "
+    "serving") {
   Node n;
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/hca").empty(); }));
-  for (int i = 0; i < 100 && n.mgr->metrics().Get("kuberdma_registered", {{"resource", "rdma/hca"}}) != 1; ++i) {
+  for (int i = 0;
+       i < 100 && n.mgr->metrics().Get("kuberdma_registered", {{"resource", "rdma/hca"}}) != 1;
+       ++i) {
     std::this_thread::sleep_for(20ms);
   }
   REQUIRE(n.mgr->metrics_port() != 0);
   auto [status, body] = HttpGet(n.mgr->metrics_port(), "/metrics");
   CHECK_THAT(status, Catch::Contains("200"));
   // Every family that has a series by now, with the type the contract gives it.
-  for (const char* family : {"kuberdma_devices", "kuberdma_hca_healthy", "kuberdma_port_active",
-                             "kuberdma_registered", "kuberdma_registrations_total",
-                             "kuberdma_list_and_watch_streams"}) {
+  for (const char* family :
+       {"kuberdma_devices", "kuberdma_hca_healthy", "kuberdma_port_active", "kuberdma_registered",
+        "kuberdma_registrations_total", "kuberdma_list_and_watch_streams"}) {
     CHECK_THAT(body, Catch::Contains(std::string("# TYPE ") + family + " " +
                                      Metrics::Families().at(family).first));
   }

@@ -130,7 +130,8 @@ class FakeAddrs final : public link::AddrOps {
   explicit FakeAddrs(FakeWorld& w) : w_(w) {}
   Result<void> AddAddress(const NetNs& ns, int ifindex, const link::IpPrefix& ip) override {
     KUBERDMA_TRY(w_.Tick("addr add " + ip.Cidr()));
-    if (w_.Find(ns.inode(), ifindex) == nullptr) return Fail(ErrorCode::kNotFound, "no link", ENODEV);
+    if (w_.Find(ns.inode(), ifindex) == nullptr)
+      return Fail(ErrorCode::kNotFound, "no link", ENODEV);
     auto& list = w_.addrs_[ns.inode()][ifindex];
     if (std::find(list.begin(), list.end(), ip) != list.end()) {
       return Fail(ErrorCode::kAlreadyExists, "address exists", EEXIST);
@@ -262,7 +263,8 @@ std::vector<std::string> FakeWorld::Addresses() const {
   std::vector<std::string> out;
   for (const auto& [ino, links] : addrs_) {
     for (const auto& [ifindex, list] : links) {
-      for (const auto& a : list) out.push_back(PathOf(ino) + " #" + std::to_string(ifindex) + " " + a.Cidr());
+      for (const auto& a : list)
+        out.push_back(PathOf(ino) + " #" + std::to_string(ifindex) + " " + a.Cidr());
     }
   }
   std::sort(out.begin(), out.end());
@@ -301,7 +303,8 @@ cni::CniResult<nlohmann::json> FakeIpam::Run(const std::string& type,
     return nlohmann::json(nullptr);
   }
   if (req.command == cni::Command::kCheck) {
-    if (!allocated.contains(key)) return cni::CniFail(cni::kInvalidConfig, "IPAM " + type + ": no allocation");
+    if (!allocated.contains(key))
+      return cni::CniFail(cni::kInvalidConfig, "IPAM " + type + ": no allocation");
     return nlohmann::json(nullptr);
   }
   if (!allocated.contains(key)) allocated[key] = "10.9.0." + std::to_string(next_++) + "/24";

@@ -102,14 +102,14 @@ class FakeIpam final : public cni::IpamPlugin {
  public:
   explicit FakeIpam(FakeWorld& w) : w_(w) {}
   cni::CniResult<nlohmann::json> Run(const std::string& type, const cni::DelegateRequest& req,
-                                const nlohmann::json& config) override;
+                                     const nlohmann::json& config) override;
   cni::CniResult<std::vector<std::string>> Versions(const std::string& type,
-                                               const cni::DelegateRequest& req) override;
+                                                    const cni::DelegateRequest& req) override;
 
   std::map<std::string, std::string> allocated;  // "cid/ifname" -> address
   std::vector<std::string> calls;                // "ADD c1/net1", ...
   std::vector<std::string> versions = {"0.3.0", "0.3.1", "0.4.0", "1.0.0"};
-  std::vector<nlohmann::json> configs;           // what each call got on stdin
+  std::vector<nlohmann::json> configs;  // what each call got on stdin
 
  private:
   FakeWorld& w_;

@@ -50,7 +50,8 @@ pid_t SpawnInPod(const SimNode& node, const std::string& pod, const std::vector<
                  int gpu, const std::string& out_file) {
   int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-                                  "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu % g_gpus), "HOME=/tmp"};
+                                  "CUDA_VISIBLE_DEVICES=" + std::to_string(gpu % g_gpus),
+                                  "HOME=/tmp"};
   if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
     env.push_back(std::string("LD_LIBRARY_PATH=") + ld);
   auto pid = kuberdma::testing::SpawnIn(node.Pod(pod), argv, env, -1, fd, fd);

@@ -4,7 +4,8 @@
 // netns mode, dumps devices (none is fine: ib_core without HCAs), switches the mode and puts it
 // back, and checks that rdma-doctor reports the kernel's mode, not the boot parameter. Needs root.
 //
-//   rdma_live_tests --doctor PATH [Catch2 options]          (tests/gpu/run.sh runs it on the GPU machine)
+//   rdma_live_tests --doctor PATH [Catch2 options]          (tests/gpu/run.sh runs it on the GPU
+//   machine)
 #define CATCH_CONFIG_RUNNER
 #include <linux/netlink.h>
 #include <sys/socket.h>
@@ -35,9 +36,13 @@ netns::NetNs Host() {
   return std::move(*h);
 }
 
-std::string Other(NetnsMode m) { return std::string(NetnsModeName(m == NetnsMode::kShared ? NetnsMode::kExclusive : NetnsMode::kShared)); }
+std::string Other(NetnsMode m) {
+  return std::string(
+      NetnsModeName(m == NetnsMode::kShared ? NetnsMode::kExclusive : NetnsMode::kShared));
+}
 
-TEST_CASE("live: the kernel's RDMA netns mode is read, and agrees with ib_core's parameter at boot") {
+TEST_CASE(
+    "live: the kernel's RDMA netns mode is read, and agrees with ib_core's parameter at boot") {
   NetlinkRdmaOps ops;
   auto mode = ops.GetNetnsMode(Host());
   REQUIRE(mode);
@@ -100,7 +105,8 @@ TEST_CASE("live: rdma-doctor node reports the kernel's mode") {
   auto mode = ops.GetNetnsMode(Host());
   REQUIRE(mode);
   std::string out = "/tmp/krt-live-doctor-" + std::to_string(::getpid()) + ".json";
-  std::string cmd = "'" + g_doctor + "' --json --state-dir /nonexistent node > " + out + " 2>/dev/null";
+  std::string cmd =
+      "'" + g_doctor + "' --json --state-dir /nonexistent node > " + out + " 2>/dev/null";
   int rc = std::system(cmd.c_str());
   std::ifstream in(out);
   std::stringstream text;
@@ -123,11 +129,13 @@ int main(int argc, char** argv) {
   }
   kuberdma::UniqueFd probe(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA));
   if (!probe.valid()) {
-    std::fprintf(stderr, "SKIP: this kernel has no RDMA subsystem (no NETLINK_RDMA; ib_core not loaded)\n");
+    std::fprintf(stderr,
+                 "SKIP: this kernel has no RDMA subsystem (no NETLINK_RDMA; ib_core not loaded)\n");
     return 77;
   }
   Catch::Session session;
-  auto cli = session.cli() | Catch::clara::Opt(kuberdma::rdma::g_doctor, "path")["--doctor"]("rdma-doctor to check");
+  auto cli = session.cli() | Catch::clara::Opt(kuberdma::rdma::g_doctor,
+                                               "path")["--doctor"]("rdma-doctor to check");
   session.cli(cli);
   if (int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
   if (kuberdma::rdma::g_doctor.empty()) {

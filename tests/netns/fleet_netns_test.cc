@@ -23,7 +23,8 @@ sockaddr_in At(const std::string& ip, uint16_t port) {
   return a;
 }
 
-// A listening socket created inside `ns` on ip:port (a socket stays in the namespace it was made in).
+// A listening socket created inside `ns` on ip:port (a socket stays in the namespace it was made
+// in).
 UniqueFd ListenIn(const netns::NetNs& ns, const std::string& ip, uint16_t port) {
   UniqueFd fd;
   REQUIRE(ns.RunIn([&] {
@@ -31,7 +32,9 @@ UniqueFd ListenIn(const netns::NetNs& ns, const std::string& ip, uint16_t port) 
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a = At(ip, port);
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd.get(), 4) != 0) fd.Reset();
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(fd.get(), 4) != 0)
+      fd.Reset();
   }));
   return fd;
 }
@@ -74,7 +77,8 @@ TEST_CASE("A simulated fleet cables rail i of every node to switch i, and remove
     auto bad = f.LimitRate(4, 1, 1'000'000'000);
     REQUIRE_FALSE(bad);
     CHECK(bad.error().code() == ErrorCode::kInvalidArgument);
-    CHECK(ConnectFrom(f.Node(2), SimFleet::Address(1, 2), 29601) == false);  // nothing listens there
+    CHECK(ConnectFrom(f.Node(2), SimFleet::Address(1, 2), 29601) ==
+          false);  // nothing listens there
   }
   CHECK(FleetNamespaces() == 0);
   CHECK(SimFleet::Create(0, 2).error().code() == ErrorCode::kInvalidArgument);

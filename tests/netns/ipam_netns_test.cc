@@ -64,13 +64,16 @@ std::string HostLocal(const SimNode& node, const Scratch& s, const std::string& 
                       const std::string& range_extra = "", const std::string& type = "host-local",
                       const std::string& routes = R"([{"dst":"10.20.0.0/16"}])") {
   return R"({"cniVersion":")" + version + R"(","name":"roce-rail1","type":"rdma","mtu":9000,
-    "linkState":"up","stateDir":")" + node.state_dir() + R"(","ipam":{"type":")" + type +
-         R"(","dataDir":")" + s.dir + R"(/hl","ranges":[[{"subnet":"10.10.1.0/24",
-    "gateway":"10.10.1.1")" + range_extra + R"(}]],"routes":)" + routes + "}}";
+    "linkState":"up","stateDir":")" +
+         node.state_dir() + R"(","ipam":{"type":")" + type + R"(","dataDir":")" + s.dir +
+         R"(/hl","ranges":[[{"subnet":"10.10.1.0/24",
+    "gateway":"10.10.1.1")" +
+         range_extra + R"(}]],"routes":)" + routes + "}}";
 }
 
 CniCall Call(const std::string& cmd, const std::string& cid, const std::string& pod,
-             const std::string& ifname, const std::string& conf, const std::string& path = kPlugins) {
+             const std::string& ifname, const std::string& conf,
+             const std::string& path = kPlugins) {
   return {cmd, cid, pod, ifname, conf, path};
 }
 
@@ -78,9 +81,8 @@ bool HasRoute(SimNode& node, const netns::NetNs& pod, int ifindex, const std::st
               const std::string& gw) {
   auto routes = node.addrs().ListRoutes(pod, ifindex);
   if (!routes) return false;
-  return std::any_of(routes->begin(), routes->end(), [&](const link::Route& r) {
-    return r.dst.Cidr() == dst && r.gateway == gw;
-  });
+  return std::any_of(routes->begin(), routes->end(),
+                     [&](const link::Route& r) { return r.dst.Cidr() == dst && r.gateway == gw; });
 }
 
 TEST_CASE("host-local's address is on net1 with its routes, in the result, and released on DEL") {
@@ -124,7 +126,8 @@ TEST_CASE("static IPAM gives net1 its address and a default route through the ga
   SimNode node(kRoce8, Netdevs());
   std::string pod = node.AddPod("pod");
   std::string conf = R"({"cniVersion":"1.0.0","name":"roce-static","type":"rdma","linkState":"up",
-    "stateDir":")" + node.state_dir() + R"(","ipam":{"type":"static","addresses":[
+    "stateDir":")" + node.state_dir() +
+                     R"(","ipam":{"type":"static","addresses":[
     {"address":"10.30.0.5/24","gateway":"10.30.0.1"},{"address":"fd00:30::5/64"}],
     "routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["10.30.0.53"]}}})";
   auto add = node.Run(kBin, Call("ADD", "c2", pod, "net1", conf));
@@ -148,10 +151,11 @@ TEST_CASE("A failing IPAM fails ADD with its own code, and the device is home ag
   SimNode node(kRoce8, Netdevs());
   std::string pod = node.AddPod("pod");
   // Refuses ADD as a busy pool would; DEL (of nothing) succeeds.
-  std::string path = s.Script("busy-ipam",
-                              "cat >/dev/null\n[ \"$CNI_COMMAND\" = DEL ] && exit 0\n"
-                              "echo '{\"cniVersion\":\"1.0.0\",\"code\":11,\"msg\":\"pool busy\"}'\n"
-                              "exit 1\n");
+  std::string path =
+      s.Script("busy-ipam",
+               "cat >/dev/null\n[ \"$CNI_COMMAND\" = DEL ] && exit 0\n"
+               "echo '{\"cniVersion\":\"1.0.0\",\"code\":11,\"msg\":\"pool busy\"}'\n"
+               "exit 1\n");
   auto add = node.Run(
       kBin, Call("ADD", "c3", pod, "net1", HostLocal(node, s, "1.0.0", "", "busy-ipam"), path));
   REQUIRE(add.exit_code != 0);
@@ -169,14 +173,16 @@ TEST_CASE("A failing IPAM fails ADD with its own code, and the device is home ag
              Catch::Contains("failed to find plugin \"no-such-ipam\""));
 }
 
-TEST_CASE("An exhausted range, and a route the kernel refuses, undo the ADD and release the "
-          "address") {
+TEST_CASE(
+    "An exhausted range, and a route the kernel refuses, undo the ADD and release the "
+    "address") {
   Scratch s;
   SimNode node(kRoce8, Netdevs());
   std::string pod = node.AddPod("pod");
   std::string one = R"(,"rangeStart":"10.10.1.7","rangeEnd":"10.10.1.7")";
-  REQUIRE(node.Run(kBin, Call("ADD", "c4", pod, "net1", HostLocal(node, s, "1.0.0", one)))
-              .exit_code == 0);
+  REQUIRE(
+      node.Run(kBin, Call("ADD", "c4", pod, "net1", HostLocal(node, s, "1.0.0", one))).exit_code ==
+      0);
   auto full = node.Run(kBin, Call("ADD", "c4", pod, "net2", HostLocal(node, s, "1.0.0", one)));
   REQUIRE(full.exit_code != 0);
   CHECK_THAT(json::parse(full.out)["msg"].get<std::string>(), Catch::Contains("IPAM host-local"));
@@ -190,8 +196,9 @@ TEST_CASE("An exhausted range, and a route the kernel refuses, undo the ADD and 
   CHECK_THAT(json::parse(bad.out)["msg"].get<std::string>(), Catch::Contains("route"));
   CHECK(node.links().GetByName(node.node(), "ens3f0np0"));
   CHECK(s.Allocated("roce-rail1") == std::set<std::string>{"10.10.1.7"});  // only c4/net1's
-  REQUIRE(node.Run(kBin, Call("DEL", "c4", pod, "net1", HostLocal(node, s, "1.0.0", one)))
-              .exit_code == 0);
+  REQUIRE(
+      node.Run(kBin, Call("DEL", "c4", pod, "net1", HostLocal(node, s, "1.0.0", one))).exit_code ==
+      0);
   CHECK(s.Allocated("roce-rail1").empty());
 }
 
@@ -199,10 +206,10 @@ TEST_CASE("A plugin killed right after IPAM ADD leaves state that DEL undoes, ad
   Scratch s;
   SimNode node(kRoce8, Netdevs());
   std::string pod = node.AddPod("pod");
-  std::string path =
-      s.Script("crash-ipam", "out=$(" + kPlugins + "/host-local); rc=$?\n"
-                             "[ \"$CNI_COMMAND\" = ADD ] && kill -9 $PPID\n"
-                             "printf '%s' \"$out\"; exit $rc\n");
+  std::string path = s.Script("crash-ipam", "out=$(" + kPlugins +
+                                                "/host-local); rc=$?\n"
+                                                "[ \"$CNI_COMMAND\" = ADD ] && kill -9 $PPID\n"
+                                                "printf '%s' \"$out\"; exit $rc\n");
   std::string conf = HostLocal(node, s, "1.0.0", "", "crash-ipam");
   auto add = node.Run(kBin, Call("ADD", "c6", pod, "net1", conf, path));
   CHECK(add.exit_code == 128 + SIGKILL);

@@ -37,8 +37,8 @@ TEST_CASE("Addresses and routes are added, listed and removed on a real link") {
   auto have = *node.addrs().ListAddresses(node.node(), l->ifindex);
   CHECK(std::count(have.begin(), have.end(), ip) == 1);
   CHECK(std::count(have.begin(), have.end(), v6) == 1);
-  link::Route r{.dst = *link::ParsePrefix("10.80.0.0/16"), .gateway = "10.70.0.1",
-                .ifindex = l->ifindex};
+  link::Route r{
+      .dst = *link::ParsePrefix("10.80.0.0/16"), .gateway = "10.70.0.1", .ifindex = l->ifindex};
   REQUIRE(node.addrs().AddRoute(node.node(), r));
   auto routes = *node.addrs().ListRoutes(node.node(), l->ifindex);
   CHECK(std::count(routes.begin(), routes.end(), r) == 1);

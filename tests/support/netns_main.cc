@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "kuberdma/testing/test_net.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/testing/test_net.h"
 
 int main(int argc, char** argv) {
   if (::geteuid() != 0) {

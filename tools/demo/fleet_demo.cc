@@ -52,14 +52,16 @@ class FleetDemo {
 };
 
 bool FleetDemo::Parse() {
-  if (o_.degrade != "none" && std::sscanf(o_.degrade.c_str(), "%d:%d", &target_.node, &target_.rail) != 2) {
-    std::fprintf(stderr, "--degrade %s: expected NODE:RAIL (1-based) or none\n", o_.degrade.c_str());
+  if (o_.degrade != "none" &&
+      std::sscanf(o_.degrade.c_str(), "%d:%d", &target_.node, &target_.rail) != 2) {
+    std::fprintf(stderr, "--degrade %s: expected NODE:RAIL (1-based) or none\n",
+                 o_.degrade.c_str());
     return false;
   }
   if (o_.degrade != "none" && (target_.node < 1 || target_.node > o_.fleet || target_.rail < 1 ||
                                target_.rail > o_.rails)) {
-    std::fprintf(stderr, "--degrade %s: the fleet has nodes 1-%d and rails 1-%d\n", o_.degrade.c_str(),
-                 o_.fleet, o_.rails);
+    std::fprintf(stderr, "--degrade %s: the fleet has nodes 1-%d and rails 1-%d\n",
+                 o_.degrade.c_str(), o_.fleet, o_.rails);
     return false;
   }
   gpus_ = CountGpus();
@@ -75,8 +77,8 @@ bool FleetDemo::Parse() {
 }
 
 bool FleetDemo::Build() {
-  Heading(1, "A simulated fleet: " + std::to_string(o_.fleet) + " nodes x " + std::to_string(o_.rails) +
-                 " rails, rail i of every node on switch rail<i>");
+  Heading(1, "A simulated fleet: " + std::to_string(o_.fleet) + " nodes x " +
+                 std::to_string(o_.rails) + " rails, rail i of every node on switch rail<i>");
   auto fleet = SimFleet::Create(o_.fleet, o_.rails);
   if (!fleet) {
     std::fprintf(stderr, "build the fleet: %s\n", fleet.error().message().c_str());
@@ -85,7 +87,8 @@ bool FleetDemo::Build() {
   fleet_ = std::move(*fleet);
   for (int n = 1; n <= o_.fleet; ++n) {
     std::string addrs;
-    for (int r = 1; r <= o_.rails; ++r) addrs += "  " + SimFleet::Ifname(r) + " " + SimFleet::Address(n, r);
+    for (int r = 1; r <= o_.rails; ++r)
+      addrs += "  " + SimFleet::Ifname(r) + " " + SimFleet::Address(n, r);
     std::printf("  node-%-3d %s\n", n, addrs.c_str());
   }
   return true;
@@ -102,8 +105,8 @@ bool FleetDemo::Degrade() {
                        : fleet_->LimitRate(target_.node, target_.rail,
                                            static_cast<uint64_t>(o_.degrade_gbps * 1e9));
   if (!r) {
-    fail_("degrade node-" + std::to_string(target_.node) + " rail " + std::to_string(target_.rail) + ": " +
-          r.error().message());
+    fail_("degrade node-" + std::to_string(target_.node) + " rail " + std::to_string(target_.rail) +
+          ": " + r.error().message());
     return false;
   }
   char what[64];
@@ -119,21 +122,26 @@ bool FleetDemo::Degrade() {
 
 std::vector<std::string> FleetDemo::NodeArgs(int node) const {
   std::string n = std::to_string(node);
-  return {o_.validate_bin, "--mode", "acceptance", "--transport", "socket", "--expect", fleet_->Expect(),
-          "--rank", std::to_string(node - 1), "--world-size", std::to_string(o_.fleet),
-          "--comm-id", SimFleet::Address(1, 1) + ":29500", "--node-name", "node-" + n,
-          "--size", o_.fleet_size, "--iters", "5", "--warmup", "2", "--timeout", "60", "--pairs", "always",
-          // The simulated fabric shares this machine's cores: healthy pairs vary more than on a
-          // real fabric, and the degraded cable is several times slower, not 20%.
-          "--min-fleet-fraction", "0.5", "--json", Dir("node-" + n + ".json"),
-          "--log-dir", Dir("logs-node-" + n), "--termination-log", "/nonexistent"};
+  // The simulated fabric shares this machine's cores: healthy pairs vary more than on a real
+  // fabric, and the degraded cable is several times slower, not 20%: --min-fleet-fraction 0.5.
+  // clang-format off
+  return {o_.validate_bin, "--mode", "acceptance", "--transport", "socket",
+          "--expect", fleet_->Expect(), "--rank", std::to_string(node - 1),
+          "--world-size", std::to_string(o_.fleet), "--comm-id", SimFleet::Address(1, 1) + ":29500",
+          "--node-name", "node-" + n, "--size", o_.fleet_size, "--iters", "5", "--warmup", "2",
+          "--timeout", "60", "--pairs", "always", "--min-fleet-fraction", "0.5",
+          "--json", Dir("node-" + n + ".json"), "--log-dir", Dir("logs-node-" + n),
+          "--termination-log", "/nonexistent"};
+  // clang-format on
 }
 
 void FleetDemo::RunAcceptance() {
   Heading(3, "rdma-validate --mode acceptance on every node (rank 0 on node-1 coordinates)");
   if (nccl_ && gpus_ < o_.fleet) {
-    std::printf("  GPUs shared: %d nodes on %d GPU(s) (node n uses GPU (n-1) mod %d); each node's own "
-                "NCCL_HOSTID keeps their traffic on the fabric\n", o_.fleet, gpus_, gpus_);
+    std::printf(
+        "  GPUs shared: %d nodes on %d GPU(s) (node n uses GPU (n-1) mod %d); each node's own "
+        "NCCL_HOSTID keeps their traffic on the fabric\n",
+        o_.fleet, gpus_, gpus_);
   }
   if (!nccl_) std::printf("  SKIPPED NCCL: no GPU here; the nodes still join and report\n");
   auto start = std::chrono::steady_clock::now();
@@ -142,7 +150,8 @@ void FleetDemo::RunAcceptance() {
     (void)MakeDirs(Dir("logs-node-" + std::to_string(n)));
     std::string gpu = nccl_ ? std::to_string((n - 1) % gpus_) : "";
     auto env = ToolEnv({"CUDA_VISIBLE_DEVICES=" + gpu, "NODE_NAME=node-" + std::to_string(n)});
-    pids.push_back(Start(fleet_->Node(n), NodeArgs(n), env, Dir("node-" + std::to_string(n) + ".txt")));
+    pids.push_back(
+        Start(fleet_->Node(n), NodeArgs(n), env, Dir("node-" + std::to_string(n) + ".txt")));
   }
   std::vector<int> codes;
   for (pid_t p : pids) codes.push_back(Wait(p));
@@ -151,7 +160,8 @@ void FleetDemo::RunAcceptance() {
   std::printf("%s", table ? table->c_str() : "  (rank 0 wrote nothing)\n");
   for (int n = 1; n <= o_.fleet; ++n) {
     std::printf("  node-%d: exit %d\n", n, codes[static_cast<size_t>(n - 1)]);
-    if (codes[static_cast<size_t>(n - 1)] >= 2) fail_("node-" + std::to_string(n) + " could not run its part");
+    if (codes[static_cast<size_t>(n - 1)] >= 2)
+      fail_("node-" + std::to_string(n) + " could not run its part");
   }
   std::printf("  acceptance took %.1f s\n", secs);
 }
@@ -169,7 +179,8 @@ void FleetDemo::JudgeNccl(const json& report) {
   if (named != std::vector<std::string>{want}) {
     std::string got;
     for (const auto& s : named) got += (got.empty() ? "" : ", ") + s;
-    fail_("the report should name exactly " + want + ", it names: " + (got.empty() ? "nothing" : got));
+    fail_("the report should name exactly " + want +
+          ", it names: " + (got.empty() ? "nothing" : got));
   } else {
     std::printf("  found it: the report names %s, and nothing else\n", want.c_str());
   }
@@ -187,9 +198,11 @@ void FleetDemo::JudgeExchange(const json& report) {
     }
   }
   if (joined != o_.fleet) {
-    fail_(std::to_string(joined) + " of " + std::to_string(o_.fleet) + " nodes joined and reported no GPU");
+    fail_(std::to_string(joined) + " of " + std::to_string(o_.fleet) +
+          " nodes joined and reported no GPU");
   } else {
-    std::printf("  every node joined rank 0 over rail 1 and reported it had no GPU to run NCCL on\n");
+    std::printf(
+        "  every node joined rank 0 over rail 1 and reported it had no GPU to run NCCL on\n");
   }
 }
 
@@ -224,8 +237,8 @@ int FleetDemo::Run() {
   } else {
     std::printf("\n  reports and NCCL logs kept in %s\n", dir_.c_str());
   }
-  std::printf("\n%s (%d failure(s))\n", fail_.count() == 0 ? "FLEET DEMO PASSED" : "FLEET DEMO FAILED",
-              fail_.count());
+  std::printf("\n%s (%d failure(s))\n",
+              fail_.count() == 0 ? "FLEET DEMO PASSED" : "FLEET DEMO FAILED", fail_.count());
   return fail_.count() == 0 ? 0 : 1;
 }
 

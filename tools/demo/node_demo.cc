@@ -7,12 +7,12 @@
 // pods over their IPAM addresses, proven from every interface's counters); rdma-doctor on the
 // node and in a pod (GID table, RoCE checks); CHECK; then DEL, the plugin stopped, and proof that
 // every device and every address came home. Exits non-zero on any failure; leaves nothing behind.
-#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -69,8 +69,12 @@ class NodeDemo {
   void ShowPods();
   void Validate();
   void RunNccl();
-  // Cables net<i> of every pod to switch rail<i>; the interfaces as rdma-validate --expect takes them.
+  // Cables net<i> of every pod to switch rail<i>; the interfaces as rdma-validate --expect takes
+  // them.
   std::string CableRails();
+  // rdma-validate's arguments for pod `rank` of the NCCL run.
+  std::vector<std::string> RankArgs(int rank, const std::string& expect, const std::string& root_ip,
+                                    const std::string& out) const;
   void ShowNcclReports(const std::string& out);
   void Doctor();
   void DoctorNode(const std::string& dpdir);
@@ -129,8 +133,8 @@ bool NodeDemo::ShowNode() {
   std::printf("  %-8s %-14s %-5s %-12s %-9s %s\n", "HCA", "PCI", "NUMA", "netdev", "link", "rate");
   for (const auto& h : hcas_) {
     netdevs_.push_back(h.netdevs.front());
-    std::printf("  %-8s %-14s %-5d %-12s %-9s %s\n", h.name.c_str(), h.address.c_str(),
-                h.numa_node, h.netdevs.front().c_str(),
+    std::printf("  %-8s %-14s %-5d %-12s %-9s %s\n", h.name.c_str(), h.address.c_str(), h.numa_node,
+                h.netdevs.front().c_str(),
                 std::string(sysfs::LinkLayerName(h.link_layer())).c_str(),
                 h.ports.front().rate.c_str());
   }
@@ -158,15 +162,21 @@ void NodeDemo::StartDevicePlugin() {
     ::_exit(127);
   }
   bool up = kubelet_->WaitFor(
-      [&] { return !kubelet_->Lists("rdma/shared").empty() && !kubelet_->Lists("rdma/hca").empty(); },
+      [&] {
+        return !kubelet_->Lists("rdma/shared").empty() && !kubelet_->Lists("rdma/hca").empty();
+      },
       std::chrono::milliseconds(10000));
-  if (!up) return fail_("the device plugin did not register (log: " + dpdir + "/device-plugin.log)");
+  if (!up)
+    return fail_("the device plugin did not register (log: " + dpdir + "/device-plugin.log)");
   for (const auto& r : kubelet_->registrations()) {
-    std::printf("  registered %-12s endpoint %s\n", r.resource_name().c_str(), r.endpoint().c_str());
+    std::printf("  registered %-12s endpoint %s\n", r.resource_name().c_str(),
+                r.endpoint().c_str());
   }
   const auto& list = kubelet_->Lists("rdma/hca").back();
-  std::printf("  rdma/shared: %d slots over all 8 HCAs; rdma/hca: %d slots, 8 per HCA, with NUMA "
-              "topology\n", kubelet_->Lists("rdma/shared").back().devices_size(), list.devices_size());
+  std::printf(
+      "  rdma/shared: %d slots over all 8 HCAs; rdma/hca: %d slots, 8 per HCA, with NUMA "
+      "topology\n",
+      kubelet_->Lists("rdma/shared").back().devices_size(), list.devices_size());
   for (const auto& d : list.devices()) {
     if (d.health() == "Healthy") free_ids_.push_back(d.id());
   }
@@ -180,15 +190,18 @@ void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
   // Each slot's HCA is taken: later pods get other HCAs.
   for (const auto& id : *pref) {
     std::string hca = id.substr(0, id.find('-'));
-    free_ids.erase(std::remove_if(free_ids.begin(), free_ids.end(),
-                                  [&](const std::string& f) { return f.substr(0, f.find('-')) == hca; }),
-                   free_ids.end());
+    free_ids.erase(
+        std::remove_if(free_ids.begin(), free_ids.end(),
+                       [&](const std::string& f) { return f.substr(0, f.find('-')) == hca; }),
+        free_ids.end());
   }
   auto alloc = kubelet_->Allocate("rdma/hca", *pref);
   if (!alloc) return fail_(alloc.error().message());
   pod.env = alloc->envs;
-  std::printf("  %s  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, "
-              "rdma_cm)\n", pod.name.c_str(), pod.path.c_str(), alloc->devices.size());
+  std::printf(
+      "  %s  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, "
+      "rdma_cm)\n",
+      pod.name.c_str(), pod.path.c_str(), alloc->devices.size());
   std::printf("             %s=%s\n", podenv::kNcclIbHca, pod.env[podenv::kNcclIbHca].c_str());
   auto described = podenv::DecodeHcas(pod.env[podenv::kHcas]);
   std::string desc;
@@ -213,11 +226,12 @@ void NodeDemo::Attach(Pod& pod, int rail) {
   std::string id = i < pod.ids.size() ? pod.ids[i] : "";
   json conf = json::parse(RailConfig(rail));
   if (!id.empty()) conf["runtimeConfig"] = {{"deviceID", id}};
-  CniCall call{"ADD", pod.name + "-sandbox", pod.path, "net" + std::to_string(rail), conf.dump(),
-               o_.cni_plugins};
+  CniCall call{"ADD",       pod.name + "-sandbox", pod.path, "net" + std::to_string(rail),
+               conf.dump(), o_.cni_plugins};
   auto t0 = std::chrono::steady_clock::now();
   auto r = node_->Run(o_.rdma_bin, call);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (r.exit_code != 0) return fail_("ADD " + pod.name + "/" + call.ifname + ": " + r.out + r.err);
   auto res = json::parse(r.out, nullptr, false);
   std::string mac = res.is_discarded() ? "" : res["interfaces"][0].value("mac", "");
@@ -241,9 +255,10 @@ void NodeDemo::Attach(Pod& pod, int rail) {
 void NodeDemo::AttachRails() {
   Heading(4, "Multus delivers one RoCE NAD per rail to `rdma` for every attachment (CNI ADD)");
   std::printf("  spec.config of rail 1: %s\n", RailConfig(1).c_str());
-  std::printf("  (the seed's NAD plus host-local IPAM, a subnet per rail; annotated\n"
-              "   k8s.v1.cni.cncf.io/resourceName: rdma/hca, so each attachment carries one\n"
-              "   allocated device ID in runtimeConfig.deviceID)\n");
+  std::printf(
+      "  (the seed's NAD plus host-local IPAM, a subnet per rail; annotated\n"
+      "   k8s.v1.cni.cncf.io/resourceName: rdma/hca, so each attachment carries one\n"
+      "   allocated device ID in runtimeConfig.deviceID)\n");
   int per_pod = static_cast<int>(netdevs_.size()) / o_.pods;
   for (auto& pod : pods_) {
     for (int rail = 1; rail <= per_pod; ++rail) Attach(pod, rail);
@@ -268,7 +283,8 @@ void NodeDemo::ShowPods() {
       }
       std::printf("  %s  %-5s mtu %-5u %-4s %-14s mac %s\n", pod.name.c_str(), l.name.c_str(),
                   l.mtu, l.admin_up ? "UP" : "DOWN", addrs.c_str(), l.mac.c_str());
-      if (l.mtu != 9000 || !l.admin_up) fail_(l.name + " in " + pod.name + " is not mtu 9000 and up");
+      if (l.mtu != 9000 || !l.admin_up)
+        fail_(l.name + " in " + pod.name + " is not mtu 9000 and up");
       if (addrs.empty()) fail_(l.name + " in " + pod.name + " has no IPv4 address");
     }
   }
@@ -288,8 +304,9 @@ void NodeDemo::Validate() {
   }
   int gpus = CountGpus();
   if (o_.nccl == "off" || (o_.nccl == "auto" && gpus == 0)) {
-    std::printf("  NCCL AllReduce: skipped (%s; it needs a GPU and rdma-validate built with NCCL)\n",
-                o_.nccl == "off" ? "--nccl off" : "no GPU here");
+    std::printf(
+        "  NCCL AllReduce: skipped (%s; it needs a GPU and rdma-validate built with NCCL)\n",
+        o_.nccl == "off" ? "--nccl off" : "no GPU here");
     return;
   }
   RunNccl();
@@ -303,7 +320,8 @@ std::string NodeDemo::CableRails() {
   for (const auto& pod : pods_) {
     for (const auto& a : pod.attachments) rails[a.rail].push_back(a.netdev);
     auto ns = node_->Pod(pod.path);
-    if (auto lo = node_->links().GetByName(ns, "lo")) (void)node_->links().Change(ns, lo->ifindex, {.up = true});
+    if (auto lo = node_->links().GetByName(ns, "lo"))
+      (void)node_->links().Change(ns, lo->ifindex, {.up = true});
   }
   std::string expect;
   for (const auto& [rail, devs] : rails) {
@@ -315,6 +333,19 @@ std::string NodeDemo::CableRails() {
   return expect;
 }
 
+std::vector<std::string> NodeDemo::RankArgs(int rank, const std::string& expect,
+                                            const std::string& root_ip,
+                                            const std::string& out) const {
+  std::string r = std::to_string(rank);
+  // clang-format off
+  return {o_.validate_bin, "--mode", "multi-pod", "--transport", "socket", "--expect", expect,
+          "--rank", r, "--world-size", std::to_string(o_.pods), "--comm-id", root_ip + ":29500",
+          "--size", "64M", "--iters", "20", "--timeout", "60",
+          "--json", out + "/rank" + r + ".json", "--log-dir", out + "/logs" + r,
+          "--termination-log", "/nonexistent"};
+  // clang-format on
+}
+
 void NodeDemo::RunNccl() {
   std::string expect = CableRails();
   int gpus = std::max(1, CountGpus());
@@ -323,8 +354,10 @@ void NodeDemo::RunNccl() {
   std::printf("  cabling: net<i> of every pod on switch rail<i>; rank 0 bootstraps at %s:29500\n",
               root_ip.c_str());
   if (gpus < o_.pods) {
-    std::printf("  GPUs shared: %d pods on %d GPU(s) (pod p uses GPU p mod %d); each rank's own "
-                "NCCL_HOSTID keeps their traffic on the network\n", o_.pods, gpus, gpus);
+    std::printf(
+        "  GPUs shared: %d pods on %d GPU(s) (pod p uses GPU p mod %d); each rank's own "
+        "NCCL_HOSTID keeps their traffic on the network\n",
+        o_.pods, gpus, gpus);
   }
   std::string out = Dir("nccl");
   (void)MakeDirs(out);
@@ -332,18 +365,15 @@ void NodeDemo::RunNccl() {
   for (int p = 0; p < o_.pods; ++p) {
     std::string r = std::to_string(p);
     (void)MakeDirs(out + "/logs" + r);
-    std::vector<std::string> args = {o_.validate_bin, "--mode", "multi-pod", "--transport",
-        "socket", "--expect", expect, "--rank", r, "--world-size", std::to_string(o_.pods),
-        "--comm-id", root_ip + ":29500", "--size", "64M", "--iters", "20", "--timeout", "60",
-        "--json", out + "/rank" + r + ".json", "--log-dir", out + "/logs" + r,
-        "--termination-log", "/nonexistent"};
+    std::vector<std::string> args = RankArgs(p, expect, root_ip, out);
     auto env = ToolEnv({"CUDA_VISIBLE_DEVICES=" + std::to_string(p % gpus)});
     ranks.push_back(Start(node_->Pod(pods_[static_cast<size_t>(p)].path), args, env,
                           out + "/rank" + r + ".txt"));
   }
   for (int p = 0; p < o_.pods; ++p) {
     int rc = Wait(ranks[static_cast<size_t>(p)]);
-    if (rc != 0) fail_("NCCL validation in trainer-" + std::to_string(p) + ": exit " + std::to_string(rc));
+    if (rc != 0)
+      fail_("NCCL validation in trainer-" + std::to_string(p) + ": exit " + std::to_string(rc));
   }
   ShowNcclReports(out);
 }
@@ -354,7 +384,8 @@ void NodeDemo::ShowNcclReports(const std::string& out) {
     auto text = ReadFile(out + "/rank" + r + ".json");
     json rep = text ? json::parse(*text, nullptr, false) : json();
     bool ok = rep.is_object() && rep.value("verdict", "") == "pass";
-    std::printf("  trainer-%d rank %d: %s", p, p, rep.is_object() ? rep.value("verdict", "?").c_str() : "no report");
+    std::printf("  trainer-%d rank %d: %s", p, p,
+                rep.is_object() ? rep.value("verdict", "?").c_str() : "no report");
     if (rep.is_object() && rep.contains("collective")) {
       std::printf(", AllReduce busbw %.2f GB/s\n", rep["collective"].value("busbwGBps", 0.0));
       for (const auto& d : rep["devices"]) {
@@ -371,16 +402,18 @@ void NodeDemo::ShowNcclReports(const std::string& out) {
     auto txt = ReadFile(out + "/rank" + r + ".txt");
     std::printf("%s", txt ? txt->c_str() : "");
     if (auto log = ReadFile(out + "/logs" + r + "/nccl.rank" + r + ".log")) {
-      std::printf("    ... NCCL log:\n%s\n", log->substr(log->size() > 3000 ? log->size() - 3000 : 0).c_str());
+      std::printf("    ... NCCL log:\n%s\n",
+                  log->substr(log->size() > 3000 ? log->size() - 3000 : 0).c_str());
     }
     fail_("NCCL validation in trainer-" + r + " did not pass");
   }
 }
 
 void NodeDemo::DoctorNode(const std::string& dpdir) {
-  std::printf("  rdma-doctor node (the fixture's ens4f0np0 has ECN off on purpose; veths have no "
-              "DCB, so PFC is unknown):\n");
-  std::vector<std::string> args = {o_.doctor_bin, "--state-dir", node_->state_dir(),
+  std::printf(
+      "  rdma-doctor node (the fixture's ens4f0np0 has ECN off on purpose; veths have no "
+      "DCB, so PFC is unknown):\n");
+  std::vector<std::string> args = {o_.doctor_bin,         "--state-dir",      node_->state_dir(),
                                    "--device-plugin-dir", dpdir + "/plugins", "node"};
   (void)RunShown(node_->node(), args, FixtureEnv(nullptr), Dir("doctor-node.txt"));
   args.insert(args.begin() + 1, "--json");
@@ -406,11 +439,13 @@ void NodeDemo::DoctorPod() {
   const Pod& pod = pods_.front();
   std::vector<sim::PodAttachment> view;
   for (const auto& a : pod.attachments) {
-    view.push_back({.hca = a.hca, .ifname = a.call.ifname, .ipv4 = a.cidr.substr(0, a.cidr.find('/'))});
+    view.push_back(
+        {.hca = a.hca, .ifname = a.call.ifname, .ipv4 = a.cidr.substr(0, a.cidr.find('/'))});
   }
   std::string sysfs = Dir("sysfs-" + pod.name);
   if (auto w = sim::WritePodView(o_.fixture, sysfs, view); !w) return fail_(w.error().message());
-  std::printf("  rdma-doctor pod (%s: its addresses, and the GID table they give):\n", pod.name.c_str());
+  std::printf("  rdma-doctor pod (%s: its addresses, and the GID table they give):\n",
+              pod.name.c_str());
   std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + sysfs, "NCCL_SOCKET_IFNAME=net1",
                                           "NCCL_IB_TIMEOUT=22", "NCCL_IB_RETRY_CNT=7"});
   for (const auto& [k, v] : pod.env) env.push_back(k + "=" + v);
@@ -519,8 +554,10 @@ int NodeDemo::Run() {
   StopDevicePlugin();
   size_t attached = 0;
   for (const auto& p : pods_) attached += p.attachments.size();
-  std::printf("\nSummary: %zu attachments across %d pods, %d checked, %d of %zu devices restored, "
-              "every address released.\n", attached, o_.pods, checked_, restored_, before_.size());
+  std::printf(
+      "\nSummary: %zu attachments across %d pods, %d checked, %d of %zu devices restored, "
+      "every address released.\n",
+      attached, o_.pods, checked_, restored_, before_.size());
   std::printf("Verdict: %s\n", fail_.count() == 0 ? "PASS" : "FAIL");
   return fail_.count() == 0 ? 0 : 1;
 }

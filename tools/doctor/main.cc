@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "kuberdma/doctor/doctor.h"
 #include "kuberdma/dcb/dcb_ops.h"
+#include "kuberdma/doctor/doctor.h"
 #include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/rdma/netlink_rdma_ops.h"
@@ -39,20 +39,27 @@ void AddOptions(CLI::App& app, Cli& c) {
                  "the host's root file system, when run in a container (kubectl debug node: "
                  "/host); the host paths below default under it");
   c.host_paths = {
-      {app.add_option("--state-dir", in.state_dir, "the rdma CNI's state directory"), &in.state_dir},
-      {app.add_option("--device-plugin-dir", in.plugin_dir, "kubelet's device plugin directory"), &in.plugin_dir},
-      {app.add_option("--checkpoint", in.checkpoint, "kubelet device-manager checkpoint file"), &in.checkpoint},
-      {app.add_option("--pod-resources", in.pod_resources, "kubelet pod-resources socket (tried first)"),
+      {app.add_option("--state-dir", in.state_dir, "the rdma CNI's state directory"),
+       &in.state_dir},
+      {app.add_option("--device-plugin-dir", in.plugin_dir, "kubelet's device plugin directory"),
+       &in.plugin_dir},
+      {app.add_option("--checkpoint", in.checkpoint, "kubelet device-manager checkpoint file"),
+       &in.checkpoint},
+      {app.add_option("--pod-resources", in.pod_resources,
+                      "kubelet pod-resources socket (tried first)"),
        &in.pod_resources}};
   app.require_subcommand(1);
   c.node = app.add_subcommand(
       "node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");
-  c.pod = app.add_subcommand("pod", "(inside a pod) what was injected, and NCCL configuration sanity");
+  c.pod =
+      app.add_subcommand("pod", "(inside a pod) what was injected, and NCCL configuration sanity");
   auto* topo = app.add_subcommand("topo", "GPU-to-HCA affinity matrix (PIX, PXB, PHB, NODE, SYS)");
-  c.node->add_option("--roce-priority", in.roce_priority,
-                     "the priority lossless RoCE uses where the port's DSCP table does not say")
+  c.node
+      ->add_option("--roce-priority", in.roce_priority,
+                   "the priority lossless RoCE uses where the port's DSCP table does not say")
       ->check(CLI::Range(0, 7));
-  topo->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")->delimiter(',');
+  topo->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")
+      ->delimiter(',');
 }
 
 int Run(int argc, char** argv) {
@@ -77,7 +84,8 @@ int Run(int argc, char** argv) {
   c.in.addrs = &addrs;
   c.in.dcb = &dcb;
   c.in.getenv = [](const char* k) { return std::getenv(k); };
-  kuberdma::doctor::View v = c.node->parsed() ? NodeView(c.in) : (c.pod->parsed() ? PodView(c.in) : TopoView(c.in));
+  kuberdma::doctor::View v =
+      c.node->parsed() ? NodeView(c.in) : (c.pod->parsed() ? PodView(c.in) : TopoView(c.in));
   std::fputs(c.json ? (v.ToJson().dump(2) + "\n").c_str() : Render(v).c_str(), stdout);
   return v.ExitCode();
 }

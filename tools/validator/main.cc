@@ -54,22 +54,27 @@ void AddRunOptions(CLI::App& app, Cli& c) {
       ->check(CLI::IsMember({"ib", "socket"}));
   app.add_option("--expect", o.expect,
                  "expected HCAs (ib) or netdevs (socket); default: the device plugin's env");
-  app.add_option("--nccl-devices", o.nccl_devices,
-                 "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
+  app.add_option(
+      "--nccl-devices", o.nccl_devices,
+      "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
   app.add_option("--size", c.size, "AllReduce size (e.g. 256M)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
-  app.add_option("--timeout", o.timeout_s, "seconds for communicator init and each collective phase")
+  app.add_option("--timeout", o.timeout_s,
+                 "seconds for communicator init and each collective phase")
       ->check(CLI::Range(1, 3600));
   app.add_option("--min-busbw", o.min_busbw_gbps, "fail below this busbw (GB/s)");
   app.add_option("--min-busbw-fraction", o.min_busbw_fraction,
                  "fail below this fraction of the ports' link rate");
-  app.add_option("--min-share", o.min_share, "each device must carry this fraction of an even split")
+  app.add_option("--min-share", o.min_share,
+                 "each device must carry this fraction of an even split")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--gpus", o.gpus, "local ranks (default: every GPU; more than the GPUs share them)");
+  app.add_option("--gpus", o.gpus,
+                 "local ranks (default: every GPU; more than the GPUs share them)");
   app.add_option("--rank", o.rank, "multi-pod/acceptance: this pod's rank (default: from the env)");
   app.add_option("--world-size", o.world_size, "multi-pod/acceptance: number of pods");
-  app.add_option("--comm-id", o.comm_id, "multi-pod/acceptance: NCCL_COMM_ID, <rank-0 address>:<port>");
+  app.add_option("--comm-id", o.comm_id,
+                 "multi-pod/acceptance: NCCL_COMM_ID, <rank-0 address>:<port>");
   app.add_option("--log-dir", o.log_dir, "keep NCCL's logs here");
   app.add_option("--json", c.json_path, "write the JSON report here ('-' for stdout)");
   app.add_option("--termination-log", c.term, "one-line summary file, when it exists");
@@ -79,19 +84,24 @@ void AddRunOptions(CLI::App& app, Cli& c) {
 void AddAcceptanceOptions(CLI::App& app, Cli& c) {
   Options& o = c.o;
   app.add_option("--node-name", o.node_name, "acceptance: this node's name (default: $NODE_NAME)");
-  app.add_option("--coord-port", o.coord_port, "acceptance: rank 0's coordinator port (default: NCCL port + 1)");
-  app.add_option("--pairs", o.pairs, "acceptance: pair rounds always (a baseline per node), auto "
-                                     "(only when the ring is slow), never")
+  app.add_option("--coord-port", o.coord_port,
+                 "acceptance: rank 0's coordinator port (default: NCCL port + 1)");
+  app.add_option("--pairs", o.pairs,
+                 "acceptance: pair rounds always (a baseline per node), auto "
+                 "(only when the ring is slow), never")
       ->check(CLI::IsMember({"always", "auto", "never"}));
-  app.add_option("--min-fleet-fraction", o.min_fleet_fraction,
-                 "acceptance: flag a node, HCA or pair rail below this fraction of the fleet's median")
+  app.add_option(
+         "--min-fleet-fraction", o.min_fleet_fraction,
+         "acceptance: flag a node, HCA or pair rail below this fraction of the fleet's median")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--baseline", o.baseline_file,
-                 "acceptance: an earlier fleet report to compare with (absent: compare with nothing)");
+  app.add_option(
+      "--baseline", o.baseline_file,
+      "acceptance: an earlier fleet report to compare with (absent: compare with nothing)");
   app.add_option("--baseline-tolerance", o.baseline_tolerance,
                  "acceptance: a drop beyond this fraction of the baseline is a regression")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--push-gateway", o.push_gateway, "acceptance (rank 0): push gauges to this Pushgateway");
+  app.add_option("--push-gateway", o.push_gateway,
+                 "acceptance (rank 0): push gauges to this Pushgateway");
   app.add_option("--join-timeout", o.join_timeout_s,
                  "acceptance: seconds rank 0 waits for the pods (default max(120, 5 x --timeout))");
 }
@@ -145,7 +155,8 @@ int Run(int argc, char** argv) {
   c.o.transport = c.transport == "ib" ? Transport::kIb : Transport::kSocket;
   c.o.bytes = ParseSize(c.size);
   if (c.o.bytes < 4096) {
-    std::fprintf(stderr, "rdma-validate: --size %s is too small to measure bandwidth (at least 4K)\n",
+    std::fprintf(stderr,
+                 "rdma-validate: --size %s is too small to measure bandwidth (at least 4K)\n",
                  c.size.c_str());
     return 2;
   }

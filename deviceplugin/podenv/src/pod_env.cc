@@ -27,10 +27,8 @@ std::vector<std::string> SplitList(std::string_view s) {
 }
 
 json PortJson(const PortInfo& p) {
-  json j = {{"port", p.port},
-            {"state", p.state},
-            {"rateGbps", p.rate_gbps},
-            {"linkLayer", p.link_layer}};
+  json j = {
+      {"port", p.port}, {"state", p.state}, {"rateGbps", p.rate_gbps}, {"linkLayer", p.link_layer}};
   if (!p.netdev.empty()) j["netdev"] = p.netdev;
   if (!p.umad.empty()) j["umad"] = p.umad;
   if (!p.issm.empty()) j["issm"] = p.issm;
@@ -40,7 +38,7 @@ json PortJson(const PortInfo& p) {
 json HcaJson(const HcaInfo& h) {
   json ports = json::array();
   for (const auto& p : h.ports) ports.push_back(PortJson(p));
-  return {{"name", h.name},         {"pciAddress", h.pci_address}, {"busAddress", h.bus_address},
+  return {{"name", h.name},          {"pciAddress", h.pci_address}, {"busAddress", h.bus_address},
           {"numaNode", h.numa_node}, {"linkLayer", h.link_layer},   {"nodeGuid", h.node_guid},
           {"netdevs", h.netdevs},    {"uverbs", h.uverbs},          {"healthy", h.healthy},
           {"ports", ports}};
@@ -55,7 +53,8 @@ PortInfo PortFrom(const json& p) {
   PortInfo out;
   out.port = p.value("port", 0u);
   out.state = Str(p, "state");
-  out.rate_gbps = p.contains("rateGbps") && p["rateGbps"].is_number() ? p["rateGbps"].get<double>() : 0;
+  out.rate_gbps =
+      p.contains("rateGbps") && p["rateGbps"].is_number() ? p["rateGbps"].get<double>() : 0;
   out.link_layer = Str(p, "linkLayer");
   out.netdev = Str(p, "netdev");
   out.umad = Str(p, "umad");
@@ -72,7 +71,8 @@ Result<HcaInfo> HcaFrom(const json& h, size_t index) {
   out.name = Str(h, "name");
   out.pci_address = Str(h, "pciAddress");
   out.bus_address = Str(h, "busAddress");
-  out.numa_node = h.contains("numaNode") && h["numaNode"].is_number_integer() ? h["numaNode"].get<int>() : -1;
+  out.numa_node =
+      h.contains("numaNode") && h["numaNode"].is_number_integer() ? h["numaNode"].get<int>() : -1;
   out.link_layer = Str(h, "linkLayer");
   out.node_guid = Str(h, "nodeGuid");
   if (auto it = h.find("netdevs"); it != h.end() && it->is_array()) {
@@ -84,7 +84,8 @@ Result<HcaInfo> HcaFrom(const json& h, size_t index) {
   out.healthy = h.value("healthy", false);
   if (auto it = h.find("ports"); it != h.end() && it->is_array()) {
     for (const auto& p : *it) {
-      if (!p.is_object()) return Fail(ErrorCode::kInvalidArgument, where + " has a port that is not an object");
+      if (!p.is_object())
+        return Fail(ErrorCode::kInvalidArgument, where + " has a port that is not an object");
       out.ports.push_back(PortFrom(p));
     }
   }

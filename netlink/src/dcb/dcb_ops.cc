@@ -116,7 +116,8 @@ Result<DcbState> NetlinkDcbOps::Get(const NetNs& ns, const std::string& ifname) 
   if (err < 0) {
     Error e = nl::NlError(err, what);
     if (e.code() == ErrorCode::kUnsupported) {
-      return Fail(ErrorCode::kUnsupported, ifname + "'s driver has no DCB support (" + e.message() + ")");
+      return Fail(ErrorCode::kUnsupported,
+                  ifname + "'s driver has no DCB support (" + e.message() + ")");
     }
     return Fail(e);
   }

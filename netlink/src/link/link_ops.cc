@@ -4,7 +4,6 @@
 
 #include <cctype>
 
-
 namespace kuberdma::link {
 
 std::string NormalizeMac(std::string_view mac) {

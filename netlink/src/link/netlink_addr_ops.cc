@@ -79,7 +79,8 @@ Result<IpPrefix> ParsePrefix(std::string_view text) {
   long n = std::strtol(len.c_str(), &end, 10);
   int max = p.family == 4 ? 32 : 128;
   if (len.empty() || *end != '\0' || n < 0 || n > max) {
-    return Fail(ErrorCode::kInvalidArgument, "'" + std::string(text) + "' has an invalid prefix length");
+    return Fail(ErrorCode::kInvalidArgument,
+                "'" + std::string(text) + "' has an invalid prefix length");
   }
   p.prefix_len = static_cast<int>(n);
   return p;
@@ -187,7 +188,8 @@ Result<std::vector<Route>> NetlinkAddrOps::ListRoutes(const NetNs& ns, int ifind
     Route route;
     route.ifindex = ifindex;
     route.dst.address = FromBinary(rtnl_route_get_dst(r), &route.dst.family);
-    route.dst.prefix_len = rtnl_route_get_dst(r) ? static_cast<int>(nl_addr_get_prefixlen(rtnl_route_get_dst(r))) : 0;
+    route.dst.prefix_len =
+        rtnl_route_get_dst(r) ? static_cast<int>(nl_addr_get_prefixlen(rtnl_route_get_dst(r))) : 0;
     int gw_family = 0;
     route.gateway = FromBinary(rtnl_route_nh_get_gateway(nh), &gw_family);
     out.push_back(std::move(route));

@@ -21,9 +21,9 @@ namespace {
 
 Error NoRdma() {
   return {ErrorCode::kUnsupported,
-               "this kernel has no RDMA subsystem (NETLINK_RDMA is not available: is ib_core "
-               "loaded and an RDMA driver such as mlx5_ib present?)",
-               EPROTONOSUPPORT};
+          "this kernel has no RDMA subsystem (NETLINK_RDMA is not available: is ib_core "
+          "loaded and an RDMA driver such as mlx5_ib present?)",
+          EPROTONOSUPPORT};
 }
 
 int CollectReply(nl_msg* msg, void* arg) {
@@ -114,9 +114,11 @@ Result<void> NetlinkRdmaOps::SetNetnsMode(const NetNs& ns, NetnsMode mode) {
   if (!r && r.error().code() == ErrorCode::kBusy) {
     // ib_core refuses the switch while any network namespace besides the host's exists.
     return Fail(ErrorCode::kBusy,
-                r.error().message() + ": the kernel changes the mode only while no other network "
-                "namespace exists (pods, containers); set it at boot instead: options ib_core "
-                "netns_mode=" + (mode == NetnsMode::kShared ? "1" : "0") + " in /etc/modprobe.d, then reboot");
+                r.error().message() +
+                    ": the kernel changes the mode only while no other network "
+                    "namespace exists (pods, containers); set it at boot instead: options ib_core "
+                    "netns_mode=" +
+                    (mode == NetnsMode::kShared ? "1" : "0") + " in /etc/modprobe.d, then reboot");
   }
   if (!r) return Fail(r.error());
   return {};

@@ -41,7 +41,8 @@ std::string SysfsRoot::Dev(std::string_view rel) const {
 
 Result<std::string> SysfsRoot::ReadAttr(std::string_view rel) const {
   KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadFile(Sys(rel)));
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) text.pop_back();
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0)
+    text.pop_back();
   return text;
 }
 

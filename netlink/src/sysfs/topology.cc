@@ -64,8 +64,7 @@ std::string_view PciDistanceName(PciDistance d) {
   return "SYS";
 }
 
-PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b_path,
-                     int b_numa) {
+PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b_path, int b_numa) {
   auto a = SplitPath(a_path);
   auto b = SplitPath(b_path);
   // parts: "devices", "pciDDDD:BB" (host bridge), root port, [switch up, switch down ...], device

@@ -28,8 +28,8 @@ struct MsgDeleter {
 using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
 
 MsgPtr NewRootQdisc(int ifindex, const char* kind) {
-  MsgPtr m(nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE |
-                                                NLM_F_REPLACE));
+  MsgPtr m(
+      nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE));
   tcmsg tc{};
   tc.tcm_family = AF_UNSPEC;
   tc.tcm_ifindex = ifindex;
@@ -48,9 +48,11 @@ std::vector<uint8_t> EncodeTbf(int ifindex, uint64_t bits_per_second) {
   // exceeds it, but a burst below the MTU would stall the queue.
   const auto burst = static_cast<uint32_t>(std::max<uint64_t>(bytes / 250, uint64_t{2} * 65536));
   tc_tbf_qopt q{};
-  q.rate.rate = static_cast<uint32_t>(std::min<uint64_t>(bytes, std::numeric_limits<uint32_t>::max()));
+  q.rate.rate =
+      static_cast<uint32_t>(std::min<uint64_t>(bytes, std::numeric_limits<uint32_t>::max()));
   // A queue of 50 ms at the rate on top of the burst (tc's `latency 50ms`).
-  q.limit = static_cast<uint32_t>(std::min<uint64_t>(bytes / 20 + burst, std::numeric_limits<uint32_t>::max()));
+  q.limit = static_cast<uint32_t>(
+      std::min<uint64_t>(bytes / 20 + burst, std::numeric_limits<uint32_t>::max()));
   // buffer is the burst's transmission time in psched ticks of 64 ns (PSCHED_SHIFT); the kernel
   // recomputes it from TCA_TBF_BURST, which is sent too.
   q.buffer = static_cast<uint32_t>(std::min<double>(1e9 * burst / static_cast<double>(bytes) / 64.0,

@@ -58,8 +58,9 @@ Request Req(const std::string& ifname = "net1", const std::string& cid = "c1",
   return Request{.command = Command::kAdd, .container_id = cid, .netns = ns, .ifname = ifname};
 }
 
-TEST_CASE("ADD applies IPAM's address and routes to the pod interface and reports them in every "
-          "version") {
+TEST_CASE(
+    "ADD applies IPAM's address and routes to the pod interface and reports them in every "
+    "version") {
   for (const auto& v : SupportedVersions()) {
     INFO(v);
     Node n;
@@ -81,9 +82,9 @@ TEST_CASE("ADD applies IPAM's address and routes to the pod interface and report
     CHECK(n.world.Addresses() ==
           std::vector<std::string>{std::string(kPod) + " #" + std::to_string(net1->ifindex) +
                                    " 10.9.0.2/24"});
-    CHECK(n.world.Routes() == std::vector<std::string>{std::string(kPod) +
-                                                       " 0.0.0.0/0 via 10.9.0.1 #" +
-                                                       std::to_string(net1->ifindex)});
+    CHECK(n.world.Routes() ==
+          std::vector<std::string>{std::string(kPod) + " 0.0.0.0/0 via 10.9.0.1 #" +
+                                   std::to_string(net1->ifindex)});
     REQUIRE(p.Del(Req(), n.Conf(v)));
     CHECK(n.ipam.allocated.empty());
     CHECK(n.world.Addresses().empty());
@@ -102,8 +103,9 @@ TEST_CASE("A repeated ADD answers the same addresses without a second allocation
   CHECK(n.ipam.calls == std::vector<std::string>{"ADD c1/net1"});
 }
 
-TEST_CASE("Every failing call of an ADD with IPAM is undone: device home, address released, no "
-          "state") {
+TEST_CASE(
+    "Every failing call of an ADD with IPAM is undone: device home, address released, no "
+    "state") {
   int total = 0;
   {
     Node n;
@@ -128,8 +130,9 @@ TEST_CASE("Every failing call of an ADD with IPAM is undone: device home, addres
   }
 }
 
-TEST_CASE("An IPAM failure is passed through with its code, naming the plugin, and nothing is "
-          "left") {
+TEST_CASE(
+    "An IPAM failure is passed through with its code, naming the plugin, and nothing is "
+    "left") {
   Node n;
   std::string before = n.world.Snapshot();
   Plugin p = n.MakePlugin();
@@ -179,9 +182,8 @@ TEST_CASE("A crash after IPAM ADD leaves a record that DEL finishes, releasing t
   rec.done = false;
   rec.ipam->result = nullptr;  // died between IPAM ADD and recording its answer
   REQUIRE(store.Save(rec));
-  REQUIRE(p.Del(Req(), n.Conf(
-                          "1.1.0", R"(,"ipam":{})")));  // the runtime's config lost the section
-  CHECK(n.ipam.allocated.empty());  // the record's own section released it
+  REQUIRE(p.Del(Req(), n.Conf("1.1.0", R"(,"ipam":{})")));  // the runtime's config lost the section
+  CHECK(n.ipam.allocated.empty());                          // the record's own section released it
   CHECK(n.world.Snapshot() == before);
 }
 
@@ -205,7 +207,8 @@ TEST_CASE("GC releases the addresses of stale attachments, and calls IPAM GC whe
   Plugin p = n.MakePlugin();
   REQUIRE(p.Add(Req("net1", "keep"), n.Conf()));
   REQUIRE(p.Add(Req("net2", "stale"), n.Conf()));
-  auto gc = n.Conf("1.1.0", R"(,"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"net1"}])");
+  auto gc =
+      n.Conf("1.1.0", R"(,"cni.dev/valid-attachments":[{"containerID":"keep","ifname":"net1"}])");
   REQUIRE(p.Gc(gc));
   CHECK(n.ipam.allocated.size() == 1);
   CHECK(n.ipam.allocated.contains("keep/net1"));
@@ -250,9 +253,9 @@ TEST_CASE("An ipam section without a type is error 7 naming ipam.type") {
                     Command::kAdd)
             .error()
             .code == kInvalidConfig);
-  CHECK_FALSE(ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":{}})",
-                          Command::kAdd)
-                  ->ipam);
+  CHECK_FALSE(
+      ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":{}})", Command::kAdd)
+          ->ipam);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ struct World {
 
   NetConf Conf(const std::string& extra) const {
     auto c = ParseConfig(R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","mtu":9000,
-        "linkState":"up","stateDir":")" + state_dir + "\"" + extra + "}",
+        "linkState":"up","stateDir":")" +
+                             state_dir + "\"" + extra + "}",
                          Command::kAdd);
     REQUIRE(c);
     return *c;

@@ -210,7 +210,8 @@ TEST_CASE("Shared RDMA netns mode continues by default and is rejected with poli
   n.world.SetMode(std::nullopt);  // no RDMA subsystem at all
   auto none = p.Add(Req(kPod, "net2"), n.Conf());
   REQUIRE(none);
-  CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", "net2")).netns_mode == RdmaNetnsMode::kUnavailable);
+  CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", "net2")).netns_mode ==
+        RdmaNetnsMode::kUnavailable);
 }
 
 TEST_CASE(

@@ -193,28 +193,34 @@ class FakeDcb final : public dcb::DcbOps {
   std::string unsupported;
   Result<dcb::DcbState> Get(const netns::NetNs&, const std::string& ifname) override {
     if (ifname == unsupported) return Fail(ErrorCode::kUnsupported, ifname + " has no DCB");
-    return dcb::DecodeIeeeGet(Hex(ifname == lossy ? "dcb-ieee-lossy.hex" : "dcb-ieee-lossless.hex"));
+    return dcb::DecodeIeeeGet(
+        Hex(ifname == lossy ? "dcb-ieee-lossy.hex" : "dcb-ieee-lossless.hex"));
   }
 };
 
-TEST_CASE("The pod's GID tables are listed; NCCL_IB_GID_INDEX is checked on every HCA and a "
-          "sparse table is named") {
+TEST_CASE(
+    "The pod's GID tables are listed; NCCL_IB_GID_INDEX is checked on every HCA and a "
+    "sparse table is named") {
   Fixture f;
   f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8-pod");
   REQUIRE(WriteFileAtomic(f.dir + "/libnccl.so.2.28.3", ""));
-  f.in.getenv = Env({{"NCCL_IB_GID_INDEX", "3"}, {"NCCL_IB_TIMEOUT", "22"}, {"NCCL_IB_RETRY_CNT", "7"}});
+  f.in.getenv =
+      Env({{"NCCL_IB_GID_INDEX", "3"}, {"NCCL_IB_TIMEOUT", "22"}, {"NCCL_IB_RETRY_CNT", "7"}});
   View v = PodView(f.in);
   REQUIRE(v.doc["gids"].size() == 32);
-  CHECK(v.doc["gids"][3] == nlohmann::json{{"device", "mlx5_0"}, {"port", 1}, {"index", 3},
+  CHECK(v.doc["gids"][3] == nlohmann::json{{"device", "mlx5_0"},
+                                           {"port", 1},
+                                           {"index", 3},
                                            {"gid", "0000:0000:0000:0000:0000:ffff:0a0a:0102"},
-                                           {"ipv4", "10.10.1.2"}, {"version", "v2"},
+                                           {"ipv4", "10.10.1.2"},
+                                           {"version", "v2"},
                                            {"netdev", "net1"}});
   const Finding* index = f.Find(v, "RoCE: NCCL_IB_GID_INDEX", Status::kFail);
   REQUIRE(index != nullptr);
-  CHECK_THAT(index->message, Catch::Contains("mlx5_7") && Catch::Contains("index 5") &&
-                                 !Catch::Contains("mlx5_0"));
-  CHECK_THAT(index->fix, Catch::Contains("NCCL_IB_ADDR_FAMILY") &&
-                             Catch::Contains("NCCL_IB_ROCE_VERSION_NUM"));
+  CHECK_THAT(index->message,
+             Catch::Contains("mlx5_7") && Catch::Contains("index 5") && !Catch::Contains("mlx5_0"));
+  CHECK_THAT(index->fix,
+             Catch::Contains("NCCL_IB_ADDR_FAMILY") && Catch::Contains("NCCL_IB_ROCE_VERSION_NUM"));
   const Finding* sparse = f.Find(v, "RoCE: sparse GID table", Status::kWarn);
   REQUIRE(sparse != nullptr);
   CHECK_THAT(sparse->message, Catch::Contains("mlx5_7") && Catch::Contains("2.28.3"));
@@ -226,8 +232,9 @@ TEST_CASE("The pod's GID tables are listed; NCCL_IB_GID_INDEX is checked on ever
              Catch::Contains("link-local"));
 }
 
-TEST_CASE("A RoCE pod without addresses is told it has link-local GIDs only, and NCCL's retries "
-          "are checked against the seed's") {
+TEST_CASE(
+    "A RoCE pod without addresses is told it has link-local GIDs only, and NCCL's retries "
+    "are checked against the seed's") {
   Fixture f;  // roce8: the host's view, no IP on any netdev
   f.in.getenv = Env({{"NCCL_IB_TIMEOUT", "14"}});
   View v = PodView(f.in);
@@ -238,12 +245,14 @@ TEST_CASE("A RoCE pod without addresses is told it has link-local GIDs only, and
   const Finding* timeout = f.Find(v, "lossless: NCCL_IB_TIMEOUT", Status::kWarn);
   REQUIRE(timeout != nullptr);
   CHECK_THAT(timeout->message, Catch::Contains("is 14"));
-  CHECK_THAT(timeout->fix, Catch::Contains("NCCL_IB_TIMEOUT=22") && Catch::Contains("NCCL_IB_RETRY_CNT=7"));
+  CHECK_THAT(timeout->fix,
+             Catch::Contains("NCCL_IB_TIMEOUT=22") && Catch::Contains("NCCL_IB_RETRY_CNT=7"));
   CHECK(f.Find(v, "lossless: NCCL_IB_RETRY_CNT", Status::kOk) != nullptr);
 }
 
-TEST_CASE("The node view checks PFC, trust and ECN on every RoCE port, and says unknown where "
-          "the driver cannot tell") {
+TEST_CASE(
+    "The node view checks PFC, trust and ECN on every RoCE port, and says unknown where "
+    "the driver cannot tell") {
   Fixture f;
   FakeDcb dcb;
   f.in.dcb = &dcb;

@@ -30,7 +30,8 @@ TEST_CASE("The IEEE DCB query is RTM_GETDCB with a dcbmsg for DCB_CMD_IEEE_GET a
   dcbmsg d{};
   d.dcb_family = AF_UNSPEC;
   d.cmd = DCB_CMD_IEEE_GET;
-  auto want = NlBytes(RTM_GETDCB, NLM_F_REQUEST).Raw(&d, sizeof d).Str(DCB_ATTR_IFNAME, "ens1f0np0").Done();
+  auto want =
+      NlBytes(RTM_GETDCB, NLM_F_REQUEST).Raw(&d, sizeof d).Str(DCB_ATTR_IFNAME, "ens1f0np0").Done();
   CHECK(EncodeIeeeGet("ens1f0np0") == want);
   CHECK(RTM_GETDCB == 78);
   CHECK(DCB_CMD_IEEE_GET == 21);

@@ -50,7 +50,8 @@ TEST_CASE("Write then parse is the identity for every HCA of every fixture") {
 }
 
 TEST_CASE("NCCL_IB_HCA names only ACTIVE ports, and every port when none is active") {
-  HcaInfo up{.name = "mlx5_0", .ports = {{.port = 1, .state = "ACTIVE"}, {.port = 2, .state = "DOWN"}}};
+  HcaInfo up{.name = "mlx5_0",
+             .ports = {{.port = 1, .state = "ACTIVE"}, {.port = 2, .state = "DOWN"}}};
   HcaInfo down{.name = "mlx5_1", .ports = {{.port = 1, .state = "DOWN"}}};
   CHECK(Encode({up, down})[kNcclIbHca] == "=mlx5_0:1");
   CHECK(Encode({down})[kNcclIbHca] == "=mlx5_1:1");

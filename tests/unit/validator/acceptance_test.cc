@@ -12,9 +12,11 @@ namespace {
 std::map<int, NodeInfo> Fleet(int k, int rails) {
   std::map<int, NodeInfo> out;
   for (int n = 0; n < k; ++n) {
-    NodeInfo info{.rank = n, .name = "node-" + std::to_string(n + 1),
+    NodeInfo info{.rank = n,
+                  .name = "node-" + std::to_string(n + 1),
                   .address = "10.10.1." + std::to_string(n + 1)};
-    for (int r = 0; r < rails; ++r) info.hcas.push_back({.name = "net" + std::to_string(r + 1), .rate_gbps = 0});
+    for (int r = 0; r < rails; ++r)
+      info.hcas.push_back({.name = "net" + std::to_string(r + 1), .rate_gbps = 0});
     out[n] = info;
   }
   return out;
@@ -34,7 +36,8 @@ std::vector<RailMeasurement> Measure(int k, int rails, int rounds,
     for (const Pair& p : PairRound(Ranks(k), r)) {
       for (int rail = 0; rail < rails; ++rail) {
         bool slow = degraded.count({p.a, rail}) > 0 || degraded.count({p.b, rail}) > 0;
-        out.push_back({.round = r, .pair = p, .rail = rail, .busbw_gbps = slow ? 0.2 : 2.0, .ok = true});
+        out.push_back(
+            {.round = r, .pair = p, .rail = rail, .busbw_gbps = slow ? 0.2 : 2.0, .ok = true});
       }
     }
   }
@@ -83,8 +86,9 @@ TEST_CASE("One slow rail is ambiguous after one round and named for certain afte
                         Catch::Contains("fleet median of 2.00"));
 }
 
-TEST_CASE("A node slow on every rail is one culprit, the node; a slow path between two healthy "
-          "nodes names neither") {
+TEST_CASE(
+    "A node slow on every rail is one culprit, the node; a slow path between two healthy "
+    "nodes names neither") {
   auto nodes = Fleet(4, 2);
   auto whole = Localise(Measure(4, 2, 2, {{1, 0}, {1, 1}}), nodes, Thresholds{});
   REQUIRE(whole.culprits.size() == 1);
@@ -101,21 +105,23 @@ TEST_CASE("A node slow on every rail is one culprit, the node; a slow path betwe
 TEST_CASE("A failed or link-rate-starved measurement is slow even when the median agrees") {
   auto nodes = Fleet(2, 1);
   nodes[0].hcas[0].rate_gbps = nodes[1].hcas[0].rate_gbps = 400;
-  std::vector<RailMeasurement> m = {{.round = 0, .pair = {0, 1}, .rail = 0, .busbw_gbps = 10, .ok = true}};
+  std::vector<RailMeasurement> m = {
+      {.round = 0, .pair = {0, 1}, .rail = 0, .busbw_gbps = 10, .ok = true}};
   Thresholds t{.min_link_fraction = 0.5};  // 400 Gb/s -> 50 GB/s; 0.5 of it is 25
   CHECK(Localise(m, nodes, t).slow.size() == 1);
   m[0].ok = false;
   CHECK(Localise(m, nodes, Thresholds{}).slow.size() == 1);
 }
 
-TEST_CASE("The ring calls for pairs when it failed, is slow, an HCA carried too little, or it "
-          "regressed") {
+TEST_CASE(
+    "The ring calls for pairs when it failed, is slow, an HCA carried too little, or it "
+    "regressed") {
   auto nodes = Fleet(2, 2);
   RingResult ring{.ran = true, .ok = true, .busbw_gbps = 4};
   for (int n : {0, 1}) ring.traffic[n] = {{"net1", {100, 0.5}}, {"net2", {100, 0.5}}};
   CHECK_FALSE(RingNeedsPairs(ring, nodes, Thresholds{}, std::nullopt));
   CHECK(RingNeedsPairs(ring, nodes, Thresholds{.min_busbw_gbps = 5}, std::nullopt));
-  CHECK(RingNeedsPairs(ring, nodes, Thresholds{}, 5.0));   // 4 < 0.9 * 5
+  CHECK(RingNeedsPairs(ring, nodes, Thresholds{}, 5.0));  // 4 < 0.9 * 5
   CHECK_FALSE(RingNeedsPairs(ring, nodes, Thresholds{}, 4.2));
   ring.traffic[1]["net2"].share = 0.1;  // below half of an even split (0.25)
   CHECK(RingNeedsPairs(ring, nodes, Thresholds{}, std::nullopt));
@@ -127,7 +133,8 @@ Inputs Run(int k, int rails, int rounds, const std::set<std::pair<int, int>>& de
   Inputs in{.nodes = Fleet(k, rails), .date = "2026-12-01T12:00:00Z", .transport = "socket"};
   in.ring = {.ran = true, .ok = true, .busbw_gbps = 1.5, .algbw_gbps = 1, .ranks = k};
   for (int n = 0; n < k; ++n) {
-    for (int r = 0; r < rails; ++r) in.ring.traffic[n]["net" + std::to_string(r + 1)] = {1000, 1.0 / rails};
+    for (int r = 0; r < rails; ++r)
+      in.ring.traffic[n]["net" + std::to_string(r + 1)] = {1000, 1.0 / rails};
   }
   for (int r = 0; r < rounds; ++r) in.rounds.push_back(PairRound(Ranks(k), r));
   in.measurements = Measure(k, rails, rounds, degraded);
@@ -153,8 +160,9 @@ TEST_CASE("The report fails the culprit's node and only it, naming node and HCA"
   CHECK(doc["nodes"][0]["hcas"][0]["share"] == Approx(0.5));
 }
 
-TEST_CASE("Relative to the fleet: a node far below the median is flagged even without a "
-          "baseline") {
+TEST_CASE(
+    "Relative to the fleet: a node far below the median is flagged even without a "
+    "baseline") {
   Inputs in = Run(4, 2, 2, {});
   for (auto& m : in.measurements) {
     if (m.pair.a == 3 || m.pair.b == 3) m.busbw_gbps = 1.9;  // within 0.8 of the rail median

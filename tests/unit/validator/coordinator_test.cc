@@ -33,7 +33,8 @@ class FakeAgent final : public NodeAgent {
   FakeAgent(int rank, int slow_node, int slow_rail)
       : rank_(rank), slow_node_(slow_node), slow_rail_(slow_rail) {}
   NodeInfo Describe() override {
-    return {.rank = rank_, .name = "node-" + std::to_string(rank_ + 1),
+    return {.rank = rank_,
+            .name = "node-" + std::to_string(rank_ + 1),
             .hcas = {{"net1", 0, ""}, {"net2", 0, ""}}};
   }
   TaskResult Execute(const Task& task) override {
@@ -41,8 +42,9 @@ class FakeAgent final : public NodeAgent {
     TaskResult r;
     for (const auto& j : task.jobs) {
       tasks_.push_back(j);
-      bool slow = j.tag == "ring" ? false
-                                  : (j.pair.a == slow_node_ || j.pair.b == slow_node_) && j.rail == slow_rail_;
+      bool slow = j.tag == "ring"
+                      ? false
+                      : (j.pair.a == slow_node_ || j.pair.b == slow_node_) && j.rail == slow_rail_;
       r.jobs.push_back({.tag = j.tag, .ok = true, .busbw_gbps = slow ? 0.2 : 2.0, .algbw_gbps = 1});
     }
     r.traffic = {{"net1", {1000, 0.5}}, {"net2", {1000, 0.5}}};
@@ -61,8 +63,14 @@ class FakeAgent final : public NodeAgent {
 
 Config Cfg(int world) {
   int port = FreePort();
-  return {.world = world, .local_ranks = 1, .comm_host = "127.0.0.1", .nccl_port = 29500,
-          .coord_port = port, .timeout_s = 5, .join_timeout_s = 3, .transport = "socket"};
+  return {.world = world,
+          .local_ranks = 1,
+          .comm_host = "127.0.0.1",
+          .nccl_port = 29500,
+          .coord_port = port,
+          .timeout_s = 5,
+          .join_timeout_s = 3,
+          .transport = "socket"};
 }
 
 TEST_CASE("Four pods: the ring, then pair rounds over TCP name the slow node and rail") {
@@ -72,7 +80,9 @@ TEST_CASE("Four pods: the ring, then pair rounds over TCP name the slow node and
   std::vector<Result<NodeOutcome>> outcomes(4, Fail(ErrorCode::kInternal, "not run"));
   std::vector<std::thread> others;
   for (int r = 1; r < 4; ++r) {
-    others.emplace_back([&, r] { outcomes[static_cast<size_t>(r)] = Participate(cfg, r, *agents[static_cast<size_t>(r)]); });
+    others.emplace_back([&, r] {
+      outcomes[static_cast<size_t>(r)] = Participate(cfg, r, *agents[static_cast<size_t>(r)]);
+    });
   }
   auto rep = Coordinate(cfg, *agents[0]);
   for (auto& t : others) t.join();
@@ -133,14 +143,21 @@ TEST_CASE("A participant with no coordinator gives up with a clear error") {
 }
 
 TEST_CASE("Jobs and results survive the wire") {
-  Job j{.tag = "r2-n0-n3-rail1", .comm_id = "10.0.0.1:29532", .nranks = 2, .ranks = {1},
-        .devices = {"mlx5_0"}, .round = 1, .pair = {0, 3}, .rail = 0};
+  Job j{.tag = "r2-n0-n3-rail1",
+        .comm_id = "10.0.0.1:29532",
+        .nranks = 2,
+        .ranks = {1},
+        .devices = {"mlx5_0"},
+        .round = 1,
+        .pair = {0, 3},
+        .rail = 0};
   Job back = JobFromJson(ToJson(j));
   CHECK(back.tag == j.tag);
   CHECK(back.pair == j.pair);
   CHECK(back.devices == j.devices);
   TaskResult r{.jobs = {{.tag = "ring", .ok = true, .busbw_gbps = 3.5}},
-               .traffic = {{"mlx5_0", {42, 1.0}}}, .problems = {"x"}};
+               .traffic = {{"mlx5_0", {42, 1.0}}},
+               .problems = {"x"}};
   TaskResult r2 = TaskResultFromJson(ToJson(r));
   CHECK(r2.jobs[0].busbw_gbps == Approx(3.5));
   CHECK(r2.traffic.at("mlx5_0").bytes == 42);

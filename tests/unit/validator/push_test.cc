@@ -21,7 +21,8 @@ using nlohmann::json;
 acceptance::FleetReport Report() {
   acceptance::Inputs in;
   for (int n = 0; n < 2; ++n) {
-    in.nodes[n] = {.rank = n, .name = "gpu-" + std::to_string(n), .hcas = {{"mlx5_0", 400, "28.39"}}};
+    in.nodes[n] = {
+        .rank = n, .name = "gpu-" + std::to_string(n), .hcas = {{"mlx5_0", 400, "28.39"}}};
     in.ring.traffic[n] = {{"mlx5_0", {100, 1.0}}};
   }
   in.ring.ran = in.ring.ok = true;
@@ -31,9 +32,11 @@ acceptance::FleetReport Report() {
   return acceptance::Evaluate(in);
 }
 
-const Sample* Find(const std::vector<Sample>& v, const std::string& name, const std::string& node = "") {
+const Sample* Find(const std::vector<Sample>& v, const std::string& name,
+                   const std::string& node = "") {
   for (const auto& s : v) {
-    if (s.name == name && (node.empty() || (s.labels.count("node") && s.labels.at("node") == node))) return &s;
+    if (s.name == name && (node.empty() || (s.labels.count("node") && s.labels.at("node") == node)))
+      return &s;
   }
   return nullptr;
 }

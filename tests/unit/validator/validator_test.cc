@@ -133,7 +133,8 @@ Options Ib(const std::string& expect) {
   return o;
 }
 
-TEST_CASE("With nothing to validate the report says so, and exits 2 naming where devices come from") {
+TEST_CASE(
+    "With nothing to validate the report says so, and exits 2 naming where devices come from") {
   link::NetlinkLinkOps links;
   Validator v(Options{}, sysfs::SysfsRoot(Fx("sysfs/roce8")), links, Env({}));
   Report r = v.Inventory();
@@ -285,7 +286,8 @@ TEST_CASE("The GID each RoCE device's queue pairs used is read from 2.28's and o
       "x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>\n"
       "x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 1063 mtu 5 GID 3 (0/2010A0AFFFF0000) "
       "ctsFifoRkey=0x11 ctsFifoLkey=0x12\n"
-      "x NCCL INFO NET/IB: Dev 1 Port 1 qpn 1064 mtu 5 GID 1 (80FE/3100D2FFFF3FB8BA) fifoRkey=0x1\n");
+      "x NCCL INFO NET/IB: Dev 1 Port 1 qpn 1064 mtu 5 GID 1 (80FE/3100D2FFFF3FB8BA) "
+      "fifoRkey=0x1\n");
   REQUIRE(log.gids().size() == 2);
   const GidUse& g = log.gids().at("mlx5_0");
   CHECK(g.index == 3);
@@ -309,20 +311,28 @@ Report RoceRun(const std::string& gid_line) {
   before.bytes = {{"mlx5_0", {0, 0}}};
   after.bytes = {{"mlx5_0", {1000000, 1000000}}};
   CollectiveOutcome run;
-  run.ranks = {{.rank = 0, .reported = true, .init_ok = true, .ok = true, .verified = true,
+  run.ranks = {{.rank = 0,
+                .reported = true,
+                .init_ok = true,
+                .ok = true,
+                .verified = true,
                 .seconds_per_iter = 0.01}};
   NcclLog log;
-  log.AddText("x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB net1:10.10.1.2<0>\n"
-              "x NCCL INFO Using network IB\n"
-              "x NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA\n" + gid_line);
+  log.AddText(
+      "x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB net1:10.10.1.2<0>\n"
+      "x NCCL INFO Using network IB\n"
+      "x NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA\n" +
+      gid_line);
   v.Judge(r, before, after, run, log);
   return r;
 }
 
-TEST_CASE("A RoCE run passes on a routable v2 GID and fails on link-local or v1, naming the HCA "
-          "and the fix") {
-  Report v2 = RoceRun("x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 5 GID 3 "
-                      "(0/2010A0AFFFF0000) x\n");
+TEST_CASE(
+    "A RoCE run passes on a routable v2 GID and fails on link-local or v1, naming the HCA "
+    "and the fix") {
+  Report v2 = RoceRun(
+      "x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 5 GID 3 "
+      "(0/2010A0AFFFF0000) x\n");
   INFO(v2.Table());
   CHECK(v2.verdict == "pass");
   CHECK(v2.devices[0].gid_index == 3);
@@ -330,17 +340,19 @@ TEST_CASE("A RoCE run passes on a routable v2 GID and fails on link-local or v1,
   CHECK(v2.devices[0].gid_type == "RoCE v2");
   CHECK(v2.ToJson()["devices"][0]["gid"]["index"] == 3);
   CHECK_THAT(v2.Table(), Catch::Contains("gid: index 3 10.10.1.2 (RoCE v2)"));
-  Report ll = RoceRun("x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 5 GID 1 "
-                      "(80FE/3D2FFFF3FB8BA) x\n");
+  Report ll = RoceRun(
+      "x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 5 GID 1 "
+      "(80FE/3D2FFFF3FB8BA) x\n");
   CHECK(ll.exit_code == 1);
   std::string why = ll.problems.empty() ? "" : ll.problems.back();
   CHECK_THAT(why, Catch::Contains("mlx5_0") && Catch::Contains("link-local") &&
                       Catch::Contains("index 3") && Catch::Contains("ipam"));
-  Report v1 = RoceRun("x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 5 GID 2 "
-                      "(0/2010A0AFFFF0000) x\n");
+  Report v1 = RoceRun(
+      "x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 5 GID 2 "
+      "(0/2010A0AFFFF0000) x\n");
   CHECK(v1.exit_code == 1);
-  CHECK_THAT(v1.problems.back(), Catch::Contains("RoCE v1") &&
-                                     Catch::Contains("NCCL_IB_ROCE_VERSION_NUM=2"));
+  CHECK_THAT(v1.problems.back(),
+             Catch::Contains("RoCE v1") && Catch::Contains("NCCL_IB_ROCE_VERSION_NUM=2"));
 }
 
 TEST_CASE("The NCCL environment forces the network, exact HCA list, no NVLS and no P2P/SHM") {

@@ -92,8 +92,8 @@ std::string HostPath(const Inputs& in, const std::string& path) {
 namespace {
 
 Allocation AllocationFrom(const json& e) {
-  Allocation a{e.value("PodUID", ""), e.value("ContainerName", ""), e.value("ResourceName", ""),
-               {}};
+  Allocation a{
+      e.value("PodUID", ""), e.value("ContainerName", ""), e.value("ResourceName", ""), {}};
   const auto& ids = e.contains("DeviceIDs") ? e["DeviceIDs"] : json::array();
   if (ids.is_array()) {  // before Kubernetes 1.20: a plain list
     for (const auto& id : ids) a.device_ids.push_back(id.get<std::string>());

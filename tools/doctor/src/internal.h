@@ -29,8 +29,8 @@ std::vector<std::string> Ours(const Inputs& in);
 void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v);
 void CheckIbHca(const Inputs& in, const std::vector<std::string>& present,
                 const std::vector<std::string>& ours, View& v);
-void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours,
-                          size_t visible, View& v);
+void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours, size_t visible,
+                          View& v);
 void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames, View& v);
 void CheckMemlock(View& v);
 void CheckNcclVersion(const Inputs& in, View& v);

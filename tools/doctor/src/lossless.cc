@@ -57,7 +57,7 @@ int CheckDcb(const Inputs& in, const netns::NetNs& host, const std::string& nd, 
     return in.roce_priority;
   }
   int prio = st->TrustsDscp() && st->PriorityOfDscp(kRoceDscp) >= 0 ? st->PriorityOfDscp(kRoceDscp)
-                                                                      : in.roce_priority;
+                                                                    : in.roce_priority;
   port["pfcPriorities"] = st->PfcPriorities();
   port["trust"] = st->TrustsDscp() ? "dscp" : "pcp";
   port["rocePriority"] = prio;
@@ -67,11 +67,12 @@ int CheckDcb(const Inputs& in, const netns::NetNs& host, const std::string& nd, 
   } else {
     std::string bits = "0,0,0,0,0,0,0,0";
     bits[2 * static_cast<size_t>(prio)] = '1';
-    c.pfc.Bad(Status::kFail,
-              nd + ": PFC is off on priority " + p + " (RoCE's)" +
-                  (st->PfcPriorities().empty() ? ", and on every other: RoCE traffic is lossy" : ""),
-              "mlnx_qos -i " + nd + " --pfc " + bits + " (or: dcb pfc set dev " + nd +
-                  " prio-pfc " + p + ":on), and PFC on the switch port");
+    c.pfc.Bad(
+        Status::kFail,
+        nd + ": PFC is off on priority " + p + " (RoCE's)" +
+            (st->PfcPriorities().empty() ? ", and on every other: RoCE traffic is lossy" : ""),
+        "mlnx_qos -i " + nd + " --pfc " + bits + " (or: dcb pfc set dev " + nd + " prio-pfc " + p +
+            ":on), and PFC on the switch port");
   }
   if (st->TrustsDscp()) {
     c.trust.Ok(nd + " dscp (" + std::to_string(kRoceDscp) + " -> " + p + ")");
@@ -94,8 +95,8 @@ void CheckEcn(const Inputs& in, const std::string& nd, int prio, json& port, Che
     return;
   }
   bool on = np && *np == "1" && rp && *rp == "1";
-  port["ecn"] = {{"priority", prio}, {"notificationPoint", np ? *np : "?"},
-                 {"reactionPoint", rp ? *rp : "?"}};
+  port["ecn"] = {
+      {"priority", prio}, {"notificationPoint", np ? *np : "?"}, {"reactionPoint", rp ? *rp : "?"}};
   if (on) {
     c.ecn.Ok(nd + " priority " + p);
     return;
@@ -103,8 +104,9 @@ void CheckEcn(const Inputs& in, const std::string& nd, int prio, json& port, Che
   c.ecn.Bad(Status::kFail,
             nd + ": ECN (DCQCN) is off for priority " + p + " (roce_np " + (np ? *np : "?") +
                 ", roce_rp " + (rp ? *rp : "?") + "): congestion is handled by pause alone",
-            "echo 1 > /sys/class/net/" + nd + "/ecn/roce_np/enable/" + p + "; echo 1 > /sys/class/net/" +
-                nd + "/ecn/roce_rp/enable/" + p + " (and ECN marking on the switch)");
+            "echo 1 > /sys/class/net/" + nd + "/ecn/roce_np/enable/" + p +
+                "; echo 1 > /sys/class/net/" + nd + "/ecn/roce_rp/enable/" + p +
+                " (and ECN marking on the switch)");
 }
 
 }  // namespace

@@ -48,12 +48,9 @@ bool Sparse(const sysfs::Port& p) {
 }
 
 json GidRow(const sysfs::Hca& h, const sysfs::Port& p, const sysfs::Gid& g) {
-  return {{"device", h.name},
-          {"port", p.number},
-          {"index", g.index},
-          {"gid", g.gid},
-          {"ipv4", g.Ipv4()},
-          {"version", g.IsRoceV2() ? "v2" : (g.IsRoceV1() ? "v1" : "")},
+  return {{"device", h.name},  {"port", p.number},
+          {"index", g.index},  {"gid", g.gid},
+          {"ipv4", g.Ipv4()},  {"version", g.IsRoceV2() ? "v2" : (g.IsRoceV1() ? "v1" : "")},
           {"netdev", g.netdev}};
 }
 
@@ -117,8 +114,9 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
   if (!sparse.empty()) {
     std::string nccl = NcclLibraryVersion(in.lib_dirs);
     Add(v, "RoCE: sparse GID table", Status::kWarn,
-        Join(sparse) + ": GID table has holes (indices are not fixed); NCCL's automatic GID choice "
-                       "has mis-scanned such tables in some versions (NCCL seen: " +
+        Join(sparse) +
+            ": GID table has holes (indices are not fixed); NCCL's automatic GID choice "
+            "has mis-scanned such tables in some versions (NCCL seen: " +
             (nccl.empty() ? "none found" : nccl) + ")",
         std::string(kFamilyFix) + "; or re-add the address so the table is dense again");
   }
@@ -131,7 +129,8 @@ void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected,
     int seed;
     int nccl_default;
   };
-  for (auto [var, seed, dflt] : {Want{"NCCL_IB_TIMEOUT", 22, 20}, Want{"NCCL_IB_RETRY_CNT", 7, 7}}) {
+  for (auto [var, seed, dflt] :
+       {Want{"NCCL_IB_TIMEOUT", 22, 20}, Want{"NCCL_IB_RETRY_CNT", 7, 7}}) {
     std::string value = Env(in, var);
     int have = value.empty() ? dflt : std::atoi(value.c_str());
     std::string check = std::string("lossless: ") + var;

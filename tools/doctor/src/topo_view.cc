@@ -29,7 +29,8 @@ json MatrixRow(const sysfs::Gpu& g, const std::vector<sysfs::Hca>& hcas,
   for (size_t i = 0; i < hcas.size(); ++i) {
     if (ds[i] == best) nearest->push_back(hcas[i].name);
   }
-  return {{"gpu", g.address}, {"numaNode", g.numa_node}, {"distances", dist}, {"nearest", *nearest}};
+  return {
+      {"gpu", g.address}, {"numaNode", g.numa_node}, {"distances", dist}, {"nearest", *nearest}};
 }
 
 // The pod's HCAs: the device plugin's description, else what NCCL_IB_HCA selects.

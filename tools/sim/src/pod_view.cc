@@ -42,7 +42,8 @@ Result<void> RenameNetdev(const std::string& out, const sysfs::Hca& h, const std
 
 Result<void> WriteGids(const std::string& out, const sysfs::Hca& h, const PodAttachment& a) {
   std::string port = out + "/sys/" + h.device_path + "/infiniband/" + h.name + "/ports/1/";
-  for (int i = 0; i < 2; ++i) KUBERDMA_TRY(WriteFileAtomic(port + "gid_attrs/ndevs/" + std::to_string(i), a.ifname + "\n"));
+  for (int i = 0; i < 2; ++i)
+    KUBERDMA_TRY(WriteFileAtomic(port + "gid_attrs/ndevs/" + std::to_string(i), a.ifname + "\n"));
   if (a.ipv4.empty()) return {};
   for (auto [index, type] : {std::pair{2, "IB/RoCE v1"}, std::pair{3, "RoCE v2"}}) {
     std::string i = std::to_string(index);
@@ -63,7 +64,8 @@ Result<void> WritePodView(const std::string& fixture, const std::string& out,
   if (ec) return FailErrno(ec.value(), "copy " + fixture + " to " + out);
   sysfs::SysfsRoot root(out);
   for (const auto& a : attachments) {
-    KUBERDMA_ASSIGN_OR_RETURN(sysfs::Hca h, sysfs::ReadHca(root, a.hca, sysfs::HcaDetail::kIdentity));
+    KUBERDMA_ASSIGN_OR_RETURN(sysfs::Hca h,
+                              sysfs::ReadHca(root, a.hca, sysfs::HcaDetail::kIdentity));
     KUBERDMA_TRY(WriteGids(out, h, a));
     KUBERDMA_TRY(RenameNetdev(out, h, a.ifname));
   }

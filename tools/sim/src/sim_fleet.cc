@@ -10,8 +10,8 @@ namespace kuberdma::sim {
 
 namespace {
 
-constexpr uint32_t kPodMtu = 9000;      // what the NADs set
-constexpr uint32_t kSwitchMtu = 9216;   // a switch takes jumbo frames
+constexpr uint32_t kPodMtu = 9000;     // what the NADs set
+constexpr uint32_t kSwitchMtu = 9216;  // a switch takes jumbo frames
 
 }  // namespace
 
@@ -20,7 +20,8 @@ Result<std::unique_ptr<SimFleet>> SimFleet::Create(int nodes, int rails) {
     return Fail(ErrorCode::kInvalidArgument, "a simulated fleet has 1-250 nodes and 1-16 rails");
   }
   // "krt-<pid>-" marks it for RemoveStaleNamespaces should this process be killed.
-  std::string prefix = "krt-" + std::to_string(::getpid()) + "-f" + std::to_string(std::rand() % 100000);
+  std::string prefix =
+      "krt-" + std::to_string(::getpid()) + "-f" + std::to_string(std::rand() % 100000);
   std::unique_ptr<SimFleet> fleet(new SimFleet(prefix, rails));
   KUBERDMA_TRY(fleet->Build(nodes));  // on failure the destructor removes what was made
   return fleet;
@@ -87,7 +88,8 @@ std::string SimFleet::SwitchPort(int node, int rail) const {
 
 Result<void> SimFleet::LimitRate(int node, int rail, uint64_t bits_per_second) {
   if (node < 1 || node > nodes() || rail < 1 || rail > rails_) {
-    return Fail(ErrorCode::kInvalidArgument, "no node " + std::to_string(node) + " rail " + std::to_string(rail));
+    return Fail(ErrorCode::kInvalidArgument,
+                "no node " + std::to_string(node) + " rail " + std::to_string(rail));
   }
   KUBERDMA_TRY(net_.SetRateLimit(Node(node), Ifname(rail), bits_per_second));
   return net_.SetRateLimit(*fabric_, SwitchPort(node, rail), bits_per_second);
@@ -95,7 +97,8 @@ Result<void> SimFleet::LimitRate(int node, int rail, uint64_t bits_per_second) {
 
 Result<void> SimFleet::Lose(int node, int rail, double percent) {
   if (node < 1 || node > nodes() || rail < 1 || rail > rails_) {
-    return Fail(ErrorCode::kInvalidArgument, "no node " + std::to_string(node) + " rail " + std::to_string(rail));
+    return Fail(ErrorCode::kInvalidArgument,
+                "no node " + std::to_string(node) + " rail " + std::to_string(rail));
   }
   KUBERDMA_TRY(net_.SetLoss(Node(node), Ifname(rail), percent));
   return net_.SetLoss(*fabric_, SwitchPort(node, rail), percent);

@@ -32,13 +32,15 @@ std::string NameOf(const std::map<int, NodeInfo>& nodes, int rank) {
 
 std::string HcaOf(const std::map<int, NodeInfo>& nodes, int rank, int rail) {
   auto it = nodes.find(rank);
-  if (it == nodes.end() || rail < 0 || static_cast<size_t>(rail) >= it->second.hcas.size()) return "";
+  if (it == nodes.end() || rail < 0 || static_cast<size_t>(rail) >= it->second.hcas.size())
+    return "";
   return it->second.hcas[static_cast<size_t>(rail)].name;
 }
 
 double RateOf(const std::map<int, NodeInfo>& nodes, int rank, int rail) {
   auto it = nodes.find(rank);
-  if (it == nodes.end() || rail < 0 || static_cast<size_t>(rail) >= it->second.hcas.size()) return 0;
+  if (it == nodes.end() || rail < 0 || static_cast<size_t>(rail) >= it->second.hcas.size())
+    return 0;
   return it->second.hcas[static_cast<size_t>(rail)].rate_gbps;
 }
 
@@ -57,8 +59,8 @@ struct RailStat {
 };
 using Stats = std::map<std::pair<int, int>, RailStat>;  // (node, rail)
 
-std::string Why(const std::pair<int, int>& nk, const Stats& stats, const std::map<int, NodeInfo>& nodes,
-                double median) {
+std::string Why(const std::pair<int, int>& nk, const Stats& stats,
+                const std::map<int, NodeInfo>& nodes, double median) {
   std::string out = "rail " + std::to_string(nk.second + 1);
   if (auto h = HcaOf(nodes, nk.first, nk.second); !h.empty()) out += " (" + h + ")";
   out += " measured";
@@ -78,8 +80,10 @@ void AddCulprit(Localisation& loc, const std::pair<int, int>& nk, bool certain, 
       return;
     }
   }
-  loc.culprits.push_back({.node = nk.first, .rail = nk.second,
-                          .hca = HcaOf(nodes, nk.first, nk.second), .certain = certain,
+  loc.culprits.push_back({.node = nk.first,
+                          .rail = nk.second,
+                          .hca = HcaOf(nodes, nk.first, nk.second),
+                          .certain = certain,
                           .why = Why(nk, stats, nodes, loc.fleet_median_gbps)});
 }
 
@@ -99,8 +103,11 @@ void MergeWholeNodes(Localisation& loc, const std::map<int, NodeInfo>& nodes) {
                        loc.culprits.end());
     char median[32];
     std::snprintf(median, sizeof median, "%.2f", loc.fleet_median_gbps);
-    loc.culprits.push_back({.node = rank, .rail = -1, .certain = certain,
-                            .why = "every rail of it was slow (fleet median " + std::string(median) +
+    loc.culprits.push_back({.node = rank,
+                            .rail = -1,
+                            .certain = certain,
+                            .why = "every rail of it was slow (fleet median " +
+                                   std::string(median) +
                                    " GB/s) against partners that were fast elsewhere"});
   }
 }
@@ -182,8 +189,7 @@ bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes
       if (it == tr->second.end() || it->second.share < fair) return true;
     }
   }
-  return baseline_ring_gbps &&
-         ring.busbw_gbps < (1 - t.baseline_tolerance) * *baseline_ring_gbps;
+  return baseline_ring_gbps && ring.busbw_gbps < (1 - t.baseline_tolerance) * *baseline_ring_gbps;
 }
 
 std::optional<Baseline> ParseBaseline(const json& report) {

@@ -81,7 +81,8 @@ void RingProblems(FleetReport& rep) {
   if (in.baseline && in.baseline->ring_gbps && in.ring.ok &&
       in.ring.busbw_gbps < (1 - t.baseline_tolerance) * *in.baseline->ring_gbps) {
     rep.problems.push_back("regression: ring busbw " + Gb(in.ring.busbw_gbps) + " against " +
-                           Gb(*in.baseline->ring_gbps) + " in the baseline of " + in.baseline->date);
+                           Gb(*in.baseline->ring_gbps) + " in the baseline of " +
+                           in.baseline->date);
   }
 }
 
@@ -112,8 +113,9 @@ void RelativeProblems(std::map<int, NodeVerdict>& verdicts, const Thresholds& t)
   auto hca_median = Median(hca_bw);
   for (auto& [rank, v] : verdicts) {
     if (node_median && v.busbw_gbps && *v.busbw_gbps < t.min_fleet_fraction * *node_median) {
-      v.problems.push_back("busbw " + Gb(*v.busbw_gbps) + " is " + Pct(*v.busbw_gbps / *node_median) +
-                           " of the fleet's median " + Gb(*node_median));
+      v.problems.push_back("busbw " + Gb(*v.busbw_gbps) + " is " +
+                           Pct(*v.busbw_gbps / *node_median) + " of the fleet's median " +
+                           Gb(*node_median));
     }
     for (const auto& [h, bw] : v.hca_busbw) {
       if (hca_median && bw && *bw < t.min_fleet_fraction * *hca_median) {
@@ -158,7 +160,8 @@ NodeVerdict JudgeNode(const FleetReport& rep, const NodeInfo& info) {
   ShareProblems(rep.in, info, v);
   for (const auto& c : rep.localisation.culprits) {
     if (c.node != info.rank) continue;
-    std::string what = c.rail < 0 ? "every rail" : c.hca + " (rail " + std::to_string(c.rail + 1) + ")";
+    std::string what =
+        c.rail < 0 ? "every rail" : c.hca + " (rail " + std::to_string(c.rail + 1) + ")";
     v.problems.push_back((c.certain ? "culprit: " : "suspect: ") + what + ": " + c.why);
   }
   return v;
@@ -195,10 +198,11 @@ json RoundsJson(const Inputs& in) {
       json rails = json::array();
       for (const auto& m : in.measurements) {
         if (m.round != static_cast<int>(r) || !(m.pair == p)) continue;
-        rails.push_back({{"rail", m.rail + 1}, {"busbwGBps", m.busbw_gbps}, {"ok", m.ok},
-                         {"error", m.error}});
+        rails.push_back(
+            {{"rail", m.rail + 1}, {"busbwGBps", m.busbw_gbps}, {"ok", m.ok}, {"error", m.error}});
       }
-      pairs.push_back({{"a", in.nodes.at(p.a).name}, {"b", in.nodes.at(p.b).name}, {"rails", rails}});
+      pairs.push_back(
+          {{"a", in.nodes.at(p.a).name}, {"b", in.nodes.at(p.b).name}, {"rails", rails}});
     }
     rounds.push_back({{"round", r + 1}, {"pairs", pairs}});
   }
@@ -211,17 +215,25 @@ json NodeJson(const FleetReport& rep, const NodeInfo& info) {
   auto tr = rep.in.ring.traffic.find(info.rank);
   for (size_t k = 0; k < info.hcas.size(); ++k) {
     const HcaSpec& h = info.hcas[k];
-    json j = {{"name", h.name}, {"rail", k + 1}, {"rateGbps", h.rate_gbps}, {"firmware", h.firmware},
-              {"busbwGBps", OptionalNumber(v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name) : std::nullopt)}};
+    json j = {{"name", h.name},
+              {"rail", k + 1},
+              {"rateGbps", h.rate_gbps},
+              {"firmware", h.firmware},
+              {"busbwGBps", OptionalNumber(v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name)
+                                                                        : std::nullopt)}};
     if (tr != rep.in.ring.traffic.end() && tr->second.contains(h.name)) {
       j["bytes"] = tr->second.at(h.name).bytes;
       j["share"] = tr->second.at(h.name).share;
     }
     hcas.push_back(j);
   }
-  return {{"name", info.name}, {"rank", info.rank}, {"address", info.address},
-          {"verdict", v.verdict}, {"busbwGBps", OptionalNumber(v.busbw_gbps)},
-          {"hcas", hcas}, {"problems", v.problems}};
+  return {{"name", info.name},
+          {"rank", info.rank},
+          {"address", info.address},
+          {"verdict", v.verdict},
+          {"busbwGBps", OptionalNumber(v.busbw_gbps)},
+          {"hcas", hcas},
+          {"problems", v.problems}};
 }
 
 }  // namespace
@@ -233,20 +245,37 @@ json FleetReport::ToJson() const {
   json culprits = json::array();
   for (const auto& c : localisation.culprits) {
     culprits.push_back({{"node", in.nodes.contains(c.node) ? in.nodes.at(c.node).name : ""},
-                        {"rank", c.node}, {"rail", c.rail < 0 ? json(nullptr) : json(c.rail + 1)},
-                        {"hca", c.hca}, {"certain", c.certain}, {"why", c.why}});
+                        {"rank", c.node},
+                        {"rail", c.rail < 0 ? json(nullptr) : json(c.rail + 1)},
+                        {"hca", c.hca},
+                        {"certain", c.certain},
+                        {"why", c.why}});
   }
-  return {{"version", 1}, {"kind", "kuberdma-acceptance"}, {"date", in.date}, {"verdict", verdict},
-          {"transport", in.transport}, {"ncclVersion", in.nccl_version},
-          {"thresholds", {{"minBusbwGBps", t.min_busbw_gbps}, {"minLinkFraction", t.min_link_fraction},
-                          {"minFleetFraction", t.min_fleet_fraction}, {"minShare", t.min_share},
-                          {"baselineTolerance", t.baseline_tolerance}}},
-          {"ring", {{"ran", in.ring.ran}, {"ok", in.ring.ok}, {"ranks", in.ring.ranks},
-                    {"busbwGBps", in.ring.busbw_gbps}, {"algbwGBps", in.ring.algbw_gbps}}},
-          {"rounds", RoundsJson(in)}, {"fleetMedianGBps", localisation.fleet_median_gbps},
-          {"culprits", culprits}, {"ambiguous", localisation.ambiguous},
+  return {{"version", 1},
+          {"kind", "kuberdma-acceptance"},
+          {"date", in.date},
+          {"verdict", verdict},
+          {"transport", in.transport},
+          {"ncclVersion", in.nccl_version},
+          {"thresholds",
+           {{"minBusbwGBps", t.min_busbw_gbps},
+            {"minLinkFraction", t.min_link_fraction},
+            {"minFleetFraction", t.min_fleet_fraction},
+            {"minShare", t.min_share},
+            {"baselineTolerance", t.baseline_tolerance}}},
+          {"ring",
+           {{"ran", in.ring.ran},
+            {"ok", in.ring.ok},
+            {"ranks", in.ring.ranks},
+            {"busbwGBps", in.ring.busbw_gbps},
+            {"algbwGBps", in.ring.algbw_gbps}}},
+          {"rounds", RoundsJson(in)},
+          {"fleetMedianGBps", localisation.fleet_median_gbps},
+          {"culprits", culprits},
+          {"ambiguous", localisation.ambiguous},
           {"baseline", in.baseline ? json{{"date", in.baseline->date}} : json(nullptr)},
-          {"nodes", nodes_json}, {"problems", problems}};
+          {"nodes", nodes_json},
+          {"problems", problems}};
 }
 
 std::string FleetReport::Summary() const {
@@ -256,8 +285,9 @@ std::string FleetReport::Summary() const {
                   " node(s), ring busbw " + ring + " GB/s";
   for (const auto& c : localisation.culprits) {
     std::string name = in.nodes.contains(c.node) ? in.nodes.at(c.node).name : "?";
-    s += std::string(c.certain ? "; culprit " : "; suspect ") + name +
-         (c.rail < 0 ? " (every rail)" : " " + c.hca + " (rail " + std::to_string(c.rail + 1) + ")");
+    s +=
+        std::string(c.certain ? "; culprit " : "; suspect ") + name +
+        (c.rail < 0 ? " (every rail)" : " " + c.hca + " (rail " + std::to_string(c.rail + 1) + ")");
   }
   if (!problems.empty() && localisation.culprits.empty()) {
     s += ": " + problems.front() +
@@ -269,7 +299,8 @@ std::string FleetReport::Summary() const {
 std::string FleetReport::Table() const {
   char line[256];
   std::string o = "rdma-validate acceptance: " + std::to_string(in.nodes.size()) + " node(s), " +
-                  in.transport + ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version) + "\n";
+                  in.transport + ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version) +
+                  "\n";
   std::snprintf(line, sizeof line, "  ring: %d ranks, busbw %.2f GB/s%s\n", in.ring.ranks,
                 in.ring.busbw_gbps, in.ring.ok ? " (verified)" : " (FAILED)");
   o += line;
@@ -279,7 +310,8 @@ std::string FleetReport::Table() const {
       o += "  " + in.nodes.at(p.a).name + "+" + in.nodes.at(p.b).name + " [";
       for (const auto& m : in.measurements) {
         if (m.round != static_cast<int>(r) || !(m.pair == p)) continue;
-        std::snprintf(line, sizeof line, "%s%.2f", m.rail == 0 ? "" : " ", m.ok ? m.busbw_gbps : 0.0);
+        std::snprintf(line, sizeof line, "%s%.2f", m.rail == 0 ? "" : " ",
+                      m.ok ? m.busbw_gbps : 0.0);
         o += line;
       }
       o += "]";

@@ -36,7 +36,8 @@ class NcclAgent final : public acceptance::NodeAgent {
       : v_(v), inv_(std::move(inventory)), node_(std::move(node)), log_dir_(std::move(log_dir)) {}
 
   NodeInfo Describe() override {
-    NodeInfo n{.name = node_, .ok = inv_.exit_code == 0 && inv_.problems.empty(),
+    NodeInfo n{.name = node_,
+               .ok = inv_.exit_code == 0 && inv_.problems.empty(),
                .problems = inv_.problems};
     for (const auto& d : inv_.devices) {
       acceptance::HcaSpec h{.name = d.name};
@@ -61,7 +62,8 @@ class NcclAgent final : public acceptance::NodeAgent {
     auto outcomes = RunAllReduces(params);
     Snapshot after = v_.ReadCounters(inv_);
     TaskResult r;
-    for (size_t i = 0; i < task.jobs.size(); ++i) r.jobs.push_back(Fold(task.jobs[i], params[i], outcomes[i]));
+    for (size_t i = 0; i < task.jobs.size(); ++i)
+      r.jobs.push_back(Fold(task.jobs[i], params[i], outcomes[i]));
     Traffic(before, after, r);
     for (size_t i = 0; i < task.jobs.size(); ++i) {
       if (task.jobs[i].tag == "ring") CheckChoice(outcomes[i], r);
@@ -72,9 +74,14 @@ class NcclAgent final : public acceptance::NodeAgent {
  private:
   CollectiveParams Params(const acceptance::Job& job) const {
     const Options& o = v_.options();
-    CollectiveParams p{.nranks = job.nranks, .bytes = o.bytes, .warmup = o.warmup, .iters = o.iters,
-                       .timeout_s = o.timeout_s, .env = v_.NcclEnv(inv_, &job.devices),
-                       .log_dir = log_dir_, .tag = job.tag};
+    CollectiveParams p{.nranks = job.nranks,
+                       .bytes = o.bytes,
+                       .warmup = o.warmup,
+                       .iters = o.iters,
+                       .timeout_s = o.timeout_s,
+                       .env = v_.NcclEnv(inv_, &job.devices),
+                       .log_dir = log_dir_,
+                       .tag = job.tag};
     p.env["NCCL_COMM_ID"] = job.comm_id;
     p.env["NCCL_HOSTID"] = node_;
     int count = std::max(1, GpuCount());
@@ -89,7 +96,8 @@ class NcclAgent final : public acceptance::NodeAgent {
 
   static JobResult Fold(const acceptance::Job& job, const CollectiveParams& p,
                         const CollectiveOutcome& out) {
-    JobResult r{.tag = job.tag, .ok = !out.ranks.empty() && !out.timed_out, .timed_out = out.timed_out};
+    JobResult r{
+        .tag = job.tag, .ok = !out.ranks.empty() && !out.timed_out, .timed_out = out.timed_out};
     double seconds = 0;
     for (const auto& rk : out.ranks) {
       if (!rk.ok) {
@@ -142,7 +150,8 @@ bool SplitHostPort(const std::string& s, std::string* host, int* port) {
   auto colon = s.find_last_of(':');
   if (colon == std::string::npos || colon == 0) return false;
   *host = s.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']')
+    *host = host->substr(1, host->size() - 2);
   *port = std::atoi(s.c_str() + colon + 1);
   return *port > 0 && *port < 65536;
 }
@@ -159,37 +168,46 @@ Result<std::optional<acceptance::Baseline>> LoadBaseline(const std::string& path
   if (!text && text.error().code() == ErrorCode::kNotFound) {
     // The Job mounts an optional ConfigMap there: before the first report is saved as the
     // baseline, there is none, and that is not an error.
-    std::fprintf(stderr, "rdma-validate: no baseline at %s yet: comparing with nothing (save this "
-                 "run's report there to make it one)\n", path.c_str());
+    std::fprintf(stderr,
+                 "rdma-validate: no baseline at %s yet: comparing with nothing (save this "
+                 "run's report there to make it one)\n",
+                 path.c_str());
     return std::optional<acceptance::Baseline>{};
   }
   if (!text) return Fail(text.error());
   auto b = acceptance::ParseBaseline(json::parse(*text, nullptr, false));
   if (!b) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "--baseline " + path + " is not a fleet report written by rdma-validate --mode acceptance");
+    return Fail(
+        ErrorCode::kInvalidArgument,
+        "--baseline " + path + " is not a fleet report written by rdma-validate --mode acceptance");
   }
   return b;
 }
 
-Result<acceptance::Config> MakeConfig(const Validator& v, const std::function<const char*(const char*)>& getenv) {
+Result<acceptance::Config> MakeConfig(const Validator& v,
+                                      const std::function<const char*(const char*)>& getenv) {
   const Options& o = v.options();
   KUBERDMA_ASSIGN_OR_RETURN(RankInfo ri, DetectRank(getenv, HostName(), o.rank, o.world_size));
   const char* env_comm = getenv("NCCL_COMM_ID");
   std::string comm = !o.comm_id.empty() ? o.comm_id : (env_comm != nullptr ? env_comm : "");
-  acceptance::Config cfg{.world = ri.world_size, .rank = ri.rank,
+  acceptance::Config cfg{.world = ri.world_size,
+                         .rank = ri.rank,
                          .local_ranks = o.gpus > 0 ? o.gpus : std::max(1, GpuCount()),
-                         .timeout_s = o.timeout_s, .join_timeout_s = o.join_timeout_s,
+                         .timeout_s = o.timeout_s,
+                         .join_timeout_s = o.join_timeout_s,
                          .pairs = Policy(o.pairs),
                          .transport = o.transport == Transport::kIb ? "ib" : "socket",
                          .nccl_version = NcclVersion()};
   if (!SplitHostPort(comm, &cfg.comm_host, &cfg.nccl_port)) {
     return Fail(ErrorCode::kInvalidArgument,
-                "acceptance mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id), got '" + comm + "'");
+                "acceptance mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id), got '" +
+                    comm + "'");
   }
   cfg.coord_port = o.coord_port > 0 ? o.coord_port : cfg.nccl_port + 1;
-  cfg.thresholds = {.min_busbw_gbps = o.min_busbw_gbps, .min_link_fraction = o.min_busbw_fraction,
-                    .min_fleet_fraction = o.min_fleet_fraction, .min_share = o.min_share,
+  cfg.thresholds = {.min_busbw_gbps = o.min_busbw_gbps,
+                    .min_link_fraction = o.min_busbw_fraction,
+                    .min_fleet_fraction = o.min_fleet_fraction,
+                    .min_share = o.min_share,
                     .baseline_tolerance = o.baseline_tolerance};
   KUBERDMA_ASSIGN_OR_RETURN(cfg.baseline, LoadBaseline(o.baseline_file));
   return cfg;
@@ -208,13 +226,16 @@ std::string LogDir(const Options& o) {
 }
 
 AcceptanceOutcome Error(const std::string& why, int exit_code) {
-  return {.exit_code = exit_code, .text = "rdma-validate acceptance: " + why + "\n",
-          .summary = "rdma-acceptance: error: " + why, .document = {{"verdict", "error"}, {"problems", {why}}}};
+  return {.exit_code = exit_code,
+          .text = "rdma-validate acceptance: " + why + "\n",
+          .summary = "rdma-acceptance: error: " + why,
+          .document = {{"verdict", "error"}, {"problems", {why}}}};
 }
 
 }  // namespace
 
-AcceptanceOutcome RunAcceptance(Validator& v, const std::function<const char*(const char*)>& getenv) {
+AcceptanceOutcome RunAcceptance(Validator& v,
+                                const std::function<const char*(const char*)>& getenv) {
   auto cfg = MakeConfig(v, getenv);
   if (!cfg) return Error(cfg.error().message(), 2);
   Report inv = v.Inventory();
@@ -224,16 +245,24 @@ AcceptanceOutcome RunAcceptance(Validator& v, const std::function<const char*(co
   if (cfg->rank == 0) {
     auto rep = acceptance::Coordinate(*cfg, agent);
     if (!rep) return Error(rep.error().message(), 2);
-    return {.exit_code = rep->ExitCode(), .text = rep->Table(), .summary = rep->Summary(),
-            .document = rep->ToJson(), .fleet = *rep};
+    return {.exit_code = rep->ExitCode(),
+            .text = rep->Table(),
+            .summary = rep->Summary(),
+            .document = rep->ToJson(),
+            .fleet = *rep};
   }
   auto mine = acceptance::Participate(*cfg, cfg->rank, agent);
-  if (!mine) return Error(mine.error().message(), mine.error().code() == ErrorCode::kTimeout ? 3 : 2);
-  std::string text = "rdma-validate acceptance (" + agent.Describe().name + "): " + mine->verdict + "\n";
+  if (!mine)
+    return Error(mine.error().message(), mine.error().code() == ErrorCode::kTimeout ? 3 : 2);
+  std::string text =
+      "rdma-validate acceptance (" + agent.Describe().name + "): " + mine->verdict + "\n";
   for (const auto& p : mine->problems) text += "  problem: " + p + "\n";
   text += "  fleet: " + mine->fleet_summary + "\n";
-  return {.exit_code = mine->verdict == "pass" ? 0 : 1, .text = text, .summary = mine->fleet_summary,
-          .document = {{"verdict", mine->verdict}, {"problems", mine->problems},
+  return {.exit_code = mine->verdict == "pass" ? 0 : 1,
+          .text = text,
+          .summary = mine->fleet_summary,
+          .document = {{"verdict", mine->verdict},
+                       {"problems", mine->problems},
                        {"fleet", mine->fleet_summary}}};
 }
 

@@ -79,7 +79,8 @@ Result<UniqueFd> Listen(int port) {
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(static_cast<uint16_t>(port));
   a.sin6_addr = in6addr_any;
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd.get(), 64) != 0) {
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(fd.get(), 64) != 0) {
     return FailErrno(errno, "listen on the acceptance coordinator port " + std::to_string(port));
   }
   return fd;
@@ -131,7 +132,8 @@ Result<T> FromWire(const json& j, F parse) {
   try {
     return parse(j);
   } catch (const json::exception& e) {
-    return Fail(ErrorCode::kInvalidArgument, std::string("malformed acceptance message: ") + e.what());
+    return Fail(ErrorCode::kInvalidArgument,
+                std::string("malformed acceptance message: ") + e.what());
   }
 }
 
@@ -146,32 +148,43 @@ std::string IsoNow() {
 
 // How long rank 0 waits for the other pods to arrive (image pulls, scheduling), and for a task.
 std::chrono::seconds JoinWait(const Config& c) {
-  return std::chrono::seconds(c.join_timeout_s > 0 ? c.join_timeout_s : std::max(120, 5 * c.timeout_s));
+  return std::chrono::seconds(c.join_timeout_s > 0 ? c.join_timeout_s
+                                                   : std::max(120, 5 * c.timeout_s));
 }
-std::chrono::seconds TaskWait(const Config& c) { return std::chrono::seconds(3 * c.timeout_s + 30); }
+std::chrono::seconds TaskWait(const Config& c) {
+  return std::chrono::seconds(3 * c.timeout_s + 30);
+}
 
 }  // namespace
 
 // ---- Wire forms ----
 
 json ToJson(const Job& j) {
-  return {{"tag", j.tag}, {"commId", j.comm_id}, {"nranks", j.nranks}, {"ranks", j.ranks},
-          {"devices", j.devices}, {"round", j.round}, {"a", j.pair.a}, {"b", j.pair.b},
-          {"rail", j.rail}};
+  return {{"tag", j.tag},     {"commId", j.comm_id},  {"nranks", j.nranks},
+          {"ranks", j.ranks}, {"devices", j.devices}, {"round", j.round},
+          {"a", j.pair.a},    {"b", j.pair.b},        {"rail", j.rail}};
 }
 
 Job JobFromJson(const json& j) {
-  return {.tag = j.value("tag", ""), .comm_id = j.value("commId", ""), .nranks = j.value("nranks", 0),
+  return {.tag = j.value("tag", ""),
+          .comm_id = j.value("commId", ""),
+          .nranks = j.value("nranks", 0),
           .ranks = j.value("ranks", std::vector<int>{}),
-          .devices = j.value("devices", std::vector<std::string>{}), .round = j.value("round", -1),
-          .pair = {j.value("a", 0), j.value("b", 0)}, .rail = j.value("rail", -1)};
+          .devices = j.value("devices", std::vector<std::string>{}),
+          .round = j.value("round", -1),
+          .pair = {j.value("a", 0), j.value("b", 0)},
+          .rail = j.value("rail", -1)};
 }
 
 json ToJson(const TaskResult& r) {
   json jobs = json::array();
   for (const auto& j : r.jobs) {
-    jobs.push_back({{"tag", j.tag}, {"ok", j.ok}, {"timedOut", j.timed_out},
-                    {"busbw", j.busbw_gbps}, {"algbw", j.algbw_gbps}, {"error", j.error}});
+    jobs.push_back({{"tag", j.tag},
+                    {"ok", j.ok},
+                    {"timedOut", j.timed_out},
+                    {"busbw", j.busbw_gbps},
+                    {"algbw", j.algbw_gbps},
+                    {"error", j.error}});
   }
   json traffic = json::object();
   for (const auto& [d, t] : r.traffic) traffic[d] = {{"bytes", t.bytes}, {"share", t.share}};
@@ -181,9 +194,12 @@ json ToJson(const TaskResult& r) {
 TaskResult TaskResultFromJson(const json& j) {
   TaskResult r;
   for (const auto& x : j.value("jobs", json::array())) {
-    r.jobs.push_back({.tag = x.value("tag", ""), .ok = x.value("ok", false),
-                      .timed_out = x.value("timedOut", false), .busbw_gbps = x.value("busbw", 0.0),
-                      .algbw_gbps = x.value("algbw", 0.0), .error = x.value("error", "")});
+    r.jobs.push_back({.tag = x.value("tag", ""),
+                      .ok = x.value("ok", false),
+                      .timed_out = x.value("timedOut", false),
+                      .busbw_gbps = x.value("busbw", 0.0),
+                      .algbw_gbps = x.value("algbw", 0.0),
+                      .error = x.value("error", "")});
   }
   const json traffic = j.value("traffic", json::object());
   for (const auto& [d, t] : traffic.items()) {
@@ -198,13 +214,15 @@ json ToJson(const NodeInfo& n) {
   for (const auto& h : n.hcas) {
     hcas.push_back({{"name", h.name}, {"rateGbps", h.rate_gbps}, {"firmware", h.firmware}});
   }
-  return {{"rank", n.rank}, {"name", n.name}, {"address", n.address}, {"hcas", hcas},
-          {"ok", n.ok}, {"problems", n.problems}};
+  return {{"rank", n.rank}, {"name", n.name}, {"address", n.address},
+          {"hcas", hcas},   {"ok", n.ok},     {"problems", n.problems}};
 }
 
 NodeInfo NodeInfoFromJson(const json& j) {
-  NodeInfo n{.rank = j.value("rank", -1), .name = j.value("name", ""),
-             .address = j.value("address", ""), .ok = j.value("ok", false),
+  NodeInfo n{.rank = j.value("rank", -1),
+             .name = j.value("name", ""),
+             .address = j.value("address", ""),
+             .ok = j.value("ok", false),
              .problems = j.value("problems", std::vector<std::string>{})};
   for (const auto& h : j.value("hcas", json::array())) {
     n.hcas.push_back({h.value("name", ""), h.value("rateGbps", 0.0), h.value("firmware", "")});
@@ -220,7 +238,8 @@ std::map<int, Task> RingTasks(const Config& cfg, const std::map<int, NodeInfo>& 
   int g = std::max(1, cfg.local_ranks);
   for (size_t i = 0; i < participants.size(); ++i) {
     const NodeInfo& n = nodes.at(participants[i]);
-    Job j{.tag = "ring", .comm_id = cfg.comm_host + ":" + std::to_string(cfg.nccl_port),
+    Job j{.tag = "ring",
+          .comm_id = cfg.comm_host + ":" + std::to_string(cfg.nccl_port),
           .nranks = static_cast<int>(participants.size()) * g};
     for (int r = 0; r < g; ++r) j.ranks.push_back(static_cast<int>(i) * g + r);
     for (const auto& h : n.hcas) j.devices.push_back(h.name);
@@ -240,8 +259,12 @@ std::map<int, Task> RoundTasks(const Config& cfg, const std::map<int, NodeInfo>&
     for (size_t k = 0; k < rails; ++k) {
       Job base{.tag = "r" + std::to_string(r + 1) + "-n" + std::to_string(p.a) + "-n" +
                       std::to_string(p.b) + "-rail" + std::to_string(k + 1),
-               .comm_id = a.address + ":" + std::to_string(cfg.nccl_port + 16 * (r + 1) + static_cast<int>(k)),
-               .nranks = 2, .round = r, .pair = p, .rail = static_cast<int>(k)};
+               .comm_id = a.address + ":" +
+                          std::to_string(cfg.nccl_port + 16 * (r + 1) + static_cast<int>(k)),
+               .nranks = 2,
+               .round = r,
+               .pair = p,
+               .rail = static_cast<int>(k)};
       Job ja = base;
       Job jb = base;
       ja.ranks = {0};
@@ -288,7 +311,9 @@ Result<void> Gather(Session& s, int lfd) {
   }
   for (int r = 0; r < s.cfg.world; ++r) {
     if (!s.nodes.contains(r)) {
-      s.nodes[r] = {.rank = r, .name = "rank " + std::to_string(r), .ok = false,
+      s.nodes[r] = {.rank = r,
+                    .name = "rank " + std::to_string(r),
+                    .ok = false,
                     .problems = {"never reached the coordinator at " + s.cfg.comm_host + ":" +
                                  std::to_string(s.cfg.coord_port) + " within " +
                                  std::to_string(JoinWait(s.cfg).count()) + " s"}};
@@ -321,15 +346,18 @@ std::map<int, TaskResult> RunTasks(Session& s, const std::map<int, Task>& tasks)
     }
     TaskResult lost;
     std::string why = msg ? got.error().message() : msg.error().message();
-    for (const auto& j : task.jobs) lost.jobs.push_back({.tag = j.tag, .error = "no result: " + why});
+    for (const auto& j : task.jobs)
+      lost.jobs.push_back({.tag = j.tag, .error = "no result: " + why});
     out[rank] = lost;
   }
   return out;
 }
 
 RingResult FoldRing(Session& s, const std::map<int, TaskResult>& results) {
-  RingResult ring{.ran = true, .ok = !s.participants.empty(),
-                  .ranks = static_cast<int>(s.participants.size()) * std::max(1, s.cfg.local_ranks)};
+  RingResult ring{
+      .ran = true,
+      .ok = !s.participants.empty(),
+      .ranks = static_cast<int>(s.participants.size()) * std::max(1, s.cfg.local_ranks)};
   double busbw = -1;
   for (const auto& [rank, r] : results) {
     ring.traffic[rank] = r.traffic;
@@ -358,8 +386,8 @@ void FoldRound(const std::map<int, TaskResult>& results, const std::map<int, Tas
     for (size_t i = 0; i < task.jobs.size(); ++i) {
       const Job& job = task.jobs[i];
       const JobResult* res = i < results.at(rank).jobs.size() ? &results.at(rank).jobs[i] : nullptr;
-      auto [it, fresh] = by_tag.try_emplace(job.tag, RailMeasurement{.round = r, .pair = job.pair,
-                                                                       .rail = job.rail, .ok = true});
+      auto [it, fresh] = by_tag.try_emplace(
+          job.tag, RailMeasurement{.round = r, .pair = job.pair, .rail = job.rail, .ok = true});
       RailMeasurement& m = it->second;
       bool ok = res != nullptr && res->ok;
       double bw = ok ? res->busbw_gbps : 0;
@@ -374,19 +402,23 @@ void FoldRound(const std::map<int, TaskResult>& results, const std::map<int, Tas
 bool Settled(const Localisation& loc) {
   if (loc.slow.empty()) return true;
   if (loc.ambiguous) return false;
-  return std::all_of(loc.culprits.begin(), loc.culprits.end(), [](const Culprit& c) { return c.certain; });
+  return std::all_of(loc.culprits.begin(), loc.culprits.end(),
+                     [](const Culprit& c) { return c.certain; });
 }
 
 void Tell(Session& s, const FleetReport& rep) {
   for (auto& [rank, conn] : s.conns) {
     const NodeVerdict& v = rep.nodes.at(rank);
-    (void)conn.Send({{"type", "done"}, {"verdict", v.verdict}, {"problems", v.problems},
+    (void)conn.Send({{"type", "done"},
+                     {"verdict", v.verdict},
+                     {"problems", v.problems},
                      {"summary", rep.Summary()}});
   }
 }
 
 void RunRounds(Session& s, Inputs& in, bool need_pairs) {
-  if (s.cfg.pairs == PairPolicy::kNever || (s.cfg.pairs == PairPolicy::kAuto && !need_pairs)) return;
+  if (s.cfg.pairs == PairPolicy::kNever || (s.cfg.pairs == PairPolicy::kAuto && !need_pairs))
+    return;
   for (int r = 0; r < std::min(s.cfg.max_rounds, kMaxRounds); ++r) {
     Round round = PairRound(s.participants, r);
     if (round.empty()) break;
@@ -409,13 +441,17 @@ Result<FleetReport> Coordinate(const Config& cfg, NodeAgent& local) {
   std::thread own([&] { mine = Participate(self, 0, local); });
   Session s{.cfg = cfg};
   (void)Gather(s, lfd.get());
-  Inputs in{.thresholds = cfg.thresholds, .baseline = cfg.baseline,
-            .nccl_version = cfg.nccl_version, .date = IsoNow(), .transport = cfg.transport};
+  Inputs in{.thresholds = cfg.thresholds,
+            .baseline = cfg.baseline,
+            .nccl_version = cfg.nccl_version,
+            .date = IsoNow(),
+            .transport = cfg.transport};
   bool ring_possible = !s.participants.empty() && s.participants.front() == 0;
   if (ring_possible) {
     in.ring = FoldRing(s, RunTasks(s, RingTasks(cfg, s.nodes, s.participants)));
   } else {
-    in.ring.problems.emplace_back("rank 0's node did not pass its inventory: it roots every bootstrap");
+    in.ring.problems.emplace_back(
+        "rank 0's node did not pass its inventory: it roots every bootstrap");
   }
   std::optional<double> base_ring = cfg.baseline ? cfg.baseline->ring_gbps : std::nullopt;
   if (ring_possible) RunRounds(s, in, RingNeedsPairs(in.ring, s.nodes, cfg.thresholds, base_ring));
@@ -427,7 +463,8 @@ Result<FleetReport> Coordinate(const Config& cfg, NodeAgent& local) {
 }
 
 Result<NodeOutcome> Participate(const Config& cfg, int rank, NodeAgent& agent) {
-  KUBERDMA_ASSIGN_OR_RETURN(Conn c, Connect(cfg.comm_host, cfg.coord_port, Clock::now() + JoinWait(cfg)));
+  KUBERDMA_ASSIGN_OR_RETURN(Conn c,
+                            Connect(cfg.comm_host, cfg.coord_port, Clock::now() + JoinWait(cfg)));
   NodeInfo me = agent.Describe();
   me.rank = rank;
   KUBERDMA_TRY(c.Send({{"type", "hello"}, {"node", ToJson(me)}}));

@@ -54,7 +54,8 @@ void NcclLog::Add(std::string_view line) {
       at != std::string_view::npos && line.find("Channel ") != std::string_view::npos) {
     ChannelLine(line.substr(at + 5));
   }
-  if (line.find("NET/IB: ") != std::string_view::npos && line.find(" GID ") != std::string_view::npos) {
+  if (line.find("NET/IB: ") != std::string_view::npos &&
+      line.find(" GID ") != std::string_view::npos) {
     QpLine(line);
   }
   if (line.find("NCCL WARN") != std::string_view::npos) {
@@ -127,10 +128,10 @@ void NcclLog::QpLine(std::string_view line) {
     return;
   }
   GidUse g{.index = static_cast<int>(index)};
-  g.subnet_prefix = std::strtoull(std::string(line.substr(open + 1, slash - open - 1)).c_str(),
-                                  nullptr, 16);
-  g.interface_id = std::strtoull(std::string(line.substr(slash + 1, close - slash - 1)).c_str(),
-                                 nullptr, 16);
+  g.subnet_prefix =
+      std::strtoull(std::string(line.substr(open + 1, slash - open - 1)).c_str(), nullptr, 16);
+  g.interface_id =
+      std::strtoull(std::string(line.substr(slash + 1, close - slash - 1)).c_str(), nullptr, 16);
   for (const auto& d : Split(devices_[static_cast<size_t>(dev)], '+')) gids_[d] = g;
 }
 

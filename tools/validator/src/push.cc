@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The push over prometheus-cpp: samples into a registry, serialised or pushed to a Pushgateway.
+#include "kuberdma/validator/push.h"
+
 #include <prometheus/gateway.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
@@ -7,8 +9,6 @@
 
 #include <exception>
 #include <memory>
-
-#include "kuberdma/validator/push.h"
 
 namespace kuberdma::validator {
 
@@ -46,8 +46,9 @@ Result<void> PushSamples(const std::vector<Sample>& samples, const std::string& 
     gw.RegisterCollectable(reg);
     int status = gw.Push();
     if (status < 200 || status >= 300) {
-      return Fail(ErrorCode::kIo, "push to " + url + " answered " +
-                                      (status <= 0 ? "nothing (unreachable?)" : "HTTP " + std::to_string(status)));
+      return Fail(ErrorCode::kIo,
+                  "push to " + url + " answered " +
+                      (status <= 0 ? "nothing (unreachable?)" : "HTTP " + std::to_string(status)));
     }
   } catch (const std::exception& e) {
     return Fail(ErrorCode::kIo, "push to " + url + ": " + e.what());

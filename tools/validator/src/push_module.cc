@@ -19,7 +19,8 @@ extern "C" int kuberdma_push_samples(const char* samples_json, const char* url, 
     if (!doc.is_array()) return fail("push: the samples are not a JSON array");
     std::vector<Sample> samples;
     for (const auto& s : doc) {
-      samples.push_back({s.value("name", ""), s.value("labels", std::map<std::string, std::string>{}),
+      samples.push_back({s.value("name", ""),
+                         s.value("labels", std::map<std::string, std::string>{}),
                          s.value("value", 0.0), s.value("help", "")});
     }
     auto pushed = kuberdma::validator::PushSamples(samples, url);

@@ -20,24 +20,33 @@ double Number(const json& j, const char* key) {
 
 void NodeSamples(const json& n, std::vector<Sample>& out) {
   std::string node = n.value("name", "");
-  out.push_back({"kuberdma_acceptance_node_pass", {{"node", node}}, n.value("verdict", "") == "pass" ? 1.0 : 0.0,
+  out.push_back({"kuberdma_acceptance_node_pass",
+                 {{"node", node}},
+                 n.value("verdict", "") == "pass" ? 1.0 : 0.0,
                  "1 if the node passed acceptance."});
   if (double bw = Number(n, "busbwGBps"); bw >= 0) {
-    out.push_back({"kuberdma_acceptance_node_busbw_gbps", {{"node", node}}, bw, "The node's pair busbw (GB/s)."});
+    out.push_back({"kuberdma_acceptance_node_busbw_gbps",
+                   {{"node", node}},
+                   bw,
+                   "The node's pair busbw (GB/s)."});
   }
   double regressions = 0;
   for (const auto& p : n.value("problems", json::array())) {
     regressions += p.is_string() && p.get<std::string>().rfind("regression", 0) == 0 ? 1 : 0;
   }
-  out.push_back({"kuberdma_acceptance_regressions", {{"node", node}}, regressions,
+  out.push_back({"kuberdma_acceptance_regressions",
+                 {{"node", node}},
+                 regressions,
                  "Regressions against the baseline."});
   for (const auto& h : n.value("hcas", json::array())) {
     std::map<std::string, std::string> labels = {{"node", node}, {"hca", h.value("name", "")}};
     if (double bw = Number(h, "busbwGBps"); bw >= 0) {
-      out.push_back({"kuberdma_acceptance_hca_busbw_gbps", labels, bw, "An HCA's pair busbw (GB/s)."});
+      out.push_back(
+          {"kuberdma_acceptance_hca_busbw_gbps", labels, bw, "An HCA's pair busbw (GB/s)."});
     }
     if (double share = Number(h, "share"); share >= 0) {
-      out.push_back({"kuberdma_acceptance_hca_share", labels, share, "An HCA's share of its node's ring bytes."});
+      out.push_back({"kuberdma_acceptance_hca_share", labels, share,
+                     "An HCA's share of its node's ring bytes."});
     }
   }
 }
@@ -55,19 +64,25 @@ std::string ExeDir() {
 }  // namespace
 
 const std::vector<std::string>& AcceptanceMetricNames() {
-  static const std::vector<std::string> kNames = {
-      "kuberdma_acceptance_pass",        "kuberdma_acceptance_ring_busbw_gbps",
-      "kuberdma_acceptance_timestamp_seconds", "kuberdma_acceptance_node_pass",
-      "kuberdma_acceptance_node_busbw_gbps", "kuberdma_acceptance_hca_busbw_gbps",
-      "kuberdma_acceptance_hca_share",   "kuberdma_acceptance_regressions"};
+  static const std::vector<std::string> kNames = {"kuberdma_acceptance_pass",
+                                                  "kuberdma_acceptance_ring_busbw_gbps",
+                                                  "kuberdma_acceptance_timestamp_seconds",
+                                                  "kuberdma_acceptance_node_pass",
+                                                  "kuberdma_acceptance_node_busbw_gbps",
+                                                  "kuberdma_acceptance_hca_busbw_gbps",
+                                                  "kuberdma_acceptance_hca_share",
+                                                  "kuberdma_acceptance_regressions"};
   return kNames;
 }
 
 std::vector<Sample> AcceptanceSamples(const json& report, double now) {
   std::vector<Sample> out = {
-      {"kuberdma_acceptance_pass", {}, report.value("verdict", "") == "pass" ? 1.0 : 0.0,
+      {"kuberdma_acceptance_pass",
+       {},
+       report.value("verdict", "") == "pass" ? 1.0 : 0.0,
        "1 if the whole fleet passed acceptance."},
-      {"kuberdma_acceptance_ring_busbw_gbps", {},
+      {"kuberdma_acceptance_ring_busbw_gbps",
+       {},
        report.contains("ring") ? std::max(0.0, Number(report["ring"], "busbwGBps")) : 0.0,
        "The fleet ring AllReduce's busbw (GB/s)."},
       {"kuberdma_acceptance_timestamp_seconds", {}, now, "When the acceptance ran (Unix time)."}};
@@ -79,22 +94,26 @@ Result<void> Push(const std::vector<Sample>& samples, const std::string& url) {
   std::string where;
   std::string last;
   void* lib = nullptr;
-  for (const std::string& p : {ExeDir() + "/" + kPushModule, ExeDir() + "/../lib/kube-rdma/" + kPushModule,
-                               std::string(kPushModule)}) {
+  for (const std::string& p :
+       {ExeDir() + "/" + kPushModule, ExeDir() + "/../lib/kube-rdma/" + kPushModule,
+        std::string(kPushModule)}) {
     lib = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib != nullptr) break;
     where += (where.empty() ? "" : ", ") + p;
     if (const char* e = ::dlerror()) last = e;
   }
   if (lib == nullptr) {
-    return Fail(ErrorCode::kUnsupported, "push to " + url + " skipped: cannot load the push module (tried " +
-                                             where + "; last: " + last +
-                                             "; it needs prometheus-cpp's push library and libcurl)");
+    return Fail(ErrorCode::kUnsupported,
+                "push to " + url + " skipped: cannot load the push module (tried " + where +
+                    "; last: " + last + "; it needs prometheus-cpp's push library and libcurl)");
   }
   auto fn = reinterpret_cast<PushFn>(::dlsym(lib, "kuberdma_push_samples"));
-  if (fn == nullptr) return Fail(ErrorCode::kUnsupported, std::string(kPushModule) + " has no kuberdma_push_samples");
+  if (fn == nullptr)
+    return Fail(ErrorCode::kUnsupported,
+                std::string(kPushModule) + " has no kuberdma_push_samples");
   json doc = json::array();
-  for (const auto& s : samples) doc.push_back({{"name", s.name}, {"labels", s.labels}, {"value", s.value}, {"help", s.help}});
+  for (const auto& s : samples)
+    doc.push_back({{"name", s.name}, {"labels", s.labels}, {"value", s.value}, {"help", s.help}});
   char err[512] = "";
   if (fn(doc.dump().c_str(), url.c_str(), err, sizeof err) != 0) return Fail(ErrorCode::kIo, err);
   return {};

@@ -52,8 +52,11 @@ Report Validator::Skip(Report r, const std::string& why, int exit_code) const {
 }
 
 Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) {
-  CollectiveParams p{.bytes = opts_.bytes, .warmup = opts_.warmup, .iters = opts_.iters,
-                     .timeout_s = opts_.timeout_s, .env = NcclEnv(r)};
+  CollectiveParams p{.bytes = opts_.bytes,
+                     .warmup = opts_.warmup,
+                     .iters = opts_.iters,
+                     .timeout_s = opts_.timeout_s,
+                     .env = NcclEnv(r)};
   int local = opts_.gpus > 0 ? opts_.gpus : std::max(1, GpuCount());
   std::vector<int> ranks;
   if (opts_.mode == Mode::kSingle) {
@@ -67,7 +70,8 @@ Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) 
     p.env["NCCL_COMM_ID"] = "127.0.0.1:" + std::to_string(FreePort());
   } else {
     const char* env_comm = getenv_("NCCL_COMM_ID");
-    std::string comm = !opts_.comm_id.empty() ? opts_.comm_id : (env_comm != nullptr ? env_comm : "");
+    std::string comm =
+        !opts_.comm_id.empty() ? opts_.comm_id : (env_comm != nullptr ? env_comm : "");
     if (!ri) return Fail(ri.error());
     if (comm.empty()) {
       return Fail(ErrorCode::kInvalidArgument,
@@ -136,7 +140,8 @@ Report Validator::Run() {
     // NCCL would hang on a missing or down device until the timeout: say so at once instead.
     std::string list;
     for (const auto& u : unusable) list += (list.empty() ? "" : ",") + u;
-    return Skip(r, "NCCL run skipped: expected device(s) " + list + " are not usable (see above)", 1);
+    return Skip(r, "NCCL run skipped: expected device(s) " + list + " are not usable (see above)",
+                1);
   }
   auto p = Plan(r, ri);
   if (!p) return Skip(r, p.error().message(), 2);

@@ -3,11 +3,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <poll.h>
-#include <csignal>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -87,7 +87,8 @@ std::string Prepare(const CollectiveParams& p, int rank, int gpu, Buffers* b) {
   }
   if (cudaMalloc(&b->send, b->count * sizeof(float)) != cudaSuccess ||
       cudaMalloc(&b->recv, b->count * sizeof(float)) != cudaSuccess) {
-    return "cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " + std::to_string(gpu);
+    return "cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " +
+           std::to_string(gpu);
   }
   cudaMemcpy(b->send, b->host.data(), b->count * sizeof(float), cudaMemcpyHostToDevice);
   cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
@@ -135,7 +136,8 @@ std::string Iterate(const CollectiveParams& p, ncclComm_t comm, Buffers& b, doub
       *timed_out = Clock::now() > deadline;
       return err;
     }
-    if (phase == 1) *seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
+    if (phase == 1)
+      *seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
   }
   return "";
 }
@@ -159,13 +161,15 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
   // 1 + 2 + ... + n: every rank r contributed (r+1) times the element's factor.
   const float tri = static_cast<float>(p.nranks) * static_cast<float>(p.nranks + 1) / 2.0F;
   size_t bad = 0;
-  for (size_t i = 0; i < b.count; ++i) bad += b.host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
+  for (size_t i = 0; i < b.count; ++i)
+    bad += b.host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
   ncclCommDestroy(comm);
   out["verified"] = bad == 0;
   out["ok"] = bad == 0;
   out["secondsPerIter"] = seconds;
   if (bad != 0) {
-    out["error"] = std::to_string(bad) + " of " + std::to_string(b.count) + " elements have a wrong sum";
+    out["error"] =
+        std::to_string(bad) + " of " + std::to_string(b.count) + " elements have a wrong sum";
   }
   return out;
 }
@@ -196,7 +200,8 @@ bool StartRank(const CollectiveParams& p, size_t job, size_t i, std::vector<Chil
     setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
     // A host ID per rank: ranks on one node (or one GPU) then talk through the NICs, not shared
     // memory.
-    std::string host_id = p.env.contains("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
+    std::string host_id =
+        p.env.contains("NCCL_HOSTID") ? p.env.at("NCCL_HOSTID") : std::string("kuberdma");
     host_id += (p.tag.empty() ? "" : "-" + p.tag) + "-r" + std::to_string(p.ranks[i]);
     setenv("NCCL_HOSTID", host_id.c_str(), 1);
     std::string line = RunRank(p, p.ranks[i], p.gpus[i]).dump() + "\n";
@@ -240,7 +245,8 @@ RankOutcome Finish(Child& k, bool* timed_out) {
   ro.rank = k.rank;
   auto j = nlohmann::json::parse(k.text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    ro.error = k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
+    ro.error =
+        k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
     return ro;
   }
   ro.reported = true;

@@ -59,7 +59,8 @@ namespace {
 
 // Whether every port of `hca` the pod was given (all when the env names none) is ACTIVE.
 bool PortsActive(const sysfs::Hca& hca, const Expected& e, DeviceResult& d, Report& r) {
-  std::vector<uint32_t> ports = e.ports.contains(hca.name) ? e.ports.at(hca.name) : std::vector<uint32_t>{};
+  std::vector<uint32_t> ports =
+      e.ports.contains(hca.name) ? e.ports.at(hca.name) : std::vector<uint32_t>{};
   if (ports.empty()) {
     for (const auto& p : hca.ports) ports.push_back(p.number);
   }
@@ -70,7 +71,8 @@ bool PortsActive(const sysfs::Hca& hca, const Expected& e, DeviceResult& d, Repo
     d.state += (d.state.empty() ? "" : ",") + std::to_string(pn) + ":" + st;
     if (p == nullptr || p->state != sysfs::kPortActive) {
       up = false;
-      r.problems.push_back(hca.name + ": port " + std::to_string(pn) + " is " + st + ", not ACTIVE");
+      r.problems.push_back(hca.name + ": port " + std::to_string(pn) + " is " + st +
+                           ", not ACTIVE");
     }
   }
   return up;
@@ -218,7 +220,8 @@ uint64_t BytesMoved(const Snapshot& before, const Snapshot& after, const std::st
   auto a = after.bytes.find(dev);
   if (b == before.bytes.end() || a == after.bytes.end()) return 0;
   uint64_t mult = after.word_counters.contains(dev) ? kIbDataWordBytes : 1;
-  return (Delta(b->second.first, a->second.first).value + Delta(b->second.second, a->second.second).value) *
+  return (Delta(b->second.first, a->second.first).value +
+          Delta(b->second.second, a->second.second).value) *
          mult;
 }
 
@@ -239,7 +242,8 @@ std::map<std::string, std::string> Validator::NcclEnv(const Report& inv,
       names.push_back(d.name);
     }
   }
-  std::string list = only != nullptr || opts_.nccl_devices.empty() ? Join(names) : opts_.nccl_devices;
+  std::string list =
+      only != nullptr || opts_.nccl_devices.empty() ? Join(names) : opts_.nccl_devices;
   if (opts_.transport == Transport::kIb) {
     env["NCCL_NET"] = "IB";
     env["NCCL_IB_DISABLE"] = "0";
@@ -314,8 +318,8 @@ void Validator::JudgeTraffic(Report& r, const Snapshot& before, const Snapshot& 
                            ": its 32-bit data counters are saturated; traffic cannot be proven "
                            "(reset them with perfquery -R)");
     }
-    const auto& errs = after.errors.contains(d.name) ? after.errors.at(d.name)
-                                                  : std::map<std::string, uint64_t>{};
+    const auto& errs =
+        after.errors.contains(d.name) ? after.errors.at(d.name) : std::map<std::string, uint64_t>{};
     for (const auto& [k, v] : errs) {
       uint64_t was = before.errors.contains(d.name) && before.errors.at(d.name).contains(k)
                          ? before.errors.at(d.name).at(k)
@@ -383,13 +387,17 @@ void Validator::JudgeGids(Report& r, const NcclLog& log) {
                                    : "";
     if (g.IsLinkLocal()) {
       r.problems.push_back(d.name + ": NCCL used GID " + std::to_string(g.index) + " (" +
-                           d.gid_address + "), a link-local address that cannot cross routed "
-                           "rails" + at + "; give the interface an address (ipam in the NAD) and "
+                           d.gid_address +
+                           "), a link-local address that cannot cross routed "
+                           "rails" +
+                           at +
+                           "; give the interface an address (ipam in the NAD) and "
                            "set NCCL_IB_ADDR_FAMILY=AF_INET, or unset NCCL_IB_GID_INDEX");
     } else if (d.gid_type != "RoCE v2" && !d.gid_type.empty() && v2 != nullptr) {
-      r.problems.push_back(d.name + ": NCCL used GID " + std::to_string(g.index) + ", RoCE v1, "
-                           "while RoCE v2 exists" + at +
-                           "; set NCCL_IB_ROCE_VERSION_NUM=2 (or unset NCCL_IB_GID_INDEX)");
+      r.problems.push_back(d.name + ": NCCL used GID " + std::to_string(g.index) +
+                           ", RoCE v1, "
+                           "while RoCE v2 exists" +
+                           at + "; set NCCL_IB_ROCE_VERSION_NUM=2 (or unset NCCL_IB_GID_INDEX)");
     }
   }
 }

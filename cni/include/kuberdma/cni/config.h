@@ -60,7 +60,7 @@ struct NetConf {
   uint32_t lock_timeout_ms = 10000;
   std::optional<nlohmann::json> prev_result;
   std::optional<std::vector<Attachment>> valid_attachments;  // GC: cni.dev/valid-attachments
-  std::optional<IpamConf> ipam;                               // absent: no addresses (IB, RoCE v1)
+  std::optional<IpamConf> ipam;                              // absent: no addresses (IB, RoCE v1)
   // The config as received: what a delegated IPAM plugin gets on stdin.
   nlohmann::json raw = nlohmann::json::object();
 };

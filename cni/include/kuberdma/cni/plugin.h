@@ -76,7 +76,8 @@ class Plugin {
                      const netns::NetNs& pod);
   Result<link::LinkInfo> Verify(const AttachmentRecord& rec, const NetConf& conf,
                                 const netns::NetNs& pod);
-  Result<void> VerifyAddresses(const AttachmentRecord& rec, const netns::NetNs& pod, int ifindex) const;
+  Result<void> VerifyAddresses(const AttachmentRecord& rec, const netns::NetNs& pod,
+                               int ifindex) const;
 
   // ---- IPAM (ipam_steps.cc) ----
   // IPAM ADD for `rec`, recorded before and after; its addresses, the link state and its routes

@@ -29,8 +29,8 @@ enum Code : int {
   kStateFailure = 103,        // The state record could not be read or written.
   kRollbackIncomplete = 104,  // A failure could not be fully undone; the message says what is left.
   kCheckFailed = 105,         // CHECK found the attachment differs from what ADD set up.
-  kIpamFailed = 106,          // The IPAM plugin could not be run, timed out, or gave no usable answer.
-  kInternalError = 199,       // A bug: an unexpected exception reached the boundary.
+  kIpamFailed = 106,     // The IPAM plugin could not be run, timed out, or gave no usable answer.
+  kInternalError = 199,  // A bug: an unexpected exception reached the boundary.
 };
 
 struct CniError {
@@ -60,27 +60,28 @@ inline CniError ToCniError(CniError e, int /*code*/) { return e; }
 // Propagates a failed Result<T> or CniResult<T> from a function returning CniResult<U>; a library
 // Error becomes a CNI error with `code` (or 11/7, see FromError):
 //   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
-#define KUBERDMA_CNI_TRY(expr, code)                                                     \
-  do {                                                                                   \
-    auto kuberdma_cni_try_ = (expr);                                                     \
-    if (!kuberdma_cni_try_) {                                                            \
-      return ::tl::unexpected(                                                           \
-          ::kuberdma::cni::ToCniError(std::move(kuberdma_cni_try_).error(), (code)));    \
-    }                                                                                    \
+#define KUBERDMA_CNI_TRY(expr, code)                                                  \
+  do {                                                                                \
+    auto kuberdma_cni_try_ = (expr);                                                  \
+    if (!kuberdma_cni_try_) {                                                         \
+      return ::tl::unexpected(                                                        \
+          ::kuberdma::cni::ToCniError(std::move(kuberdma_cni_try_).error(), (code))); \
+    }                                                                                 \
   } while (false)
 
 // `lhs` is a declaration and `tmp` a name: neither can be parenthesised.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define KUBERDMA_CNI_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, code)                       \
-  auto tmp = (expr);                                                                    \
+#define KUBERDMA_CNI_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, code)                                 \
+  auto tmp = (expr);                                                                              \
   if (!tmp) return ::tl::unexpected(::kuberdma::cni::ToCniError(std::move(tmp).error(), (code))); \
   lhs = std::move(*tmp)
 // NOLINTEND(bugprone-macro-parentheses)
 
 // `KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, namespaces.Host(), kIoFailure);` declares `host` or
 // returns the failure as a CNI error.
-#define KUBERDMA_CNI_ASSIGN_OR_RETURN(lhs, expr, code) \
-  KUBERDMA_CNI_ASSIGN_OR_RETURN_IMPL_(KUBERDMA_CONCAT_(kuberdma_cni_aor_, __LINE__), lhs, expr, code)
+#define KUBERDMA_CNI_ASSIGN_OR_RETURN(lhs, expr, code)                                          \
+  KUBERDMA_CNI_ASSIGN_OR_RETURN_IMPL_(KUBERDMA_CONCAT_(kuberdma_cni_aor_, __LINE__), lhs, expr, \
+                                      code)
 
 namespace kuberdma::cni {
 

@@ -41,9 +41,9 @@ Result<IpPrefix> ParsePrefix(std::string_view text);
 Result<IpPrefix> ParseAddress(std::string_view text);
 
 struct Route {
-  IpPrefix dst;          // 0.0.0.0/0 or ::/0 for a default route
-  std::string gateway;   // empty: a direct (link-scope) route
-  int ifindex = 0;       // the interface it leaves by
+  IpPrefix dst;         // 0.0.0.0/0 or ::/0 for a default route
+  std::string gateway;  // empty: a direct (link-scope) route
+  int ifindex = 0;      // the interface it leaves by
   bool operator==(const Route&) const = default;
 };
 

@@ -34,7 +34,6 @@ class NetlinkLinkOps final : public LinkOps {
   Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to,
                       const LinkChange& change) override;
 
-
  private:
   Result<nl_sock*> Socket(const NetNs& ns);
   Result<LinkInfo> Get(const NetNs& ns, int ifindex, const std::string& name);

@@ -56,9 +56,9 @@ struct Port {
   std::string rate;        // "400 Gb/sec (4X NDR)"
   double rate_gbps = 0;    // 400
   LinkLayer link_layer = LinkLayer::kUnknown;
-  std::string netdev;             // RoCE: gid_attrs/ndevs/0, when the netdev is in this namespace
-  std::string umad;               // "umad3" when the port has a MAD device
-  std::string issm;               // "issm3"
+  std::string netdev;           // RoCE: gid_attrs/ndevs/0, when the netdev is in this namespace
+  std::string umad;             // "umad3" when the port has a MAD device
+  std::string issm;             // "issm3"
   std::vector<uint16_t> pkeys;  // kPkeys and kTables; non-zero entries in table order
   std::vector<Gid> gids;        // kTables only; populated (non-zero) entries in index order
 };
@@ -118,8 +118,7 @@ std::optional<bool> BootNetnsModeShared(const SysfsRoot& root);
 
 // The populated entries of `hca` port `port`'s GID table, in index order (entries whose type or
 // netdev the kernel cannot name, as on InfiniBand, keep those fields empty).
-Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& hca,
-                                      uint32_t port);
+Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& hca, uint32_t port);
 
 // Parses "0xffff" / "65535" into a pkey; kInvalidArgument otherwise.
 Result<uint16_t> ParsePkey(std::string_view text);

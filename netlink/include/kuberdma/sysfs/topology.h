@@ -37,7 +37,6 @@ std::string_view PciDistanceName(PciDistance d);
 
 // The distance between devices at `a_path` and `b_path` (device paths relative to sys/, as
 // Hca::device_path and Gpu::device_path) on NUMA nodes `a_numa` and `b_numa` (-1: unknown).
-PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b_path,
-                     int b_numa);
+PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b_path, int b_numa);
 
 }  // namespace kuberdma::sysfs

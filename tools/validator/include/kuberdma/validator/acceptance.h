@@ -43,8 +43,8 @@ struct HcaSpec {
 // What a node reported before any collective: its inventory, rail by rail.
 struct NodeInfo {
   int rank = 0;
-  std::string name;     // the Kubernetes node (NODE_NAME), else the pod's host name
-  std::string address;  // where its pair bootstraps listen
+  std::string name;           // the Kubernetes node (NODE_NAME), else the pod's host name
+  std::string address;        // where its pair bootstraps listen
   std::vector<HcaSpec> hcas;  // index = rail
   bool ok = true;             // inventory passed and the node reached the coordinator
   std::vector<std::string> problems;
@@ -88,8 +88,8 @@ struct RailMeasurement {
 
 struct Culprit {
   int node = -1;
-  int rail = -1;      // -1: every rail of the node
-  std::string hca;    // the node's HCA on that rail ("" for every rail)
+  int rail = -1;         // -1: every rail of the node
+  std::string hca;       // the node's HCA on that rail ("" for every rail)
   bool certain = false;  // a partner of it was fast on the same rail elsewhere
   std::string why;
 };
@@ -122,7 +122,7 @@ struct Baseline {
 std::optional<Baseline> ParseBaseline(const nlohmann::json& report);
 
 struct NodeVerdict {
-  std::string verdict = "pass";  // pass, fail
+  std::string verdict = "pass";      // pass, fail
   std::optional<double> busbw_gbps;  // median over its pairs (all rails), else the ring's
   std::map<std::string, std::optional<double>> hca_busbw;  // median over its rail measurements
   std::vector<std::string> problems;

@@ -15,13 +15,14 @@
 namespace kuberdma::validator {
 
 struct AcceptanceOutcome {
-  int exit_code = 2;  // 0 pass, 1 fail (this node's; the fleet's on rank 0), 2 usage/environment
-  std::string text;   // readable, for stdout
+  int exit_code = 2;    // 0 pass, 1 fail (this node's; the fleet's on rank 0), 2 usage/environment
+  std::string text;     // readable, for stdout
   std::string summary;  // one line, for the termination log
   nlohmann::json document;  // rank 0: the fleet report; others: their own outcome
   std::optional<acceptance::FleetReport> fleet;  // rank 0 only
 };
 
-AcceptanceOutcome RunAcceptance(Validator& v, const std::function<const char*(const char*)>& getenv);
+AcceptanceOutcome RunAcceptance(Validator& v,
+                                const std::function<const char*(const char*)>& getenv);
 
 }  // namespace kuberdma::validator

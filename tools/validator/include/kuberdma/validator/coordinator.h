@@ -23,8 +23,8 @@ namespace kuberdma::validator::acceptance {
 
 // One NCCL AllReduce a node runs: its own communicator, its global ranks, the devices it may use.
 struct Job {
-  std::string tag;       // "ring", "r1-n0-n1-rail2"
-  std::string comm_id;   // NCCL_COMM_ID: the bootstrap root, host:port
+  std::string tag;      // "ring", "r1-n0-n1-rail2"
+  std::string comm_id;  // NCCL_COMM_ID: the bootstrap root, host:port
   int nranks = 0;
   std::vector<int> ranks;            // the global ranks this node runs
   std::vector<std::string> devices;  // NCCL's device list for this job, in rail order
@@ -63,14 +63,14 @@ class NodeAgent {
 };
 
 struct Config {
-  int world = 1;             // nodes (pods), one coordinator among them
-  int rank = 0;              // this pod's
-  int local_ranks = 1;       // ring ranks per node (a rank per GPU; GPUs may be shared)
-  std::string comm_host;     // rank 0's address as the others reach it
-  int nccl_port = 29500;     // the ring's NCCL_COMM_ID port; pair rounds use nccl_port + 16*r + rail
-  int coord_port = 29501;    // the coordinator's listening port
-  int timeout_s = 60;        // NCCL phases; a task's wait is derived from it
-  int join_timeout_s = 0;    // how long rank 0 waits for the pods to arrive; 0: max(120, 5 x timeout)
+  int world = 1;           // nodes (pods), one coordinator among them
+  int rank = 0;            // this pod's
+  int local_ranks = 1;     // ring ranks per node (a rank per GPU; GPUs may be shared)
+  std::string comm_host;   // rank 0's address as the others reach it
+  int nccl_port = 29500;   // the ring's NCCL_COMM_ID port; pair rounds use nccl_port + 16*r + rail
+  int coord_port = 29501;  // the coordinator's listening port
+  int timeout_s = 60;      // NCCL phases; a task's wait is derived from it
+  int join_timeout_s = 0;  // how long rank 0 waits for the pods to arrive; 0: max(120, 5 x timeout)
   Thresholds thresholds;
   PairPolicy pairs = PairPolicy::kAlways;  // a baseline for every node, not only for a slow ring
   int max_rounds = kMaxRounds;

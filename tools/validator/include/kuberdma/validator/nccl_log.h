@@ -29,8 +29,8 @@ struct GidUse {
   uint64_t interface_id = 0;
   // The GID's 16 bytes in network order.
   std::array<uint8_t, 16> Bytes() const;
-  bool IsLinkLocal() const;    // fe80::/64
-  std::string Ipv4() const;    // of an IPv4-mapped GID, else ""
+  bool IsLinkLocal() const;     // fe80::/64
+  std::string Ipv4() const;     // of an IPv4-mapped GID, else ""
   std::string Address() const;  // canonical IPv6 text
 };
 
