@@ -9,7 +9,9 @@
 # scenarios and busbw against a bare NCCL loop), demo (node-in-a-box with NCCL), fleet (4 nodes x
 # 2 rails, node 3's rail 2 at 1 Gbit/s, must be named), fleet-healthy (the same, nothing
 # degraded: must pass), and on request fleet-loss (node 2's rail 1 dropping 5%: netem) and
-# fleet-8x4 (8 nodes x 4 rails, node 6's rail 3 slow).
+# fleet-8x4 (8 nodes x 4 rails, node 6's rail 3 at 0.2 Gbit/s: on one GPU the 32 ranks of a
+# round share it and 16 cores, and every healthy rail runs near 1 Gbit/s, so the default 1 Gbit/s
+# limit would be no degradation at all).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUNDLE=$(realpath "${1:-build/gpu-bundle}")
@@ -46,7 +48,8 @@ for s in $STEPS; do
     fleet-healthy) step fleet-healthy "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade none ;;
     fleet-loss) step fleet-loss "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 2:1 \
                      --degrade-kind loss --degrade-loss 5 ;;
-    fleet-8x4) step fleet-8x4 "$B/kuberdma-demo" "${DEMO[@]}" --fleet 8 --rails 4 --degrade 6:3 ;;
+    fleet-8x4) step fleet-8x4 "$B/kuberdma-demo" "${DEMO[@]}" --fleet 8 --rails 4 --degrade 6:3 \
+                    --degrade-gbps 0.2 ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done

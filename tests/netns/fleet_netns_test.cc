@@ -74,6 +74,12 @@ TEST_CASE("A simulated fleet cables rail i of every node to switch i, and remove
       CHECK(ConnectFrom(f.Node(3), SimFleet::Address(1, r), 29600));
     }
     CHECK(f.LimitRate(3, 2, 1'000'000'000));
+    // netem is a module many kernels (this one, the GPU machines') lack: then it says which.
+    auto loss = f.Lose(2, 1, 5);
+    if (!loss) {
+      CHECK(loss.error().code() == ErrorCode::kUnsupported);
+      CHECK_THAT(loss.error().message(), Catch::Contains("sch_netem") && Catch::Contains("net1"));
+    }
     auto bad = f.LimitRate(4, 1, 1'000'000'000);
     REQUIRE_FALSE(bad);
     CHECK(bad.error().code() == ErrorCode::kInvalidArgument);

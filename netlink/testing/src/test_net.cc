@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 
@@ -21,6 +22,12 @@ using link::LinkInfo;
 using nl::NlError;
 
 namespace {
+
+std::string FormatPercent(double percent) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g%%", percent);
+  return buf;
+}
 
 struct MsgDeleter {
   void operator()(nl_msg* m) const { nlmsg_free(m); }
@@ -146,7 +153,11 @@ Result<void> TestNet::ReplaceRootQdisc(const NetNs& ns, const std::string& name,
   if (err < 0) {
     Error e = NlError(err, what + " on " + name);
     // ENOENT from RTM_NEWQDISC: the qdisc kind's module is not in this kernel.
-    if (-err == NLE_OBJ_NOTFOUND) return Fail(ErrorCode::kUnsupported, e.message());
+    if (-err == NLE_OBJ_NOTFOUND) {
+      return Fail(ErrorCode::kUnsupported,
+                  what + " on " + name + ": this kernel does not know the qdisc (its module, " +
+                      "sch_tbf or sch_netem, is not loaded or not built)");
+    }
     return Fail(e);
   }
   return {};
@@ -162,7 +173,7 @@ Result<void> TestNet::SetRateLimit(const NetNs& ns, const std::string& name,
 Result<void> TestNet::SetLoss(const NetNs& ns, const std::string& name, double percent) {
   KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, links_.GetByName(ns, name));
   return ReplaceRootQdisc(ns, name, EncodeNetemLoss(l.ifindex, percent),
-                          "set netem loss " + std::to_string(percent) + "%");
+                          "set netem loss " + FormatPercent(percent));
 }
 
 }  // namespace kuberdma::testing
