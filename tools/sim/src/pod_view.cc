@@ -27,21 +27,22 @@ std::string MappedGid(const std::string& ipv4) {
 }
 
 // Moves <device>/net/<old> to <device>/net/<new> and points class/net/<new> at it.
-Result<void> RenameNetdev(const std::string& out, const sysfs::Hca& h, const std::string& to) {
+Result<void> RenameNetdev(const sysfs::SysfsRoot& root, const sysfs::Hca& h,
+                          const std::string& to) {
   if (h.netdevs.empty()) return {};
   std::error_code ec;
-  fs::path dev = fs::path(out) / "sys" / h.device_path / "net";
+  fs::path dev = root.Sys(h.device_path + "/net");
   fs::rename(dev / h.netdevs.front(), dev / to, ec);
   if (ec) return FailErrno(ec.value(), "rename " + (dev / h.netdevs.front()).string());
-  fs::path cls = fs::path(out) / "sys/class/net";
+  fs::path cls = root.Sys("class/net");
   fs::remove(cls / h.netdevs.front(), ec);
   fs::create_symlink(fs::relative(dev / to, cls), cls / to, ec);
   if (ec) return FailErrno(ec.value(), "link " + (cls / to).string());
   return {};
 }
 
-Result<void> WriteGids(const std::string& out, const sysfs::Hca& h, const PodAttachment& a) {
-  std::string port = out + "/sys/" + h.device_path + "/infiniband/" + h.name + "/ports/1/";
+Result<void> WriteGids(const sysfs::SysfsRoot& root, const sysfs::Hca& h, const PodAttachment& a) {
+  std::string port = root.Sys(h.device_path + "/infiniband/" + h.name + "/ports/1/");
   for (int i = 0; i < 2; ++i)
     KUBERDMA_TRY(WriteFileAtomic(port + "gid_attrs/ndevs/" + std::to_string(i), a.ifname + "\n"));
   if (a.ipv4.empty()) return {};
@@ -66,8 +67,8 @@ Result<void> WritePodView(const std::string& fixture, const std::string& out,
   for (const auto& a : attachments) {
     KUBERDMA_ASSIGN_OR_RETURN(sysfs::Hca h,
                               sysfs::ReadHca(root, a.hca, sysfs::HcaDetail::kIdentity));
-    KUBERDMA_TRY(WriteGids(out, h, a));
-    KUBERDMA_TRY(RenameNetdev(out, h, a.ifname));
+    KUBERDMA_TRY(WriteGids(root, h, a));
+    KUBERDMA_TRY(RenameNetdev(root, h, a.ifname));
   }
   return {};
 }
