@@ -16,10 +16,7 @@ namespace kuberdma::dcb {
 
 namespace {
 
-struct MsgDeleter {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
-using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
+using nl::MsgPtr;
 
 int CollectReply(nl_msg* msg, void* arg) {
   auto* out = static_cast<std::vector<uint8_t>*>(arg);

@@ -21,10 +21,7 @@ namespace kuberdma::link {
 
 namespace {
 
-struct MsgDeleter {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
-using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
+using nl::MsgPtr;
 
 struct Binary {
   int af = AF_INET;
@@ -126,12 +123,9 @@ std::vector<uint8_t> EncodeRoute(const Route& route) {
 Result<void> NetlinkAddrOps::Send(const NetNs& ns, const std::vector<uint8_t>& msg,
                                   const std::string& what) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, socks_.Get(ns, NETLINK_ROUTE, true));
-  std::vector<uint8_t> copy = msg;
-  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
-  if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
-  int err = nl_send_auto(sock, m.get());
-  if (err >= 0) err = nl_wait_for_ack(sock);
-  if (err < 0) return Fail(nl::NlError(err, what + " in netns " + ns.path()));
+  if (int err = nl::SendAndAck(sock, msg); err < 0) {
+    return Fail(nl::NlError(err, what + " in netns " + ns.path()));
+  }
   return {};
 }
 

@@ -58,10 +58,7 @@ LinkInfo FromRtnl(rtnl_link* l) {
   return info;
 }
 
-struct MsgDeleter {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
-using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
+using nl::MsgPtr;
 
 }  // namespace
 
@@ -128,12 +125,7 @@ Result<std::vector<LinkInfo>> NetlinkLinkOps::List(const NetNs& ns) {
 Result<void> NetlinkLinkOps::Send(const NetNs& ns, const std::vector<uint8_t>& msg,
                                   const std::string& what) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
-  std::vector<uint8_t> copy = msg;
-  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
-  if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
-  int err = nl_send_auto(sock, m.get());
-  if (err >= 0) err = nl_wait_for_ack(sock);
-  if (err < 0) return Fail(NlError(err, what));
+  if (int err = nl::SendAndAck(sock, msg); err < 0) return Fail(NlError(err, what));
   return {};
 }
 

@@ -82,4 +82,15 @@ Result<nl_sock*> NlSocketCache::Get(const netns::NetNs& ns, int protocol, bool a
   return raw;
 }
 
+void MsgFree::operator()(nl_msg* m) const { nlmsg_free(m); }
+
+int SendAndAck(nl_sock* sock, const std::vector<uint8_t>& msg) {
+  std::vector<uint8_t> copy = msg;  // nlmsg_convert copies, but takes a mutable header
+  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
+  if (!m) return -NLE_NOMEM;
+  int err = nl_send_auto(sock, m.get());
+  if (err >= 0) err = nl_wait_for_ack(sock);
+  return err < 0 ? err : 0;
+}
+
 }  // namespace kuberdma::nl

@@ -34,9 +34,7 @@ int CollectReply(nl_msg* msg, void* arg) {
   return NL_OK;
 }
 
-struct MsgDeleter {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
+using nl::MsgPtr;
 
 }  // namespace
 
@@ -60,7 +58,7 @@ Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(const NetNs& n
                                                                   const std::string& what) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
   std::vector<uint8_t> copy = msg;
-  std::unique_ptr<nl_msg, MsgDeleter> m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
+  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
   if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
   const bool wants_ack = (nlmsg_hdr(m.get())->nlmsg_flags & NLM_F_ACK) != 0;
   int err = nl_send_auto(sock, m.get());

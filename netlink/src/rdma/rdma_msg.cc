@@ -17,10 +17,7 @@ namespace kuberdma::rdma {
 
 namespace {
 
-struct MsgDeleter {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
-using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
+using nl::MsgPtr;
 
 constexpr int Type(int cmd) { return RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd); }
 

@@ -29,10 +29,7 @@ std::string FormatPercent(double percent) {
   return buf;
 }
 
-struct MsgDeleter {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
-};
-using MsgPtr = std::unique_ptr<nl_msg, MsgDeleter>;
+using nl::MsgPtr;
 
 MsgPtr NewRootQdisc(int ifindex, const char* kind) {
   MsgPtr m(
@@ -145,12 +142,7 @@ Result<void> TestNet::SetMaster(const NetNs& ns, const std::string& name,
 Result<void> TestNet::ReplaceRootQdisc(const NetNs& ns, const std::string& name,
                                        const std::vector<uint8_t>& msg, const std::string& what) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, socks_.Get(ns, NETLINK_ROUTE, true));
-  std::vector<uint8_t> copy = msg;
-  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
-  if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
-  int err = nl_send_auto(sock, m.get());
-  if (err >= 0) err = nl_wait_for_ack(sock);
-  if (err < 0) {
+  if (int err = nl::SendAndAck(sock, msg); err < 0) {
     Error e = NlError(err, what + " on " + name);
     // ENOENT from RTM_NEWQDISC: the qdisc kind's module is not in this kernel.
     if (-err == NLE_OBJ_NOTFOUND) {

@@ -5,24 +5,13 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "format.h"
+
 namespace kuberdma::validator::acceptance {
 
 using nlohmann::json;
 
 namespace {
-
-std::optional<double> Median(std::vector<double> v) {
-  if (v.empty()) return std::nullopt;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string Gb(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f", v);
-  return b;
-}
 
 std::string NameOf(const std::map<int, NodeInfo>& nodes, int rank) {
   auto it = nodes.find(rank);
@@ -113,6 +102,13 @@ void MergeWholeNodes(Localisation& loc, const std::map<int, NodeInfo>& nodes) {
 }
 
 }  // namespace
+
+std::optional<double> Median(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 Round PairRound(const std::vector<int>& nodes, int r) {
   std::vector<int> list = nodes;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "format.h"
 #include "kuberdma/validator/acceptance.h"
 
 namespace kuberdma::validator::acceptance {
@@ -11,25 +12,6 @@ namespace kuberdma::validator::acceptance {
 using nlohmann::json;
 
 namespace {
-
-std::optional<double> Median(std::vector<double> v) {
-  if (v.empty()) return std::nullopt;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string Gb(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f GB/s", v);
-  return b;
-}
-
-std::string Pct(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.0f%%", 100 * v);
-  return b;
-}
 
 // Whether the other end of `m` (seen from `rank`) is a certain culprit on m's rail: then the
 // measurement says nothing about `rank`.
@@ -75,13 +57,13 @@ void RingProblems(FleetReport& rep) {
   for (const auto& p : in.ring.problems) rep.problems.push_back("ring: " + p);
   const Thresholds& t = in.thresholds;
   if (in.ring.ok && t.min_busbw_gbps > 0 && in.ring.busbw_gbps < t.min_busbw_gbps) {
-    rep.problems.push_back("ring busbw " + Gb(in.ring.busbw_gbps) + " is below the threshold " +
-                           Gb(t.min_busbw_gbps));
+    rep.problems.push_back("ring busbw " + GbUnit(in.ring.busbw_gbps) + " is below the threshold " +
+                           GbUnit(t.min_busbw_gbps));
   }
   if (in.baseline && in.baseline->ring_gbps && in.ring.ok &&
       in.ring.busbw_gbps < (1 - t.baseline_tolerance) * *in.baseline->ring_gbps) {
-    rep.problems.push_back("regression: ring busbw " + Gb(in.ring.busbw_gbps) + " against " +
-                           Gb(*in.baseline->ring_gbps) + " in the baseline of " +
+    rep.problems.push_back("regression: ring busbw " + GbUnit(in.ring.busbw_gbps) + " against " +
+                           GbUnit(*in.baseline->ring_gbps) + " in the baseline of " +
                            in.baseline->date);
   }
 }
@@ -113,14 +95,14 @@ void RelativeProblems(std::map<int, NodeVerdict>& verdicts, const Thresholds& t)
   auto hca_median = Median(hca_bw);
   for (auto& [rank, v] : verdicts) {
     if (node_median && v.busbw_gbps && *v.busbw_gbps < t.min_fleet_fraction * *node_median) {
-      v.problems.push_back("busbw " + Gb(*v.busbw_gbps) + " is " +
+      v.problems.push_back("busbw " + GbUnit(*v.busbw_gbps) + " is " +
                            Pct(*v.busbw_gbps / *node_median) + " of the fleet's median " +
-                           Gb(*node_median));
+                           GbUnit(*node_median));
     }
     for (const auto& [h, bw] : v.hca_busbw) {
       if (hca_median && bw && *bw < t.min_fleet_fraction * *hca_median) {
-        v.problems.push_back(h + ": busbw " + Gb(*bw) + " is " + Pct(*bw / *hca_median) +
-                             " of the fleet's median HCA " + Gb(*hca_median));
+        v.problems.push_back(h + ": busbw " + GbUnit(*bw) + " is " + Pct(*bw / *hca_median) +
+                             " of the fleet's median HCA " + GbUnit(*hca_median));
       }
     }
   }
@@ -131,16 +113,16 @@ void BaselineProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
   double keep = 1 - in.thresholds.baseline_tolerance;
   auto was = in.baseline->nodes.find(info.name);
   if (v.busbw_gbps && was != in.baseline->nodes.end() && *v.busbw_gbps < keep * was->second) {
-    v.problems.push_back("regression: busbw " + Gb(*v.busbw_gbps) + " against " + Gb(was->second) +
-                         " in the baseline of " + in.baseline->date);
+    v.problems.push_back("regression: busbw " + GbUnit(*v.busbw_gbps) + " against " +
+                         GbUnit(was->second) + " in the baseline of " + in.baseline->date);
   }
   auto hcas = in.baseline->hcas.find(info.name);
   if (hcas == in.baseline->hcas.end()) return;
   for (const auto& [h, bw] : v.hca_busbw) {
     auto b = hcas->second.find(h);
     if (bw && b != hcas->second.end() && *bw < keep * b->second) {
-      v.problems.push_back("regression: " + h + " busbw " + Gb(*bw) + " against " + Gb(b->second) +
-                           " in the baseline");
+      v.problems.push_back("regression: " + h + " busbw " + GbUnit(*bw) + " against " +
+                           GbUnit(b->second) + " in the baseline");
     }
   }
 }
@@ -321,11 +303,11 @@ std::string FleetReport::Table() const {
   for (const auto& [rank, info] : in.nodes) {
     const NodeVerdict& v = nodes.at(rank);
     std::snprintf(line, sizeof line, "  %-20s %-5s busbw %s", info.name.c_str(), v.verdict.c_str(),
-                  v.busbw_gbps ? Gb(*v.busbw_gbps).c_str() : "-");
+                  v.busbw_gbps ? GbUnit(*v.busbw_gbps).c_str() : "-");
     o += line;
     for (const auto& h : info.hcas) {
       auto bw = v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name) : std::nullopt;
-      o += "  " + h.name + " " + (bw ? Gb(*bw) : "-");
+      o += "  " + h.name + " " + (bw ? GbUnit(*bw) : "-");
     }
     o += "\n";
   }

@@ -11,20 +11,6 @@ namespace kuberdma::validator {
 
 namespace {
 
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',' || c == ' ') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
-
 std::optional<int> Int(const char* v) {
   if (v == nullptr || *v == '\0') return std::nullopt;
   char* end = nullptr;
@@ -198,13 +184,12 @@ Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& 
     v = s != nullptr ? s : "";
     e.source = "NCCL_SOCKET_IFNAME";
   }
-  if (!v.empty() && (v[0] == '=' || v[0] == '^')) {
-    if (v[0] == '^')
-      return Fail(ErrorCode::kInvalidArgument,
-                  "an exclusion list (^...) names no expected netdevs");
-    v = v.substr(1);
+  // NCCL's interface lists share NCCL_IB_HCA's grammar (=exact, ^exclude, comma-separated).
+  podenv::IbHcaList list = podenv::ParseIbHca(v);
+  if (list.exclude) {
+    return Fail(ErrorCode::kInvalidArgument, "an exclusion list (^...) names no expected netdevs");
   }
-  e.names = SplitList(v);
+  for (const auto& entry : list.entries) e.names.push_back(entry.name);
   if (e.names.empty()) {
     return Fail(ErrorCode::kInvalidArgument,
                 "no expected netdevs: pass --expect net1,net2 or set NCCL_SOCKET_IFNAME");

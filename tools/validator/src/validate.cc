@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "format.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/podenv/pod_env.h"
@@ -29,12 +30,6 @@ std::string Join(const std::vector<std::string>& v, const std::string& sep = ","
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
   return out;
-}
-
-std::string Gb(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f", v);
-  return b;
 }
 
 std::string Bytes(uint64_t b) {

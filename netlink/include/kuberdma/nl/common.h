@@ -28,6 +28,17 @@ Error NlError(int nlerr, std::string_view what);
 // The bytes of a built message (header included).
 std::vector<uint8_t> MsgBytes(nl_msg* msg);
 
+// Owns a libnl message.
+struct MsgFree {
+  void operator()(nl_msg* m) const;
+};
+using MsgPtr = std::unique_ptr<nl_msg, MsgFree>;
+
+// Sends the request whose bytes are `msg` (header included, NLM_F_ACK set) on `sock` and waits
+// for the kernel's answer: 0 when it acknowledged, else the libnl error (negative NLE_*), for the
+// caller to translate with its own context (NlError, or a meaning of its own).
+int SendAndAck(nl_sock* sock, const std::vector<uint8_t>& msg);
+
 class NlSocketCache {
  public:
   NlSocketCache();

@@ -102,6 +102,9 @@ struct Localisation {
   bool ambiguous = false;
 };
 
+// The median of `v` (the mean of the middle two for an even count); nullopt when empty.
+std::optional<double> Median(std::vector<double> v);
+
 // Which (node, rail) the measurements point at.
 Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int, NodeInfo>& nodes,
                       const Thresholds& t);

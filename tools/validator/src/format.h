@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal to rdma-validate: how figures are written in its tables and problem messages.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace kuberdma::validator {
+
+// Bandwidth in GB/s with two decimals: "1.98" (tables, where the column says GB/s).
+inline std::string Gb(double gbps) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", gbps);
+  return b;
+}
+
+// The same with its unit, for sentences: "1.98 GB/s".
+inline std::string GbUnit(double gbps) { return Gb(gbps) + " GB/s"; }
+
+// A fraction as a whole percentage: 0.3 -> "30%".
+inline std::string Pct(double fraction) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f%%", 100 * fraction);
+  return b;
+}
+
+}  // namespace kuberdma::validator
