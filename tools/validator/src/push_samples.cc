@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <map>
+#include <utility>
 
 #include "kuberdma/validator/push.h"
 
@@ -18,35 +20,43 @@ double Number(const json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : -1;
 }
 
+// Every gauge a push carries, with its help text: the one table (AcceptanceMetricNames).
+const std::map<std::string, std::string>& Families() {
+  static const std::map<std::string, std::string> kFamilies = {
+      {"kuberdma_acceptance_pass", "1 if the whole fleet passed acceptance."},
+      {"kuberdma_acceptance_ring_busbw_gbps", "The fleet ring AllReduce's busbw (GB/s)."},
+      {"kuberdma_acceptance_timestamp_seconds", "When the acceptance ran (Unix time)."},
+      {"kuberdma_acceptance_node_pass", "1 if the node passed acceptance."},
+      {"kuberdma_acceptance_node_busbw_gbps", "The node's pair busbw (GB/s)."},
+      {"kuberdma_acceptance_hca_busbw_gbps", "An HCA's pair busbw (GB/s)."},
+      {"kuberdma_acceptance_hca_share", "An HCA's share of its node's ring bytes."},
+      {"kuberdma_acceptance_regressions", "Regressions against the baseline."}};
+  return kFamilies;
+}
+
+Sample Gauge(const std::string& name, std::map<std::string, std::string> labels, double value) {
+  return {name, std::move(labels), value, Families().at(name)};
+}
+
 void NodeSamples(const json& n, std::vector<Sample>& out) {
   std::string node = n.value("name", "");
-  out.push_back({"kuberdma_acceptance_node_pass",
-                 {{"node", node}},
-                 n.value("verdict", "") == "pass" ? 1.0 : 0.0,
-                 "1 if the node passed acceptance."});
+  out.push_back(Gauge("kuberdma_acceptance_node_pass", {{"node", node}},
+                      n.value("verdict", "") == "pass" ? 1.0 : 0.0));
   if (double bw = Number(n, "busbwGBps"); bw >= 0) {
-    out.push_back({"kuberdma_acceptance_node_busbw_gbps",
-                   {{"node", node}},
-                   bw,
-                   "The node's pair busbw (GB/s)."});
+    out.push_back(Gauge("kuberdma_acceptance_node_busbw_gbps", {{"node", node}}, bw));
   }
   double regressions = 0;
   for (const auto& p : n.value("problems", json::array())) {
     regressions += p.is_string() && p.get<std::string>().rfind("regression", 0) == 0 ? 1 : 0;
   }
-  out.push_back({"kuberdma_acceptance_regressions",
-                 {{"node", node}},
-                 regressions,
-                 "Regressions against the baseline."});
+  out.push_back(Gauge("kuberdma_acceptance_regressions", {{"node", node}}, regressions));
   for (const auto& h : n.value("hcas", json::array())) {
     std::map<std::string, std::string> labels = {{"node", node}, {"hca", h.value("name", "")}};
     if (double bw = Number(h, "busbwGBps"); bw >= 0) {
-      out.push_back(
-          {"kuberdma_acceptance_hca_busbw_gbps", labels, bw, "An HCA's pair busbw (GB/s)."});
+      out.push_back(Gauge("kuberdma_acceptance_hca_busbw_gbps", labels, bw));
     }
     if (double share = Number(h, "share"); share >= 0) {
-      out.push_back({"kuberdma_acceptance_hca_share", labels, share,
-                     "An HCA's share of its node's ring bytes."});
+      out.push_back(Gauge("kuberdma_acceptance_hca_share", labels, share));
     }
   }
 }
@@ -64,28 +74,20 @@ std::string ExeDir() {
 }  // namespace
 
 const std::vector<std::string>& AcceptanceMetricNames() {
-  static const std::vector<std::string> kNames = {"kuberdma_acceptance_pass",
-                                                  "kuberdma_acceptance_ring_busbw_gbps",
-                                                  "kuberdma_acceptance_timestamp_seconds",
-                                                  "kuberdma_acceptance_node_pass",
-                                                  "kuberdma_acceptance_node_busbw_gbps",
-                                                  "kuberdma_acceptance_hca_busbw_gbps",
-                                                  "kuberdma_acceptance_hca_share",
-                                                  "kuberdma_acceptance_regressions"};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const auto& [name, help] : Families()) names.push_back(name);
+    return names;
+  }();
   return kNames;
 }
 
 std::vector<Sample> AcceptanceSamples(const json& report, double now) {
+  double ring = report.contains("ring") ? std::max(0.0, Number(report["ring"], "busbwGBps")) : 0.0;
   std::vector<Sample> out = {
-      {"kuberdma_acceptance_pass",
-       {},
-       report.value("verdict", "") == "pass" ? 1.0 : 0.0,
-       "1 if the whole fleet passed acceptance."},
-      {"kuberdma_acceptance_ring_busbw_gbps",
-       {},
-       report.contains("ring") ? std::max(0.0, Number(report["ring"], "busbwGBps")) : 0.0,
-       "The fleet ring AllReduce's busbw (GB/s)."},
-      {"kuberdma_acceptance_timestamp_seconds", {}, now, "When the acceptance ran (Unix time)."}};
+      Gauge("kuberdma_acceptance_pass", {}, report.value("verdict", "") == "pass" ? 1.0 : 0.0),
+      Gauge("kuberdma_acceptance_ring_busbw_gbps", {}, ring),
+      Gauge("kuberdma_acceptance_timestamp_seconds", {}, now)};
   for (const auto& n : report.value("nodes", json::array())) NodeSamples(n, out);
   return out;
 }
