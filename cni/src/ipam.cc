@@ -51,24 +51,6 @@ CniResult<IpamRoute> RouteFrom(const json& j, const std::string& type) {
   return r;
 }
 
-std::string VerbName(Command c) {
-  switch (c) {
-    case Command::kAdd:
-      return "ADD";
-    case Command::kDel:
-      return "DEL";
-    case Command::kCheck:
-      return "CHECK";
-    case Command::kStatus:
-      return "STATUS";
-    case Command::kGc:
-      return "GC";
-    case Command::kVersion:
-      break;
-  }
-  return "VERSION";
-}
-
 // Reads whatever the child writes to `out` and `err` until both close or `deadline` passes.
 bool Collect(int out_fd, int err_fd, std::chrono::steady_clock::time_point deadline,
              PluginRun* run) {
@@ -168,7 +150,7 @@ json IpamResult::ToJson() const {
 }
 
 std::vector<std::string> CniEnvironment(const DelegateRequest& req) {
-  return {"CNI_COMMAND=" + VerbName(req.command),
+  return {"CNI_COMMAND=" + CommandName(req.command),
           "CNI_CONTAINERID=" + req.container_id,
           "CNI_NETNS=" + req.netns,
           "CNI_IFNAME=" + req.ifname,
@@ -233,7 +215,7 @@ CniResult<json> ExecIpam::Run(const std::string& type, const DelegateRequest& re
     return CniFail(kIpamFailed, "IPAM " + type + ": " + run.start_error, kIpamNotRun);
   }
   if (run.timed_out) {
-    return tl::unexpected(Bad(type, VerbName(req.command) + " did not answer within " +
+    return tl::unexpected(Bad(type, CommandName(req.command) + " did not answer within " +
                                         std::to_string(timeout_ms_) + " ms (killed)"));
   }
   json doc = json::parse(run.out, nullptr, false);
@@ -243,7 +225,7 @@ CniResult<json> ExecIpam::Run(const std::string& type, const DelegateRequest& re
       return CniFail(doc["code"].get<int>(), "IPAM " + type + ": " + doc.value("msg", ""),
                      doc.value("details", ""));
     }
-    return tl::unexpected(Bad(type, VerbName(req.command) + " exited " +
+    return tl::unexpected(Bad(type, CommandName(req.command) + " exited " +
                                         std::to_string(run.exit_code) + " without a CNI error" +
                                         (err_tail.empty() ? "" : ": " + err_tail)));
   }

@@ -39,10 +39,12 @@ bool ValidIfname(std::string_view n) {
   });
 }
 
+// CNI_COMMAND's words, both ways.
+constexpr std::pair<const char*, Command> kVerbs[] = {
+    {"ADD", Command::kAdd},         {"DEL", Command::kDel},       {"CHECK", Command::kCheck},
+    {"VERSION", Command::kVersion}, {"STATUS", Command::kStatus}, {"GC", Command::kGc}};
+
 std::optional<Command> ParseCommand(const std::string& cmd) {
-  static const std::pair<const char*, Command> kVerbs[] = {
-      {"ADD", Command::kAdd},         {"DEL", Command::kDel},       {"CHECK", Command::kCheck},
-      {"VERSION", Command::kVersion}, {"STATUS", Command::kStatus}, {"GC", Command::kGc}};
   for (const auto& [name, c] : kVerbs) {
     if (cmd == name) return c;
   }
@@ -69,6 +71,13 @@ CniResult<void> ValidateAttachment(const Request& req) {
 }
 
 }  // namespace
+
+std::string CommandName(Command command) {
+  for (const auto& [name, c] : kVerbs) {
+    if (c == command) return name;
+  }
+  return "";
+}
 
 CniResult<Request> ParseEnv(const char* (*getenv)(const char*)) {
   auto get = [&](const char* k) {

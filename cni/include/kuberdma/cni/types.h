@@ -87,6 +87,9 @@ namespace kuberdma::cni {
 
 enum class Command { kAdd, kDel, kCheck, kVersion, kStatus, kGc };
 
+// The verb as CNI_COMMAND spells it ("ADD").
+std::string CommandName(Command command);
+
 // What the runtime passed in CNI_* variables.
 struct Request {
   Command command = Command::kVersion;
