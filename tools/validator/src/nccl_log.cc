@@ -2,9 +2,9 @@
 // NCCL INFO log parsing. Only substrings NCCL has printed the same way across 2.1x-2.28 are used.
 #include "kuberdma/validator/nccl_log.h"
 
-#include <arpa/inet.h>
-
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 
 namespace kuberdma::validator {
@@ -144,27 +144,20 @@ std::array<uint8_t, 16> GidUse::Bytes() const {
   return b;
 }
 
-bool GidUse::IsLinkLocal() const {
+sysfs::Gid GidUse::AsSysfs() const {
   auto b = Bytes();
-  return b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
-}
-
-std::string GidUse::Ipv4() const {
-  auto b = Bytes();
-  for (size_t i = 0; i < 10; ++i) {
-    if (b[i] != 0) return "";
+  std::string text;
+  char group[8];
+  for (size_t i = 0; i < b.size(); i += 2) {
+    std::snprintf(group, sizeof group, "%s%02x%02x", i == 0 ? "" : ":", b[i], b[i + 1]);
+    text += group;
   }
-  if (b[10] != 0xff || b[11] != 0xff) return "";
-  return std::to_string(b[12]) + "." + std::to_string(b[13]) + "." + std::to_string(b[14]) + "." +
-         std::to_string(b[15]);
+  return {.index = static_cast<uint32_t>(std::max(index, 0)), .gid = text};
 }
 
-std::string GidUse::Address() const {
-  auto b = Bytes();
-  char buf[INET6_ADDRSTRLEN] = "";
-  ::inet_ntop(AF_INET6, b.data(), buf, sizeof buf);
-  return buf;
-}
+bool GidUse::IsLinkLocal() const { return AsSysfs().IsLinkLocal(); }
+std::string GidUse::Ipv4() const { return AsSysfs().Ipv4(); }
+std::string GidUse::Address() const { return AsSysfs().Address(); }
 
 std::set<std::string> NcclLog::devices() const {
   std::set<std::string> out;

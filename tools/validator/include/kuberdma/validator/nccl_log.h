@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kuberdma/sysfs/hca.h"
+
 namespace kuberdma::validator {
 
 // The GID a RoCE device's queue pairs used, from "NET/IB: NCCL Dev 0 IbDev 3 Port 1 qpn 1234
@@ -29,6 +31,8 @@ struct GidUse {
   uint64_t interface_id = 0;
   // The GID's 16 bytes in network order.
   std::array<uint8_t, 16> Bytes() const;
+  // The same GID as the kernel's gid table spells it, for sysfs::Gid's questions.
+  sysfs::Gid AsSysfs() const;
   bool IsLinkLocal() const;     // fe80::/64
   std::string Ipv4() const;     // of an IPv4-mapped GID, else ""
   std::string Address() const;  // canonical IPv6 text
