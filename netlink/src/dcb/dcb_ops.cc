@@ -18,14 +18,6 @@ namespace {
 
 using nl::MsgPtr;
 
-int CollectReply(nl_msg* msg, void* arg) {
-  auto* out = static_cast<std::vector<uint8_t>*>(arg);
-  const nlmsghdr* h = nlmsg_hdr(msg);
-  const auto* p = reinterpret_cast<const uint8_t*>(h);
-  out->assign(p, p + h->nlmsg_len);
-  return NL_OK;
-}
-
 void ReadApps(nlattr* table, DcbState* st) {
   nlattr* app = nullptr;
   int rem = 0;
@@ -101,16 +93,8 @@ Result<DcbState> DecodeIeeeGet(std::span<const uint8_t> msg) {
 Result<DcbState> NetlinkDcbOps::Get(const NetNs& ns, const std::string& ifname) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, socks_.Get(ns, NETLINK_ROUTE, false));
   std::string what = "read DCB state of " + ifname;
-  std::vector<uint8_t> req = EncodeIeeeGet(ifname);
-  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(req.data())));
-  if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
-  int err = nl_send_auto(sock, m.get());
-  std::vector<uint8_t> reply;
-  if (err >= 0) {
-    nl_socket_modify_cb(sock, NL_CB_VALID, NL_CB_CUSTOM, CollectReply, &reply);
-    err = nl_recvmsgs_default(sock);
-  }
-  if (err < 0) {
+  std::vector<std::vector<uint8_t>> replies;
+  if (int err = nl::SendAndCollect(sock, EncodeIeeeGet(ifname), &replies); err < 0) {
     Error e = nl::NlError(err, what);
     if (e.code() == ErrorCode::kUnsupported) {
       return Fail(ErrorCode::kUnsupported,
@@ -118,8 +102,8 @@ Result<DcbState> NetlinkDcbOps::Get(const NetNs& ns, const std::string& ifname) 
     }
     return Fail(e);
   }
-  if (reply.empty()) return Fail(ErrorCode::kIo, what + ": the kernel sent no answer");
-  return DecodeIeeeGet(reply);
+  if (replies.empty()) return Fail(ErrorCode::kIo, what + ": the kernel sent no answer");
+  return DecodeIeeeGet(replies.back());
 }
 
 }  // namespace kuberdma::dcb

@@ -84,6 +84,30 @@ Result<nl_sock*> NlSocketCache::Get(const netns::NetNs& ns, int protocol, bool a
 
 void MsgFree::operator()(nl_msg* m) const { nlmsg_free(m); }
 
+namespace {
+
+int CollectReply(nl_msg* msg, void* arg) {
+  auto* out = static_cast<std::vector<std::vector<uint8_t>>*>(arg);
+  const nlmsghdr* h = nlmsg_hdr(msg);
+  const auto* p = reinterpret_cast<const uint8_t*>(h);
+  out->emplace_back(p, p + h->nlmsg_len);
+  return NL_OK;
+}
+
+}  // namespace
+
+int SendAndCollect(nl_sock* sock, const std::vector<uint8_t>& msg,
+                   std::vector<std::vector<uint8_t>>* replies) {
+  std::vector<uint8_t> copy = msg;
+  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
+  if (!m) return -NLE_NOMEM;
+  int err = nl_send_auto(sock, m.get());
+  if (err < 0) return err;
+  nl_socket_modify_cb(sock, NL_CB_VALID, NL_CB_CUSTOM, CollectReply, replies);
+  err = nl_recvmsgs_default(sock);
+  return err < 0 ? err : 0;
+}
+
 int SendAndAck(nl_sock* sock, const std::vector<uint8_t>& msg) {
   std::vector<uint8_t> copy = msg;  // nlmsg_convert copies, but takes a mutable header
   MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));

@@ -26,16 +26,6 @@ Error NoRdma() {
           EPROTONOSUPPORT};
 }
 
-int CollectReply(nl_msg* msg, void* arg) {
-  auto* out = static_cast<std::vector<std::vector<uint8_t>>*>(arg);
-  const nlmsghdr* h = nlmsg_hdr(msg);
-  const auto* p = reinterpret_cast<const uint8_t*>(h);
-  out->emplace_back(p, p + h->nlmsg_len);
-  return NL_OK;
-}
-
-using nl::MsgPtr;
-
 }  // namespace
 
 bool KernelHasRdma() {
@@ -57,19 +47,11 @@ Result<std::vector<std::vector<uint8_t>>> NetlinkRdmaOps::Request(const NetNs& n
                                                                   const std::vector<uint8_t>& msg,
                                                                   const std::string& what) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, Socket(ns));
-  std::vector<uint8_t> copy = msg;
-  MsgPtr m(nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data())));
-  if (!m) return Fail(ErrorCode::kIo, what + ": cannot build netlink message");
-  const bool wants_ack = (nlmsg_hdr(m.get())->nlmsg_flags & NLM_F_ACK) != 0;
-  int err = nl_send_auto(sock, m.get());
-  if (err < 0) return Fail(nl::NlError(err, what));
+  // A SET asks for an ACK (EncodeSysSet, EncodeMove, EncodeRename); a GET gets its answer.
+  const bool wants_ack =
+      (reinterpret_cast<const nlmsghdr*>(msg.data())->nlmsg_flags & NLM_F_ACK) != 0;
   std::vector<std::vector<uint8_t>> replies;
-  if (wants_ack) {
-    err = nl_wait_for_ack(sock);
-  } else {
-    nl_socket_modify_cb(sock, NL_CB_VALID, NL_CB_CUSTOM, CollectReply, &replies);
-    err = nl_recvmsgs_default(sock);
-  }
+  int err = wants_ack ? nl::SendAndAck(sock, msg) : nl::SendAndCollect(sock, msg, &replies);
   if (err < 0) return Fail(nl::NlError(err, what));
   return replies;
 }

@@ -39,6 +39,11 @@ using MsgPtr = std::unique_ptr<nl_msg, MsgFree>;
 // caller to translate with its own context (NlError, or a meaning of its own).
 int SendAndAck(nl_sock* sock, const std::vector<uint8_t>& msg);
 
+// Sends the request `msg` (a GET, or a dump) on `sock` and appends every message of the answer to
+// `replies`: 0, or the libnl error (negative NLE_*) as SendAndAck does.
+int SendAndCollect(nl_sock* sock, const std::vector<uint8_t>& msg,
+                   std::vector<std::vector<uint8_t>>* replies);
+
 class NlSocketCache {
  public:
   NlSocketCache();
