@@ -219,12 +219,6 @@ std::string NodeName(const Options& o, const std::function<const char*(const cha
   return n != nullptr && *n != '\0' ? n : HostName();
 }
 
-std::string LogDir(const Options& o) {
-  if (!o.log_dir.empty()) return o.log_dir;
-  char tmpl[] = "/tmp/rdma-validate-XXXXXX";
-  return ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
-}
-
 AcceptanceOutcome Error(const std::string& why, int exit_code) {
   return {.exit_code = exit_code,
           .text = "rdma-validate acceptance: " + why + "\n",
@@ -239,7 +233,7 @@ AcceptanceOutcome RunAcceptance(Validator& v,
   auto cfg = MakeConfig(v, getenv);
   if (!cfg) return Error(cfg.error().message(), 2);
   Report inv = v.Inventory();
-  std::string dir = LogDir(v.options());
+  std::string dir = v.LogDir();
   if (auto made = MakeDirs(dir); !made) return Error(made.error().message(), 2);
   NcclAgent agent(v, inv, NodeName(v.options(), getenv), dir);
   if (cfg->rank == 0) {

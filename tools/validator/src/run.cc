@@ -44,6 +44,12 @@ void AssignGpus(int local, const std::vector<int>& ranks, CollectiveParams& p, R
 
 }  // namespace
 
+std::string Validator::LogDir() const {
+  if (!opts_.log_dir.empty()) return opts_.log_dir;
+  char tmpl[] = "/tmp/rdma-validate-XXXXXX";
+  return ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
+}
+
 Report Validator::Skip(Report r, const std::string& why, int exit_code) const {
   r.problems.push_back(why);
   r.verdict = exit_code == 2 ? "error" : "fail";
@@ -89,11 +95,7 @@ Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) 
 }
 
 void Validator::RunAndJudge(Report& r, CollectiveParams p) {
-  std::string dir = opts_.log_dir;
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/rdma-validate-XXXXXX";
-    dir = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp";
-  }
+  std::string dir = LogDir();
   if (auto made = MakeDirs(dir); !made) {
     r = Skip(r, "cannot create the NCCL log directory: " + made.error().message(), 2);
     return;

@@ -139,6 +139,8 @@ class Validator {
                                              const std::vector<std::string>* only = nullptr) const;
   const Options& options() const { return opts_; }
   const sysfs::SysfsRoot& root() const { return root_; }
+  // Where NCCL's logs go: --log-dir, else a new /tmp/rdma-validate-XXXXXX (/tmp if that fails).
+  std::string LogDir() const;
 
  private:
   void InventoryIb(Report& r, const Expected& e);
