@@ -251,6 +251,13 @@ std::string Gid::Address() const {
   return ::inet_ntop(AF_INET6, b, buf, sizeof buf) != nullptr ? buf : gid;
 }
 
+const Gid* FirstRoutableV2(const std::vector<Gid>& gids, std::string_view netdev) {
+  for (const auto& g : gids) {
+    if (g.IsRoceV2() && !g.IsLinkLocal() && (netdev.empty() || g.netdev == netdev)) return &g;
+  }
+  return nullptr;
+}
+
 Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& hca,
                                       uint32_t port) {
   std::string pdir = "class/infiniband/" + hca + "/ports/" + std::to_string(port);

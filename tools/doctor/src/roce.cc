@@ -26,19 +26,6 @@ std::string NetdevOf(const sysfs::Hca& h, const sysfs::Port& p) {
   return h.netdevs.empty() ? "" : h.netdevs.front();
 }
 
-// An entry NCCL can use across routed rails: RoCE v2, an address that is not link-local, of this
-// port's netdev.
-bool Routable(const sysfs::Gid& g, const std::string& netdev) {
-  return g.IsRoceV2() && !g.IsLinkLocal() && (netdev.empty() || g.netdev == netdev);
-}
-
-const sysfs::Gid* FirstRoutable(const sysfs::Port& p, const std::string& netdev) {
-  for (const auto& g : p.gids) {
-    if (Routable(g, netdev)) return &g;
-  }
-  return nullptr;
-}
-
 // A table with a hole before its last entry: indices are not what a dense table would give.
 bool Sparse(const sysfs::Port& p) {
   for (size_t i = 0; i < p.gids.size(); ++i) {
@@ -69,7 +56,7 @@ void CheckGidIndex(const sysfs::Hca& h, const sysfs::Port& p, int index, View& v
     what = "of another netdev (" + it->netdev + ")";
   }
   if (what.empty()) return;
-  const sysfs::Gid* good = FirstRoutable(p, NetdevOf(h, p));
+  const sysfs::Gid* good = sysfs::FirstRoutableV2(p.gids, NetdevOf(h, p));
   Add(v, kGidIndexCheck, Status::kFail,
       "NCCL_IB_GID_INDEX=" + std::to_string(index) + " breaks " + h.name + ": its entry " +
           std::to_string(index) + " is " + what +
@@ -93,7 +80,7 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
     for (const auto& p : h->ports) {
       for (const auto& g : p.gids) rows.push_back(GidRow(*h, p, g));
       std::string nd = NetdevOf(*h, p);
-      if (const sysfs::Gid* g = FirstRoutable(p, nd)) {
+      if (const sysfs::Gid* g = sysfs::FirstRoutableV2(p.gids, nd)) {
         routable.push_back(h->name + " " + std::to_string(g->index) + ":" + g->Ipv4());
       } else {
         Add(v, kGidCheck, Status::kWarn,

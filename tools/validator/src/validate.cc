@@ -352,18 +352,6 @@ void Validator::JudgeShares(Report& r, const NcclLog& log) {
   }
 }
 
-namespace {
-
-// A RoCE v2 GID of `gids` for a routable (not link-local) address, or nullptr.
-const sysfs::Gid* RoutableV2(const std::vector<sysfs::Gid>& gids) {
-  for (const auto& g : gids) {
-    if (g.IsRoceV2() && !g.IsLinkLocal()) return &g;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 void Validator::JudgeGids(Report& r, const NcclLog& log) {
   for (auto& d : r.devices) {
     auto used = log.gids().find(d.name);
@@ -376,7 +364,7 @@ void Validator::JudgeGids(Report& r, const NcclLog& log) {
     for (const auto& e : gids) {
       if (static_cast<int>(e.index) == g.index) d.gid_type = e.type;
     }
-    const sysfs::Gid* v2 = RoutableV2(gids);
+    const sysfs::Gid* v2 = sysfs::FirstRoutableV2(gids);
     std::string at = v2 != nullptr ? " (its RoCE v2 GID for " + v2->Ipv4() + " is index " +
                                          std::to_string(v2->index) + ")"
                                    : "";

@@ -120,6 +120,10 @@ std::optional<bool> BootNetnsModeShared(const SysfsRoot& root);
 // netdev the kernel cannot name, as on InfiniBand, keep those fields empty).
 Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& hca, uint32_t port);
 
+// The first entry of `gids` NCCL can use across routed rails: RoCE v2, for an address that is not
+// link-local, of `netdev` when one is named. nullptr when there is none.
+const Gid* FirstRoutableV2(const std::vector<Gid>& gids, std::string_view netdev = "");
+
 // Parses "0xffff" / "65535" into a pkey; kInvalidArgument otherwise.
 Result<uint16_t> ParsePkey(std::string_view text);
 
