@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `rdma` CNI binary: reads CNI_* and stdin, runs one verb, prints exactly one result or error
 // document on stdout. Everything else (logs) goes to stderr and the optional log file.
-#include <spdlog/sinks/basic_file_sink.h>
+#include <fcntl.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/plugin.h"
 #include "kuberdma/cni/result.h"
@@ -31,7 +34,7 @@ constexpr size_t kMaxConfigBytes = 16u << 20;
 const char* GetEnv(const char* name) { return std::getenv(name); }
 
 void Print(const nlohmann::json& j) {
-  std::string out = j.dump();
+  std::string out = kuberdma::DumpJson(j);  // a message may quote a name an outsider chose
   out += '\n';
   (void)kuberdma::WriteAll(1, out.data(), out.size());  // stdout gone: nobody is left to tell
 }
@@ -57,23 +60,89 @@ CniResult<std::string> ReadStdin() {
   return text;
 }
 
+// The attachment a log line is about ("rdma[pid] <container>/<ifname> <network>"), appended by
+// the `%*` flag: names from the runtime and the NAD never become part of the pattern itself,
+// where a '%' in them would be read as a flag. Control characters are escaped (no forged lines).
+class ContextFlag final : public spdlog::custom_flag_formatter {
+ public:
+  explicit ContextFlag(std::string text) : text_(std::move(text)) {}
+  void format(const spdlog::details::log_msg& /*msg*/, const std::tm& /*tm*/,
+              spdlog::memory_buf_t& dest) override {
+    dest.append(text_.data(), text_.data() + text_.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<ContextFlag>(text_);
+  }
+
+ private:
+  std::string text_;
+};
+
+std::string Escaped(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += "\\x" + std::string(1, "0123456789abcdef"[u >> 4]) + "0123456789abcdef"[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Appends formatted lines to a descriptor we opened ourselves (O_NOFOLLOW, O_APPEND).
+class FdSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  explicit FdSink(kuberdma::UniqueFd fd) : fd_(std::move(fd)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t buf;
+    formatter_->format(msg, buf);
+    (void)kuberdma::WriteAll(fd_.get(), buf.data(), buf.size());  // a log line is best effort
+  }
+  void flush_() override {}
+
+ private:
+  kuberdma::UniqueFd fd_;
+};
+
+// The NAD's logFile, under a log root (ParseConfig checked it): directories 0700 without links
+// below the root, the file opened without following a link and only appended to.
+kuberdma::Result<kuberdma::UniqueFd> OpenLogFile(const NetConf& conf) {
+  auto slash = conf.log_file.find_last_of('/');
+  std::string dir = conf.log_file.substr(0, slash);
+  if (dir.size() >= conf.log_root.size()) {
+    KUBERDMA_TRY(kuberdma::MakePrivateDirs(conf.log_root, dir));
+  }
+  kuberdma::UniqueFd fd(::open(conf.log_file.c_str(),
+                               O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return kuberdma::FailErrno(errno, "open " + conf.log_file);
+  return fd;
+}
+
 void SetUpLogging(const Request& req, const NetConf& conf) {
   std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::stderr_sink_st>()};
   std::string log_error;
   if (!conf.log_file.empty()) {
-    try {
-      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_st>(conf.log_file));
-    } catch (const std::exception& e) {
-      log_error = e.what();
+    if (auto fd = OpenLogFile(conf)) {
+      sinks.push_back(std::make_shared<FdSink>(std::move(*fd)));
+    } else {
+      log_error = fd.error().message();
     }
   }
   auto logger = std::make_shared<spdlog::logger>("rdma", sinks.begin(), sinks.end());
   std::string who = req.container_id.empty() ? "-" : req.container_id.substr(0, 12);
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l rdma[" + std::to_string(::getpid()) + "] " + who +
-                      (req.ifname.empty() ? "" : "/" + req.ifname) + " " + conf.name + ": %v");
+  std::string context = "rdma[" + std::to_string(::getpid()) + "] " + Escaped(who) +
+                        (req.ifname.empty() ? "" : "/" + Escaped(req.ifname)) + " " +
+                        Escaped(conf.name);
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<ContextFlag>('*', context).set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %*: %v");
+  logger->set_formatter(std::move(formatter));
   logger->set_level(spdlog::level::from_str(conf.log_level));
   spdlog::set_default_logger(logger);
-  if (!log_error.empty()) spdlog::warn("cannot open log file {}: {}", conf.log_file, log_error);
+  if (!log_error.empty()) spdlog::warn("cannot open log file: {}", log_error);
 }
 
 // Until the config names a log file and level, log to stderr only: spdlog's own default logger
@@ -149,9 +218,24 @@ int Run() {
     Print(VersionResult());  // no runtime to start: answer at once
     return 0;
   }
+  if (!req->unrecordable.empty()) {
+    spdlog::info("DEL: nothing to undo: {} (ADD refuses it, so nothing was attached)",
+                 req->unrecordable);
+    return 0;
+  }
+  const char* policy_path = GetEnv(kNodePolicyEnv);
+  auto policy = LoadNodePolicy(policy_path != nullptr ? policy_path : kNodePolicyPath);
+  if (!policy) return PrintError("", policy.error());
   auto text = ReadStdin();
   if (!text) return PrintError("", text.error());
-  auto conf = ParseConfig(*text, req->command);
+  auto conf = ParseConfig(*text, req->command, *policy);
+  if (!conf && req->command == Command::kDel) {
+    // The runtime's DEL after a failed ADD re-sends the config that failed: find the record by
+    // what can still be read, and succeed when there is none.
+    spdlog::warn("DEL with a config that does not parse ({}): looking for its record anyway",
+                 conf.error().msg);
+    conf = SalvageForDel(*text, *policy);
+  }
   if (!conf) return PrintError(ErrorVersion(*text), conf.error());
   SetUpLogging(*req, *conf);
   return Dispatch(*req, *conf);

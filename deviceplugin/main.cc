@@ -33,6 +33,8 @@ void AddOptions(CLI::App& app, Cli& c) {
   app.add_option("--device-plugin-dir", c.opts.plugin_dir, "kubelet's device plugin directory");
   app.add_option("--sysfs-root", c.sysfs_root, "root holding sys/ and dev/ (fixtures, tests)");
   app.add_option("--metrics-port", c.opts.metrics_port, "port for /metrics and /healthz (-1: off)");
+  app.add_option("--metrics-address", c.opts.metrics_address,
+                 "address /metrics and /healthz listen on (default 0.0.0.0: every address)");
   app.add_flag("--check-config", c.check_only,
                "validate --config, print the resources it defines, and exit (0 valid, 2 not)");
   app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
@@ -72,8 +74,8 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
     spdlog::error("event=start_failed error=\"{}\"", mgr.error().message());
     return 1;
   }
-  spdlog::info("event=start config={} plugin_dir={} sysfs_root={} metrics_port={}", c.config,
-               c.opts.plugin_dir, c.sysfs_root, (*mgr)->metrics_port());
+  spdlog::info("event=start config={} plugin_dir={} sysfs_root={} metrics={}:{}", c.config,
+               c.opts.plugin_dir, c.sysfs_root, c.opts.metrics_address, (*mgr)->metrics_port());
   auto r = (*mgr)->Run(true);
   if (!r) {
     spdlog::error("event=stopped error=\"{}\"", r.error().message());

@@ -3,8 +3,12 @@
 // or mistaken config ends in error 7 naming the field, never in an exception.
 #include "kuberdma/cni/config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
+#include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::cni {
@@ -20,6 +24,53 @@ CniError FieldError(std::string_view field, std::string_view want, const json& g
                   "invalid network config: field '" + std::string(field) + "' must be " +
                       std::string(want) + " (got " + TypeName(got) + ")",
                   ""};
+}
+
+// A device named in a config is looked up under /sys by that name: it must be a plain name that
+// cannot walk the tree ("../infiniband/mlx5_1"). PCI and auxiliary addresses, slot IDs, HCA and
+// netdev names and MACs (IPoIB's are 59 characters) all fit.
+bool PlainDeviceName(std::string_view v) {
+  if (v.empty() || v.size() > 64 || v == "." || v == "..") return false;
+  return std::all_of(v.begin(), v.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-' ||
+           c == ':';
+  });
+}
+
+std::string Quoted(std::string_view v) {
+  return json(std::string(v)).dump(-1, ' ', true, json::error_handler_t::replace);
+}
+
+std::string Joined(const std::vector<std::string>& roots) {
+  std::string out;
+  for (const auto& r : roots) out += (out.empty() ? "" : ", ") + r;
+  return out;
+}
+
+// The root of `roots` that `path` lies under; error naming the field and the allowed roots.
+CniResult<std::string> RootOf(std::string_view field, const std::string& path,
+                              const std::vector<std::string>& roots) {
+  for (const auto& r : roots) {
+    if (IsCleanPathUnder(path, r)) return r;
+  }
+  return CniFail(kInvalidConfig, "invalid network config: " + std::string(field) + " " +
+                                     Quoted(path) + " is not a clean path under " + Joined(roots) +
+                                     " (the node's " + kNodePolicyPath + " can add roots)");
+}
+
+// Multus names the file; it must be directly in its device-info directory.
+CniResult<void> CheckDeviceInfoPath(const std::string& path, const NodePolicy& policy) {
+  auto slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
+  std::string file = slash == std::string::npos ? path : path.substr(slash + 1);
+  bool ok = !file.empty() && file != "." && file != ".." &&
+            std::find(policy.device_info_dirs.begin(), policy.device_info_dirs.end(), dir) !=
+                policy.device_info_dirs.end();
+  if (ok) return {};
+  return CniFail(kInvalidConfig, "invalid network config: runtimeConfig.CNIDeviceInfoFile " +
+                                     Quoted(path) + " is not a file directly in " +
+                                     Joined(policy.device_info_dirs) +
+                                     " (where Multus keeps device-info files)");
 }
 
 // Reads an optional string field; error 7 if present with another type.
@@ -79,7 +130,7 @@ CniResult<void> ParseNumbers(const json& obj, NetConf* conf) {
   return {};
 }
 
-CniResult<void> ParseSelectors(const json& obj, NetConf* conf) {
+CniResult<void> ParseSelectors(const json& obj, const NodePolicy& policy, NetConf* conf) {
   json rc = json::object();
   if (auto it = obj.find("runtimeConfig"); it != obj.end() && !it->is_null()) {
     if (!it->is_object()) return tl::unexpected(FieldError("runtimeConfig", "an object", *it));
@@ -102,6 +153,12 @@ CniResult<void> ParseSelectors(const json& obj, NetConf* conf) {
     auto v = OptString(*s.obj, s.key, s.obj == &rc ? "runtimeConfig" : "");
     if (!v) return tl::unexpected(v.error());
     if (!*v || (*v)->empty()) continue;
+    if (!PlainDeviceName(**v)) {
+      return CniFail(kInvalidConfig, "invalid network config: " + std::string(SelectorName(s.kind)) +
+                                         " " + Quoted(**v) +
+                                         " is not a device name (1-64 letters, digits and . _ - :, "
+                                         "no '/', not '.' or '..')");
+    }
     if (conf->selector.kind == SelectorKind::kAuto) {
       conf->selector = {s.kind, **v};
     } else {
@@ -110,20 +167,23 @@ CniResult<void> ParseSelectors(const json& obj, NetConf* conf) {
   }
   auto info = OptString(rc, "CNIDeviceInfoFile", "runtimeConfig");
   if (!info) return tl::unexpected(info.error());
-  if (*info) conf->device_info_file = **info;
+  if (*info && !(*info)->empty()) {
+    KUBERDMA_CNI_TRY(CheckDeviceInfoPath(**info, policy), kInvalidConfig);
+    conf->device_info_file = **info;
+  }
   return {};
 }
 
-CniResult<void> ParseOptions(const json& obj, NetConf* conf) {
-  auto policy = OptString(obj, "sharedNetnsPolicy");
-  if (!policy) return tl::unexpected(policy.error());
-  if (*policy) {
-    if (**policy == "continue") {
+CniResult<void> ParseOptions(const json& obj, const NodePolicy& policy, NetConf* conf) {
+  auto shared = OptString(obj, "sharedNetnsPolicy");
+  if (!shared) return tl::unexpected(shared.error());
+  if (*shared) {
+    if (**shared == "continue") {
       conf->shared_policy = SharedPolicy::kContinue;
-    } else if (**policy == "error") {
+    } else if (**shared == "error") {
       conf->shared_policy = SharedPolicy::kError;
     } else {
-      return CniFail(kInvalidConfig, "invalid network config: sharedNetnsPolicy '" + **policy +
+      return CniFail(kInvalidConfig, "invalid network config: sharedNetnsPolicy '" + **shared +
                                          R"(' is not "continue" or "error")");
     }
   }
@@ -143,6 +203,14 @@ CniResult<void> ParseOptions(const json& obj, NetConf* conf) {
   }
   if (conf->state_dir.empty() || conf->state_dir[0] != '/') {
     return CniFail(kInvalidConfig, "invalid network config: stateDir must be an absolute path");
+  }
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(conf->state_root,
+                                RootOf("stateDir", conf->state_dir, policy.state_roots),
+                                kInvalidConfig);
+  if (!conf->log_file.empty()) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(conf->log_root,
+                                  RootOf("logFile", conf->log_file, policy.log_roots),
+                                  kInvalidConfig);
   }
   return {};
 }
@@ -227,8 +295,9 @@ std::string_view SelectorName(SelectorKind kind) {
 }
 
 std::string ErrorVersion(std::string_view text) {
-  json obj = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (!obj.is_object()) return "";
+  auto parsed = ParseUntrustedJson(text, "network config");
+  if (!parsed || !parsed->is_object()) return "";
+  const json& obj = *parsed;
   auto it = obj.find("cniVersion");
   if (it == obj.end() || !it->is_string()) return "";
   const auto& v = SupportedVersions();
@@ -256,11 +325,10 @@ int CompareVersions(std::string_view a, std::string_view b) {
   return 0;
 }
 
-CniResult<NetConf> ParseConfig(std::string_view text, Command command) {
-  json obj = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (obj.is_discarded()) {
-    return CniFail(kDecodeFailure, "failed to decode network config: not valid JSON");
-  }
+CniResult<NetConf> ParseConfig(std::string_view text, Command command, const NodePolicy& policy) {
+  auto parsed = ParseUntrustedJson(text, "network config");
+  if (!parsed) return CniFail(kDecodeFailure, "failed to decode " + parsed.error().message());
+  json obj = std::move(*parsed);
   if (!obj.is_object()) {
     return CniFail(kDecodeFailure, "failed to decode network config: top level is " +
                                        TypeName(obj) + ", not an object");
@@ -276,11 +344,12 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command) {
   if (command != Command::kVersion && conf.name.empty()) {
     return CniFail(kInvalidConfig, "invalid network config: field 'name' is required");
   }
-  for (auto step :
-       {&ParseLinkState, &ParseNumbers, &ParseSelectors, &ParseOptions, &ParseGc, &ParseIpam}) {
+  for (auto step : {&ParseLinkState, &ParseNumbers, &ParseGc, &ParseIpam}) {
     auto r = step(obj, &conf);
     if (!r) return tl::unexpected(r.error());
   }
+  KUBERDMA_CNI_TRY(ParseSelectors(obj, policy, &conf), kInvalidConfig);
+  KUBERDMA_CNI_TRY(ParseOptions(obj, policy, &conf), kInvalidConfig);
   if (auto it = obj.find("prevResult"); it != obj.end() && !it->is_null()) {
     if (!it->is_object()) return tl::unexpected(FieldError("prevResult", "an object", *it));
     conf.prev_result = *it;
@@ -291,6 +360,59 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command) {
   }
   conf.raw = std::move(obj);
   return conf;
+}
+
+NetConf SalvageForDel(std::string_view text, const NodePolicy& policy) {
+  NetConf conf;
+  auto parsed = ParseUntrustedJson(text, "network config");
+  if (!parsed || !parsed->is_object()) return conf;
+  const json& obj = *parsed;
+  auto str = [&](const char* key) {
+    auto it = obj.find(key);
+    return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  conf.name = str("name");
+  conf.cni_version = ErrorVersion(text).empty() ? "1.0.0" : ErrorVersion(text);
+  std::string dir = str("stateDir");
+  if (!dir.empty()) {
+    if (auto root = RootOf("stateDir", dir, policy.state_roots)) {
+      conf.state_dir = dir;
+      conf.state_root = *root;
+    }
+  }
+  conf.raw = obj;
+  return conf;
+}
+
+CniResult<NodePolicy> LoadNodePolicy(const std::string& path) {
+  NodePolicy policy;
+  auto text = ReadRegularFile(path);
+  if (!text && text.error().code() == ErrorCode::kNotFound) return policy;
+  if (!text) return CniFail(kInvalidConfig, "node config: " + text.error().message());
+  auto doc = ParseUntrustedJson(*text, "node config " + path);
+  if (!doc || !doc->is_object()) {
+    return CniFail(kInvalidConfig, doc ? "node config " + path + " is not a JSON object"
+                                       : doc.error().message());
+  }
+  for (auto [key, dst] : {std::pair{"stateRoots", &policy.state_roots},
+                          std::pair{"logRoots", &policy.log_roots},
+                          std::pair{"deviceInfoDirs", &policy.device_info_dirs}}) {
+    auto it = doc->find(key);
+    if (it == doc->end()) continue;
+    if (!it->is_array()) {
+      return CniFail(kInvalidConfig,
+                     "node config " + path + ": field '" + key + "' must be an array of paths");
+    }
+    for (const auto& v : *it) {
+      if (!v.is_string() || !IsCleanPathUnder(v.get<std::string>(), "/") ||
+          v.get<std::string>() == "/") {
+        return CniFail(kInvalidConfig, "node config " + path + ": every entry of '" + key +
+                                           "' must be an absolute clean path other than /");
+      }
+      dst->push_back(v.get<std::string>());
+    }
+  }
+  return policy;
 }
 
 }  // namespace kuberdma::cni

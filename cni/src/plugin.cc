@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/cni/result.h"
 
 namespace kuberdma::cni {
@@ -22,7 +23,8 @@ namespace {
 
 CniResult<NodeLock> Lock(const NetConf& conf) {
   KUBERDMA_CNI_ASSIGN_OR_RETURN(
-      NodeLock lock, NodeLock::Acquire(conf.state_dir, conf.lock_timeout_ms), kStateFailure);
+      NodeLock lock, NodeLock::Acquire(conf.state_dir, conf.lock_timeout_ms, conf.state_root),
+      kStateFailure);
   return lock;
 }
 
@@ -71,8 +73,9 @@ Result<void> Plugin::RestoreRdma(const AttachmentRecord& rec, const NetNs& host,
 Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
   std::optional<NetNs> pod;
   if (!rec.netns.empty()) {
+    // A runtime's DEL naming the node's own namespace has no pod to take the device from.
     auto p = d_.namespaces.Open(rec.netns);
-    if (p) pod = std::move(*p);
+    if (p && !p->SameAs(host)) pod = std::move(*p);
   }
   const NetNs* podp = pod ? &*pod : nullptr;
   // Reverse of the order ADD used: InfiniBand moved the RDMA device first.
@@ -134,10 +137,17 @@ Result<LinkInfo> Plugin::Verify(const AttachmentRecord& rec, const NetConf& conf
 void Plugin::WriteDeviceInfo(const NetConf& conf, const Hca& hca, const AttachmentRecord& rec) {
   if (conf.device_info_file.empty()) return;
   // Keep what Multus copied from the device plugin (if anything), and name the RDMA device.
+  // ParseConfig confined the path to Multus's device-info directory; what is there is Multus's
+  // copy or ours. Never read through a link planted there, and replace only by rename.
   json info = json::object();
-  if (auto old = ReadFile(conf.device_info_file)) {
-    info = json::parse(*old, nullptr, false);
-    if (info.is_discarded() || !info.is_object()) info = json::object();
+  auto old = ReadRegularFile(conf.device_info_file);
+  if (!old && old.error().code() != ErrorCode::kNotFound) {
+    spdlog::warn("not writing device-info file: {}", old.error().message());
+    return;
+  }
+  if (old) {
+    auto parsed = ParseUntrustedJson(*old, "device-info file");
+    if (parsed && parsed->is_object()) info = std::move(*parsed);
   }
   info["type"] = "pci";
   info["version"] = "1.1.0";
@@ -147,7 +157,7 @@ void Plugin::WriteDeviceInfo(const NetConf& conf, const Hca& hca, const Attachme
   if (!hca.pf_address.empty()) info["pci"]["pf-pci-address"] = hca.pf_address;
   if (hca.bus == sysfs::BusKind::kAuxiliary) info["pci"]["auxiliary-device"] = hca.address;
   info["pci"]["rdma-netns-mode"] = RdmaNetnsModeName(rec.netns_mode);
-  if (auto w = WriteFileAtomic(conf.device_info_file, info.dump() + "\n"); !w) {
+  if (auto w = WriteFileAtomic(conf.device_info_file, DumpJson(info) + "\n"); !w) {
     spdlog::warn("could not write device-info file: {}", w.error().message());
   }
 }
@@ -244,10 +254,15 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
     return CniFail(kInvalidConfig, "ipam is configured but this plugin was built without IPAM");
   }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock, Lock(conf), 0);
-  StateStore store(conf.state_dir);
+  StateStore store(conf.state_dir, conf.state_root);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
   auto pod = d_.namespaces.Open(req.netns);
   if (!pod) return CniFail(kInvalidEnv, "CNI_NETNS: " + pod.error().message());
+  if (pod->SameAs(host)) {
+    return CniFail(kInvalidEnv, "CNI_NETNS " + req.netns +
+                                    " is the namespace rdma runs in (the node's), not a pod's: "
+                                    "refusing to rename the node's HCA netdevs");
+  }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto existing, store.Load(conf.name, req.container_id, req.ifname),
                                 kStateFailure);
   if (existing) {
@@ -259,11 +274,28 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
   return Execute(plan, req, conf, store, host, *pod);
 }
 
+namespace {
+
+// The record DEL undoes. Without a network name (a config DEL could only salvage), the
+// attachment's record in any network.
+Result<std::optional<AttachmentRecord>> FindForDel(const StateStore& store, const Request& req,
+                                                   const NetConf& conf) {
+  if (!conf.name.empty()) return store.Load(conf.name, req.container_id, req.ifname);
+  std::vector<Error> unreadable;
+  KUBERDMA_ASSIGN_OR_RETURN(auto all, store.List("", &unreadable));
+  for (const auto& e : unreadable) spdlog::warn("DEL: skipping {}", e.message());
+  for (auto& r : all) {
+    if (r.container_id == req.container_id && r.ifname == req.ifname) return std::optional(r);
+  }
+  return std::optional<AttachmentRecord>{};
+}
+
+}  // namespace
+
 CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock, Lock(conf), 0);
-  StateStore store(conf.state_dir);
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto rec, store.Load(conf.name, req.container_id, req.ifname),
-                                kStateFailure);
+  StateStore store(conf.state_dir, conf.state_root);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto rec, FindForDel(store, req, conf), kStateFailure);
   if (rec) {
     AttachmentRecord r = *rec;
     if (!req.netns.empty()) r.netns = req.netns;
@@ -304,7 +336,7 @@ CniResult<void> Plugin::RestoreForDel(const AttachmentRecord& r, const Request& 
 }
 
 CniResult<void> Plugin::Check(const Request& req, const NetConf& conf) {
-  StateStore store(conf.state_dir);
+  StateStore store(conf.state_dir, conf.state_root);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto rec, store.Load(conf.name, req.container_id, req.ifname),
                                 kStateFailure);
   std::string who = AttachmentKey(req.container_id, req.ifname);
@@ -323,7 +355,7 @@ CniResult<void> Plugin::Check(const Request& req, const NetConf& conf) {
 }
 
 CniResult<void> Plugin::Status(const NetConf& conf) const {
-  StateStore store(conf.state_dir);
+  StateStore store(conf.state_dir, conf.state_root);
   if (auto w = store.CheckWritable(); !w) {
     return CniFail(kPluginNotAvailable, "state directory unusable: " + w.error().message());
   }
@@ -367,7 +399,7 @@ CniResult<void> Plugin::Gc(const NetConf& conf, const Request& req) {
                    "attachment as stale)");
   }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock, Lock(conf), 0);
-  StateStore store(conf.state_dir);
+  StateStore store(conf.state_dir, conf.state_root);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
   std::set<std::string> valid;
   for (const auto& a : *conf.valid_attachments)

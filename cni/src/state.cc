@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 
 namespace kuberdma::cni {
 
@@ -118,6 +119,15 @@ std::optional<IpamState> ReadIpam(const json& j) {
 
 }  // namespace
 
+Result<AttachmentRecord> ReadRecord(const std::string& path) {
+  KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
+  auto j = ParseUntrustedJson(text, "state record " + path);
+  if (!j) return Fail(j.error());
+  auto rec = AttachmentRecord::FromJson(*j);
+  if (!rec) return Fail(rec.error().Wrap("state record " + path));
+  return rec;
+}
+
 Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
   if (!j.is_object()) return Fail(ErrorCode::kInvalidArgument, "state record is not an object");
   AttachmentRecord r;
@@ -157,23 +167,18 @@ Result<std::optional<AttachmentRecord>> StateStore::Load(const std::string& netw
                                                          const std::string& container_id,
                                                          const std::string& ifname) const {
   std::string path = PathFor(network, container_id, ifname);
-  auto text = ReadFile(path);
-  if (!text) {
-    if (text.error().code() == ErrorCode::kNotFound) return std::optional<AttachmentRecord>{};
-    return Fail(text.error());
+  auto rec = ReadRecord(path);
+  if (!rec) {
+    if (rec.error().code() == ErrorCode::kNotFound) return std::optional<AttachmentRecord>{};
+    return Fail(rec.error());
   }
-  json j = json::parse(*text, nullptr, false);
-  if (j.is_discarded()) {
-    return Fail(ErrorCode::kInvalidArgument, "state record " + path + " is not valid JSON");
-  }
-  auto rec = AttachmentRecord::FromJson(j);
-  if (!rec) return Fail(rec.error().Wrap("state record " + path));
   return std::optional<AttachmentRecord>(std::move(*rec));
 }
 
 Result<void> StateStore::Save(const AttachmentRecord& rec) const {
+  KUBERDMA_TRY(MakePrivateDirs(root_, dir_ + "/" + EscapeName(rec.network)));
   auto r = WriteFileAtomic(PathFor(rec.network, rec.container_id, rec.ifname),
-                           rec.ToJson().dump(2) + "\n");
+                           DumpJson(rec.ToJson(), 2) + "\n", 0600);
   if (!r) return Fail(r.error().Wrap("save state"));
   return {};
 }
@@ -185,7 +190,8 @@ Result<void> StateStore::Remove(const std::string& network, const std::string& c
   return {};
 }
 
-Result<std::vector<AttachmentRecord>> StateStore::List(const std::string& network) const {
+Result<std::vector<AttachmentRecord>> StateStore::List(const std::string& network,
+                                                       std::vector<Error>* unreadable) const {
   std::vector<AttachmentRecord> out;
   std::vector<std::string> nets;
   if (!network.empty()) {
@@ -210,11 +216,14 @@ Result<std::vector<AttachmentRecord>> StateStore::List(const std::string& networ
     }
     ::closedir(d);
     for (const auto& f : files) {
-      auto text = ReadFile(sub + "/" + f);
-      if (!text) continue;  // removed by a concurrent DEL of another network: not ours to mind
-      json j = json::parse(*text, nullptr, false);
-      auto rec = AttachmentRecord::FromJson(j);
-      if (!rec) return Fail(rec.error().Wrap("state record " + sub + "/" + f));
+      auto rec = ReadRecord(sub + "/" + f);
+      // Gone: removed by a concurrent DEL of another network, not ours to mind.
+      if (!rec && rec.error().code() == ErrorCode::kNotFound) continue;
+      if (!rec && unreadable == nullptr) return Fail(rec.error());
+      if (!rec) {
+        unreadable->push_back(rec.error());
+        continue;
+      }
       out.push_back(std::move(*rec));
     }
   }
@@ -222,15 +231,16 @@ Result<std::vector<AttachmentRecord>> StateStore::List(const std::string& networ
 }
 
 Result<void> StateStore::CheckWritable() const {
-  KUBERDMA_TRY(MakeDirs(dir_));
+  KUBERDMA_TRY(MakePrivateDirs(root_, dir_));
   if (::access(dir_.c_str(), W_OK) != 0) return FailErrno(errno, "state directory " + dir_);
   return {};
 }
 
-Result<NodeLock> NodeLock::Acquire(const std::string& dir, uint32_t timeout_ms) {
-  KUBERDMA_TRY(MakeDirs(dir));
+Result<NodeLock> NodeLock::Acquire(const std::string& dir, uint32_t timeout_ms,
+                                   const std::string& root) {
+  KUBERDMA_TRY(MakePrivateDirs(root.empty() ? dir : root, dir));
   std::string path = dir + "/.lock";
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return FailErrno(errno, "open lock " + path);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   auto backoff = std::chrono::microseconds(200);

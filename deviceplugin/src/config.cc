@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kuberdma/base/json.h"
+
 namespace kuberdma::deviceplugin {
 
 using nlohmann::json;
@@ -46,6 +48,28 @@ bool ValidName(const std::string& n) {
   }
   return std::isalnum(static_cast<unsigned char>(n.front())) != 0 &&
          std::isalnum(static_cast<unsigned char>(n.back())) != 0;
+}
+
+// The kubelet registers only extended resource names (IsExtendedResourceName): a prefix that is
+// a DNS-1123 subdomain outside kubernetes.io, and "requests.<prefix>/<name>" a qualified name,
+// so the prefix has at most 253 - 9 characters.
+bool ValidPrefix(const std::string& p) {
+  if (p.empty() || p.size() > 244) return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find('.', start);
+    if (end == std::string::npos) end = p.size();
+    std::string_view label(p.data() + start, end - start);
+    if (label.empty() || label.size() > 63) return false;
+    for (char c : label) {
+      if ((c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-') return false;
+    }
+    if (label.front() == '-' || label.back() == '-') return false;
+    start = end + 1;
+  }
+  bool native = p == "kubernetes.io" ||
+                (p.size() > 14 && p.compare(p.size() - 14, 14, ".kubernetes.io") == 0);
+  return !native;
 }
 
 Result<void> ParseSelectors(const json& entry, const std::string& where, Selectors* sel) {
@@ -131,10 +155,19 @@ Result<ResourceConfig> ParseEntry(const json& e, const std::string& where) {
       return Bad(where + ".resourcePrefix", "must be a non-empty string");
     rc.resource_prefix = it->get<std::string>();
   }
+  if (!ValidPrefix(rc.resource_prefix)) {
+    return Bad(where + ".resourcePrefix",
+               "'" + rc.resource_prefix +
+                   "' must be a DNS subdomain (lower-case letters, digits, '-' and '.', at most "
+                   "244 characters) outside kubernetes.io, as the kubelet requires");
+  }
   auto max = e.find("rdmaHcaMax");
   if (max == e.end() || !max->is_number_unsigned() || max->get<uint64_t>() == 0 ||
-      max->get<uint64_t>() > 100000) {
-    return Bad(where + ".rdmaHcaMax", "is required: the number of slots, 1..100000");
+      max->get<uint64_t>() > kMaxSlots) {
+    return Bad(where + ".rdmaHcaMax", "is required: the number of slots, 1.." +
+                                          std::to_string(kMaxSlots) +
+                                          " (ListAndWatch must fit the kubelet's 4 MiB gRPC "
+                                          "message limit)");
   }
   rc.rdma_hca_max = static_cast<uint32_t>(max->get<uint64_t>());
   KUBERDMA_TRY(ParseSelectors(e, where, &rc.selectors));
@@ -145,8 +178,9 @@ Result<ResourceConfig> ParseEntry(const json& e, const std::string& where) {
 }  // namespace
 
 Result<Config> ParseConfig(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) return Bad("(top level)", "not valid JSON");
+  auto parsed = ParseUntrustedJson(text, "device plugin config");
+  if (!parsed) return Bad("(top level)", parsed.error().message());
+  json j = std::move(*parsed);
   if (!j.is_object()) return Bad("(top level)", "must be an object");
   Config cfg;
   if (auto it = j.find("periodicUpdateInterval"); it != j.end() && !it->is_null()) {
@@ -167,6 +201,11 @@ Result<Config> ParseConfig(std::string_view text) {
   auto list = j.find("configList");
   if (list == j.end() || !list->is_array() || list->empty()) {
     return Bad("configList", "is required: a non-empty array of resources");
+  }
+  if (list->size() > kMaxResources) {
+    return Bad("configList", "has " + std::to_string(list->size()) + " resources; at most " +
+                                 std::to_string(kMaxResources) +
+                                 " (each is a gRPC server and a kubelet registration)");
   }
   std::set<std::string> names;
   for (size_t i = 0; i < list->size(); ++i) {

@@ -99,7 +99,8 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
     Manager* raw = m.get();
     KUBERDMA_ASSIGN_OR_RETURN(
         m->http_, HttpEndpoint::Start(static_cast<uint16_t>(m->opts_.metrics_port), m->metrics_,
-                                      [raw] { return raw->running_.load(); }));
+                                      [raw] { return raw->running_.load(); },
+                                      m->opts_.metrics_address));
   }
   return m;
 }

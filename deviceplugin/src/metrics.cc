@@ -151,8 +151,34 @@ std::string Metrics::Render() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
+namespace {
+
+// civetweb's options (its docs/UserManual.md): see HttpEndpoint::Start for why each.
+std::vector<std::string> ServerOptions(const std::string& address, uint16_t port) {
+  std::string host = address.find(':') != std::string::npos ? "[" + address + "]" : address;
+  return {"listening_ports",
+          host + ":" + std::to_string(port),
+          "num_threads",
+          std::to_string(kHttpWorkers),
+          "request_timeout_ms",
+          std::to_string(kHttpRequestTimeoutMs),
+          "enable_keep_alive",
+          "no",
+          "keep_alive_timeout_ms",
+          "500",
+          "linger_timeout_ms",
+          "0",
+          "connection_queue",
+          std::to_string(kHttpQueue),
+          "listen_backlog",
+          std::to_string(kHttpQueue)};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(uint16_t port, const Metrics& metrics,
-                                                          std::function<bool()> healthy) {
+                                                          std::function<bool()> healthy,
+                                                          const std::string& address) {
   std::unique_ptr<HttpEndpoint> ep(new HttpEndpoint(std::move(healthy)));
   CivetCallbacks callbacks;
   callbacks.begin_request = BeginRequest;
@@ -160,11 +186,11 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(uint16_t port, const M
   callbacks.exit_context = ExitContext;
   g_starting = ep.get();
   try {
-    ep->exposer_ =
-        std::make_unique<prometheus::Exposer>("0.0.0.0:" + std::to_string(port), 2, &callbacks);
+    ep->exposer_ = std::make_unique<prometheus::Exposer>(ServerOptions(address, port), &callbacks);
   } catch (const std::exception& e) {  // CivetException: the port cannot be bound
     g_starting = nullptr;
-    return Fail(ErrorCode::kIo, "serve metrics on port " + std::to_string(port) + ": " + e.what());
+    return Fail(ErrorCode::kIo, "serve metrics on " + address + " port " + std::to_string(port) +
+                                    ": " + e.what());
   }
   g_starting = nullptr;
   ep->exposer_->RegisterCollectable(metrics.registry());

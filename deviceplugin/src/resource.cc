@@ -181,6 +181,11 @@ void Resource::AddDeviceNodes(const Hca& h, ContainerAllocation* out) const {
 }
 
 Result<std::vector<const HcaHealth*>> Resource::HcasOf(const std::vector<std::string>& ids) const {
+  // The kubelet names every slot it allocated; an empty list is a malformed request, never "all".
+  if (ids.empty()) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "Allocate for " + cfg_.FullName() + " names no device IDs (devices_ids is empty)");
+  }
   std::vector<const HcaHealth*> chosen;
   auto pick = [&](const std::string& name) {
     const HcaHealth* st = &hcas_.at(name);

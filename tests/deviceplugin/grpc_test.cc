@@ -3,11 +3,13 @@
 // closed streams, health flaps, config reloads, concurrent Allocates, and SIGTERM on the binary.
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -171,6 +173,66 @@ TEST_CASE(
   CHECK_THAT(hstatus, Catch::Contains("200"));
   CHECK(hbody == "ok\n");
   CHECK_THAT(HttpGet(n.mgr->metrics_port(), "/nothing").first, Catch::Contains("404"));
+}
+
+// A TCP connection to the endpoint, closed when destroyed.
+struct Conn {
+  explicit Conn(uint16_t port) : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Conn() { ::close(fd); }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  void Send(const std::string& s) const { (void)!::write(fd, s.data(), s.size()); }
+  int fd;
+  bool connected = false;
+};
+
+TEST_CASE("/healthz answers while idle and slowly writing clients hold connections open") {
+  Metrics m;
+  auto ep = HttpEndpoint::Start(0, m, [] { return true; }, "127.0.0.1");
+  REQUIRE(ep);
+  const uint16_t port = (*ep)->port();
+  // Today's attack: half-sent requests that never finish, and a slowloris adding a byte at a
+  // time; the old server (2 workers, 30 s timeout) answered /healthz after ~30 s.
+  constexpr int kEach = 8;
+  std::vector<std::unique_ptr<Conn>> idle;
+  std::vector<std::unique_ptr<Conn>> slow;
+  for (int i = 0; i < kEach; ++i) {
+    idle.push_back(std::make_unique<Conn>(port));
+    REQUIRE(idle.back()->connected);
+    idle.back()->Send("GET / HTTP/1.1\r\n");
+    slow.push_back(std::make_unique<Conn>(port));
+    REQUIRE(slow.back()->connected);
+    slow.back()->Send("GET /metrics HTTP/1.1\r\nX-a: ");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const auto& c : slow) c->Send("b");
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto [status, body] = HttpGet(port, "/healthz");
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+    CHECK_THAT(status, Catch::Contains("200"));
+    for (const auto& c : slow) c->Send("b");
+  }
+  // The DaemonSet's liveness probe gives up after one second; answers take about a millisecond
+  // here (the bound is the probe's, not a speed target: a loaded CI machine is slow).
+  double worst = *std::max_element(ms.begin(), ms.end());
+  INFO("worst /healthz latency with " << 2 * kEach << " hostile connections: " << worst << " ms");
+  CHECK(worst < 1000);
+  // A request still unfinished after the request timeout is dropped by the server.
+  std::this_thread::sleep_for(std::chrono::milliseconds(kHttpRequestTimeoutMs + 500));
+  char buf[256];
+  pollfd p{idle.front()->fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 2000) == 1);
+  ssize_t n = ::read(idle.front()->fd, buf, sizeof buf);
+  CHECK(n >= 0);  // EOF, or a 4xx/5xx before the close: either way the worker is free again
 }
 
 TEST_CASE("/healthz is 503 when the plugin does not serve, and a taken port is an error") {

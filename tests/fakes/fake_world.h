@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/cni/config.h"
 #include "kuberdma/cni/ipam.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
@@ -22,6 +23,17 @@
 #include "kuberdma/rdma/rdma_ops.h"
 
 namespace kuberdma::fakes {
+
+// The node's policy plus /tmp as a root for state, logs and device-info files: the tests keep
+// everything they write in temporary directories.
+// `devinfo_dir`, when given, is also a device-info directory.
+inline cni::NodePolicy TestPolicy(const std::string& devinfo_dir = "") {
+  cni::NodePolicy p;
+  p.state_roots.emplace_back("/tmp");
+  p.log_roots.emplace_back("/tmp");
+  if (!devinfo_dir.empty()) p.device_info_dirs.push_back(devinfo_dir);
+  return p;
+}
 
 using link::LinkChange;
 using link::LinkInfo;

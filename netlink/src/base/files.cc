@@ -7,18 +7,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "kuberdma/base/unique_fd.h"
 
 namespace kuberdma {
 
-Result<std::string> ReadFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return FailErrno(errno, "open " + path);
+namespace {
+
+Result<std::string> ReadAll(int fd, const std::string& path) {
   std::string out;
   char buf[4096];
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       return FailErrno(errno, "read " + path);
@@ -27,6 +28,14 @@ Result<std::string> ReadFile(const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return FailErrno(errno, "open " + path);
+  return ReadAll(fd.get(), path);
 }
 
 Result<void> MakeDirs(const std::string& dir) {
@@ -42,29 +51,92 @@ Result<void> MakeDirs(const std::string& dir) {
   return {};
 }
 
-Result<void> WriteFileAtomic(const std::string& path, const std::string& content) {
+Result<void> WriteFileAtomic(const std::string& path, const std::string& content, unsigned mode) {
   auto slash = path.find_last_of('/');
   if (slash != std::string::npos) KUBERDMA_TRY(MakeDirs(path.substr(0, slash)));
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) return FailErrno(errno, "create " + tmp);
-    size_t off = 0;
-    while (off < content.size()) {
-      ssize_t n = ::write(fd.get(), content.data() + off, content.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::unlink(tmp.c_str());
-        return FailErrno(err, "write " + tmp);
-      }
-      off += static_cast<size_t>(n);
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
+  // mkostemp: O_CREAT|O_EXCL with a random suffix, so nobody can plant the temporary name.
+  std::string tmp = path + ".tmp.XXXXXX";
+  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (!fd.valid()) return FailErrno(errno, "create a temporary file beside " + path);
+  auto fail = [&](int err, const std::string& what) {
     ::unlink(tmp.c_str());
-    return FailErrno(err, "rename " + tmp + " to " + path);
+    return FailErrno(err, what);
+  };
+  if (::fchmod(fd.get(), static_cast<mode_t>(mode)) != 0) return fail(errno, "chmod " + tmp);
+  if (auto w = WriteAll(fd.get(), content.data(), content.size()); !w) {
+    return fail(w.error().sys_errno(), "write " + tmp);
+  }
+  fd.Reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return fail(errno, "rename " + tmp + " to " + path);
+  }
+  return {};
+}
+
+Result<std::string> ReadRegularFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
+    if (errno == ELOOP) {
+      return Fail(ErrorCode::kInvalidArgument, path + " is a symbolic link; refusing to follow it");
+    }
+    return FailErrno(errno, "open " + path);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return FailErrno(errno, "stat " + path);
+  if (!S_ISREG(st.st_mode)) {
+    return Fail(ErrorCode::kInvalidArgument, path + " is not a regular file");
+  }
+  return ReadAll(fd.get(), path);
+}
+
+bool IsCleanPathUnder(std::string_view path, std::string_view root) {
+  if (path.empty() || path[0] != '/' || root.empty()) return false;
+  size_t pos = 1;
+  while (pos <= path.size()) {
+    size_t end = path.find('/', pos);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(pos, end - pos);
+    if ((part.empty() && end != path.size()) || part == "." || part == "..") return false;
+    pos = end + 1;
+  }
+  while (root.size() > 1 && root.back() == '/') root.remove_suffix(1);
+  if (root == "/") return true;
+  if (path.compare(0, root.size(), root) != 0) return false;
+  return path.size() == root.size() || path[root.size()] == '/';
+}
+
+Result<void> MakePrivateDirs(const std::string& root, const std::string& dir) {
+  if (!IsCleanPathUnder(dir, root)) {
+    return Fail(ErrorCode::kInvalidArgument, dir + " is not a clean path under " + root);
+  }
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0) {
+    auto slash = root.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) KUBERDMA_TRY(MakeDirs(root.substr(0, slash)));
+    if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(errno, "mkdir " + root);
+  } else if (!S_ISDIR(st.st_mode)) {
+    return Fail(ErrorCode::kAlreadyExists, root + " exists and is not a directory");
+  }
+  std::string at = root;
+  while (at.size() > 1 && at.back() == '/') at.pop_back();
+  size_t pos = at.size() + 1;
+  while (pos <= dir.size()) {
+    size_t end = dir.find('/', pos);
+    if (end == std::string::npos) end = dir.size();
+    if (end > pos) {
+      at = dir.substr(0, end);
+      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(errno, "mkdir " + at);
+      if (::lstat(at.c_str(), &st) != 0) return FailErrno(errno, "stat " + at);
+      if (S_ISLNK(st.st_mode)) {
+        return Fail(ErrorCode::kPermissionDenied,
+                    at + " is a symbolic link; kube-rdma does not follow links below " + root +
+                        " (remove it)");
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        return Fail(ErrorCode::kAlreadyExists, at + " exists and is not a directory");
+      }
+    }
+    pos = end + 1;
   }
   return {};
 }

@@ -3,7 +3,9 @@
 #include "kuberdma/netns/netns.h"
 
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +27,12 @@ Result<NetNs> NetNs::Open(const std::string& path) {
   if (::stat("/proc/self/ns/net", &self) == 0 && st.st_dev != self.st_dev) {
     return Fail(ErrorCode::kNotFound,
                 "netns " + path + " is not a mounted namespace (the pod sandbox is gone)");
+  }
+  // A mount, pid or user namespace file is on nsfs too; setns(CLONE_NEWNET) would only fail
+  // later, with EINVAL. NS_GET_NSTYPE (Linux 4.11) says which kind it is.
+  int type = ::ioctl(fd.get(), NS_GET_NSTYPE);
+  if (type >= 0 && type != CLONE_NEWNET) {
+    return Fail(ErrorCode::kInvalidArgument, "netns " + path + " is not a network namespace");
   }
   return NetNs(std::move(fd), path, st.st_dev, st.st_ino);
 }

@@ -2,7 +2,13 @@
 // Network config parsing: the seed NAD, every field's type, hostile input, versions.
 #include "kuberdma/cni/config.h"
 
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 
 namespace kuberdma::cni {
 namespace {
@@ -83,9 +89,13 @@ TEST_CASE("Malformed JSON is error 6") {
 TEST_CASE("Hostile input ends in an error, never a crash") {
   std::string deep(100000, '[');
   CHECK(CodeOf(deep) == kDecodeFailure);
-  std::string nested = R"({"cniVersion":"1.0.0","name":"n","x":)" + std::string(5000, '[') +
-                       std::string(5000, ']') + "}";
-  CHECK(CodeOf(nested) == 0);
+  auto nested = [](int levels) {
+    return R"({"cniVersion":"1.0.0","name":"n","x":)" + std::string(size_t(levels), '[') +
+           std::string(size_t(levels), ']') + "}";
+  };
+  CHECK(CodeOf(nested(kMaxJsonDepth - 1)) == 0);  // the top-level object is one level
+  CHECK(CodeOf(nested(kMaxJsonDepth)) == kDecodeFailure);
+  CHECK(CodeOf(nested(5000)) == kDecodeFailure);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":1e309})") != 0);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","mtu":99999999999999999999999})") ==
         kInvalidConfig);
@@ -148,6 +158,119 @@ TEST_CASE("Version comparison is numeric per component") {
   CHECK(CompareVersions("0.4.0", "1.0.0") < 0);
   CHECK(CompareVersions("1.10.0", "1.9.0") > 0);
   CHECK(CompareVersions("1.1.0", "1.1.0") == 0);
+}
+
+}  // namespace
+}  // namespace kuberdma::cni
+
+namespace kuberdma::cni {
+namespace {
+
+std::string MsgOf(std::string_view text) {
+  auto r = ParseConfig(text, Command::kAdd);
+  return r ? "" : r.error().msg;
+}
+
+TEST_CASE("200,000 levels inside ipam or prevResult are refused as error 6, not a crash") {
+  std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (const char* field : {"ipam", "prevResult", "runtimeConfig", "args"}) {
+    std::string text = R"({"cniVersion":"1.0.0","name":"n",")" + std::string(field) +
+                       R"(":{"type":"host-local","x":)" + deep + "}}";
+    CHECK(CodeOf(text) == kDecodeFailure);
+    CHECK_THAT(MsgOf(text), Catch::Contains("nesting deeper than 64"));
+  }
+  CHECK(ErrorVersion(R"({"cniVersion":"1.0.0","x":)" + deep + "}").empty());
+}
+
+TEST_CASE("stateDir and logFile must lie under kube-rdma's own roots") {
+  auto with = [](const std::string& extra) {
+    return R"({"cniVersion":"1.0.0","name":"n")" + extra + "}";
+  };
+  CHECK(CodeOf(with(R"(,"stateDir":"/etc")")) == kInvalidConfig);
+  CHECK_THAT(MsgOf(with(R"(,"stateDir":"/etc")")), Catch::Contains("/run/kube-rdma"));
+  CHECK(CodeOf(with(R"(,"stateDir":"/run/kube-rdma/../../etc")")) == kInvalidConfig);
+  CHECK(CodeOf(with(R"(,"stateDir":"/run/kube-rdmax")")) == kInvalidConfig);
+  CHECK(CodeOf(with(R"(,"stateDir":"/run/kube-rdma/./cni")")) == kInvalidConfig);
+  CHECK(CodeOf(with(R"(,"stateDir":"/var/lib/kube-rdma/cni")")) == 0);
+  CHECK(CodeOf(with(R"(,"logFile":"/etc/cron.d/x")")) == kInvalidConfig);
+  CHECK(CodeOf(with(R"(,"logFile":"/tmp/rdma.log")")) == kInvalidConfig);
+  auto ok = ParseConfig(with(R"(,"logFile":"/var/log/kube-rdma/rdma.log")"), Command::kAdd);
+  REQUIRE(ok);
+  CHECK(ok->log_root == "/var/log/kube-rdma");
+  CHECK(ok->state_root == "/run/kube-rdma");
+  // The node's own policy may widen the roots; the NAD never can.
+  NodePolicy wide;
+  wide.state_roots.emplace_back("/srv/rdma");
+  CHECK(ParseConfig(with(R"(,"stateDir":"/srv/rdma/cni")"), Command::kAdd, wide));
+}
+
+TEST_CASE("A device-info file is only written where Multus keeps them") {
+  auto with = [](const std::string& path) {
+    return R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":{"CNIDeviceInfoFile":")" + path +
+           "\"}}";
+  };
+  CHECK(CodeOf(with("/etc/passwd")) == kInvalidConfig);
+  CHECK_THAT(MsgOf(with("/etc/passwd")), Catch::Contains("devinfo/cni"));
+  CHECK(CodeOf(with("/var/run/k8s.cni.cncf.io/devinfo/cni/../../../etc/passwd")) ==
+        kInvalidConfig);
+  CHECK(CodeOf(with("/var/run/k8s.cni.cncf.io/devinfo/cni/sub/x.json")) == kInvalidConfig);
+  CHECK(CodeOf(with("/var/run/k8s.cni.cncf.io/devinfo/cni/ns-net-cid-net1.json")) == 0);
+  CHECK(CodeOf(with("/run/k8s.cni.cncf.io/devinfo/cni/x")) == 0);
+}
+
+TEST_CASE("Device names cannot walk sysfs") {
+  for (const char* field : {"hca", "device", "deviceID", "pciBusID", "mac"}) {
+    for (const char* bad : {"../infiniband/mlx5_1", "..", ".", "mlx5_0/../mlx5_1", "a b"}) {
+      std::string text = R"({"cniVersion":"1.0.0","name":"n",")" + std::string(field) +
+                         R"(":")" + bad + "\"}";
+      CHECK(CodeOf(text) == kInvalidConfig);
+    }
+  }
+  CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","runtimeConfig":{"deviceID":"../x"}})") ==
+        kInvalidConfig);
+  for (const char* good : {"mlx5_3", "0000:3b:00.0", "mlx5_core.sf.2", "mlx5_3-017", "shared-017",
+                           "b8:3f:d2:00:00:01"}) {
+    CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n","deviceID":")" + std::string(good) + "\"}") ==
+          0);
+  }
+}
+
+TEST_CASE("The node's policy file adds roots and is checked like any input") {
+  char tmpl[] = "/tmp/krt-policy-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  std::string dir = tmpl;
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() { std::filesystem::remove_all(d); }
+  } cleanup{dir};
+  auto missing = LoadNodePolicy(dir + "/none.json");
+  REQUIRE(missing);
+  CHECK(missing->state_roots == NodePolicy{}.state_roots);
+  REQUIRE(WriteFileAtomic(dir + "/p.json", R"({"stateRoots":["/srv/rdma"]})"));
+  auto p = LoadNodePolicy(dir + "/p.json");
+  REQUIRE(p);
+  CHECK(p->state_roots.back() == "/srv/rdma");
+  CHECK(p->state_roots.front() == "/run/kube-rdma");
+  for (const char* bad : {R"({"stateRoots":"/srv"})", R"({"logRoots":["relative"]})",
+                          R"({"stateRoots":["/"]})", R"({"deviceInfoDirs":["/a/../b"]})", "[",
+                          "5"}) {
+    REQUIRE(WriteFileAtomic(dir + "/bad.json", bad));
+    auto b = LoadNodePolicy(dir + "/bad.json");
+    REQUIRE_FALSE(b);
+    CHECK(b.error().code == kInvalidConfig);
+    CHECK_THAT(b.error().msg, Catch::Contains(dir + "/bad.json"));
+  }
+}
+
+TEST_CASE("DEL salvages the name and state directory of a config that does not parse") {
+  auto c = SalvageForDel(R"({"cniVersion":"1.0.0","name":"rdma-net","mtu":"abc"})");
+  CHECK(c.name == "rdma-net");
+  CHECK(c.state_dir == "/run/kube-rdma/cni");
+  auto outside = SalvageForDel(R"({"name":"x","stateDir":"/etc","mtu":"abc"})");
+  CHECK(outside.state_dir == "/run/kube-rdma/cni");
+  auto garbage = SalvageForDel("not json");
+  CHECK(garbage.name.empty());
+  CHECK(garbage.state_dir == "/run/kube-rdma/cni");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ namespace {
 using fakes::FakeIpam;
 using fakes::FakeWorld;
 using fakes::kHostPath;
+using fakes::TestPolicy;
 using nlohmann::json;
 
 constexpr const char* kPod = "/var/run/netns/pod-a";
@@ -38,7 +39,7 @@ struct Node {
                              R"(","name":"roce-rail1","type":"rdma","mtu":9000,"linkState":"up",
         "ipam":{"type":"fake","range":"10.9.0.0/24"},"stateDir":")" +
                              state_dir + "\"" + extra + "}",
-                         Command::kAdd);
+                         Command::kAdd, TestPolicy());
     REQUIRE(c);
     return *c;
   }
@@ -245,16 +246,16 @@ TEST_CASE("linkState down with IPAM: addresses applied, a gateway route refused,
 
 TEST_CASE("An ipam section without a type is error 7 naming ipam.type") {
   auto c = ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":{"range":"x"}})",
-                       Command::kAdd);
+                       Command::kAdd, TestPolicy());
   REQUIRE_FALSE(c);
   CHECK(c.error().code == kInvalidConfig);
   CHECK_THAT(c.error().msg, Catch::Contains("ipam.type"));
   CHECK(ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":"host-local"})",
-                    Command::kAdd)
+                    Command::kAdd, TestPolicy())
             .error()
             .code == kInvalidConfig);
   CHECK_FALSE(
-      ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":{}})", Command::kAdd)
+      ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":{}})", Command::kAdd, TestPolicy())
           ->ipam);
 }
 

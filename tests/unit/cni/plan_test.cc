@@ -15,6 +15,7 @@ namespace {
 
 using fakes::FakeWorld;
 using fakes::kHostPath;
+using fakes::TestPolicy;
 
 constexpr const char* kPod = "/var/run/netns/pod-a";
 
@@ -42,7 +43,7 @@ struct World {
     auto c = ParseConfig(R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","mtu":9000,
         "linkState":"up","stateDir":")" +
                              state_dir + "\"" + extra + "}",
-                         Command::kAdd);
+                         Command::kAdd, TestPolicy());
     REQUIRE(c);
     return *c;
   }

@@ -16,6 +16,7 @@ namespace {
 
 using fakes::FakeWorld;
 using fakes::kHostPath;
+using fakes::TestPolicy;
 using nlohmann::json;
 
 constexpr const char* kPod = "/var/run/netns/pod-a";
@@ -44,7 +45,7 @@ struct Node {
     std::string text = R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","pkey":"0xffff",
         "linkState":"up","mtu":9000,"stateDir":")" +
                        state_dir + "\"" + extra + "}";
-    auto c = ParseConfig(text, Command::kAdd);
+    auto c = ParseConfig(text, Command::kAdd, TestPolicy(state_dir + "/devinfo"));
     REQUIRE(c);
     return *c;
   }
@@ -391,6 +392,99 @@ TEST_CASE("A pod namespace that does not exist is error 4 on ADD") {
   auto r = p.Add(Req("/var/run/netns/missing", "net1"), n.Conf());
   REQUIRE_FALSE(r);
   CHECK(r.error().code == kInvalidEnv);
+}
+
+}  // namespace
+}  // namespace kuberdma::cni
+
+namespace kuberdma::cni {
+namespace {
+
+TEST_CASE("ADD refuses CNI_NETNS naming the plugin's own namespace with code 4") {
+  Node n;
+  std::string before = n.world.Snapshot();
+  Plugin p = n.MakePlugin();
+  auto r = p.Add(Req(kHostPath, "net1"), n.Conf());
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == kInvalidEnv);
+  CHECK_THAT(r.error().msg, Catch::Contains("namespace rdma runs in"));
+  CHECK(n.world.Snapshot() == before);
+  CHECK(StateStore(n.state_dir).List()->empty());
+}
+
+TEST_CASE("A device-info file that is a planted link is neither followed nor replaced") {
+  Node n;
+  Plugin p = n.MakePlugin();
+  std::string target = n.state_dir + "/precious";
+  REQUIRE(WriteFileAtomic(target, "keep me\n"));
+  std::filesystem::create_directories(n.state_dir + "/devinfo");
+  std::filesystem::create_symlink(target, n.state_dir + "/devinfo/net1.json");
+  std::string info = n.state_dir + "/devinfo/net1.json";
+  REQUIRE(p.Add(Req(kPod, "net1"),
+                n.Conf(R"(,"runtimeConfig":{"CNIDeviceInfoFile":")" + info + "\"}")));
+  CHECK(*ReadFile(target) == "keep me\n");
+  CHECK(std::filesystem::is_symlink(info));
+}
+
+TEST_CASE("A symbolic link below the state root is refused and nothing is written through it") {
+  Node n;
+  Plugin p = n.MakePlugin();
+  std::string elsewhere = n.state_dir + "-elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() { std::filesystem::remove_all(d); }
+  } cleanup{elsewhere};
+  std::filesystem::create_directories(n.state_dir);
+  std::filesystem::create_directory_symlink(elsewhere, n.state_dir + "/rdma-net");
+  std::string before = n.world.Snapshot();
+  auto r = p.Add(Req(kPod, "net1"), n.Conf());
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == kStateFailure);
+  CHECK_THAT(r.error().msg, Catch::Contains("symbolic link"));
+  CHECK(n.world.Snapshot() == before);
+  CHECK(std::filesystem::is_empty(elsewhere));
+}
+
+TEST_CASE("State directories are private and record files are not world-readable") {
+  Node n;
+  Plugin p = n.MakePlugin();
+  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf()));
+  auto perms = std::filesystem::status(n.state_dir + "/rdma-net").permissions();
+  CHECK((perms & std::filesystem::perms::all) == std::filesystem::perms::owner_all);
+  auto rec = std::filesystem::status(n.state_dir + "/rdma-net/c1:net1.json").permissions();
+  CHECK((rec & (std::filesystem::perms::group_all | std::filesystem::perms::others_all)) ==
+        std::filesystem::perms::none);
+  // No temporary file is left beside the record.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(n.state_dir + "/rdma-net")) {
+    (void)e;
+    ++files;
+  }
+  CHECK(files == 1);
+}
+
+TEST_CASE("DEL with a config that no longer parses restores the device from its record") {
+  Node n;
+  Plugin p = n.MakePlugin();
+  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf()));
+  REQUIRE(n.world.FindLink(kPod, "net1") != nullptr);
+  std::string broken = R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","mtu":"abc",
+      "stateDir":")" + n.state_dir + "\"}";
+  REQUIRE_FALSE(ParseConfig(broken, Command::kDel, TestPolicy()));
+  Request del = Req(kPod, "net1");
+  del.command = Command::kDel;
+  REQUIRE(p.Del(del, SalvageForDel(broken, TestPolicy())));
+  CHECK(n.world.FindLink(kHostPath, "ens1f0np0") != nullptr);
+  CHECK(StateStore(n.state_dir).List()->empty());
+  // No name at all: the record is found by container ID and ifname in any network.
+  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf()));
+  std::string nameless = R"({"stateDir":")" + n.state_dir + "\", \"mtu\": []}";
+  REQUIRE(p.Del(del, SalvageForDel(nameless, TestPolicy())));
+  CHECK(n.world.FindLink(kHostPath, "ens1f0np0") != nullptr);
+  CHECK(StateStore(n.state_dir).List()->empty());
+  // Nothing recorded: success.
+  CHECK(p.Del(del, SalvageForDel("{", TestPolicy())));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // Result documents per version, VERSION and error documents, and CNI_* parsing.
 #include "kuberdma/cni/result.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 
@@ -98,6 +99,54 @@ TEST_CASE("CNI_* variables are validated per verb with error 4 naming the variab
   CHECK(ParseEnv(&FakeGetenv));  // DEL does not need CNI_NETNS
   g_env = {{"CNI_COMMAND", "VERSION"}};
   CHECK(ParseEnv(&FakeGetenv));
+}
+
+TEST_CASE("CNI_IFNAME is refused unless the kernel takes it literally") {
+  g_env = {{"CNI_COMMAND", "ADD"},
+           {"CNI_CONTAINERID", "abc123"},
+           {"CNI_NETNS", "/var/run/netns/p"}};
+  // '%' is expanded by the kernel (net%d becomes net0); the others are not printable UTF-8.
+  for (std::string bad : {std::string("net%d"), std::string("net\xa0"), std::string("net\x01"),
+                          std::string("net\x7f"), std::string("net\xc0\xaf"),
+                          std::string("net\xed\xa0\x80"), std::string("a\tb")}) {
+    g_env["CNI_IFNAME"] = bad;
+    auto r = ParseEnv(&FakeGetenv);
+    INFO(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == kInvalidEnv);
+    // The message is printable ASCII, so the error document can always be written.
+    CHECK(std::all_of(r.error().msg.begin(), r.error().msg.end(),
+                      [](char c) { return c >= 0x20 && c < 0x7f; }));
+  }
+  for (std::string good : {std::string("net1"), std::string("rdma-0_a.b"),
+                           std::string("n\xc3\xa9t")}) {
+    g_env["CNI_IFNAME"] = good;
+    CHECK(ParseEnv(&FakeGetenv));
+  }
+}
+
+TEST_CASE("A container ID ADD refuses is refused by ADD and leaves DEL nothing to undo") {
+  std::string long_id(300, 'a');
+  g_env = {{"CNI_COMMAND", "ADD"},
+           {"CNI_CONTAINERID", long_id},
+           {"CNI_NETNS", "/var/run/netns/p"},
+           {"CNI_IFNAME", "net1"}};
+  auto add = ParseEnv(&FakeGetenv);
+  REQUIRE_FALSE(add);
+  CHECK(add.error().code == kInvalidEnv);
+  CHECK_THAT(add.error().msg, Catch::Contains("(300 bytes)"));
+  g_env["CNI_CONTAINERID"] = std::string(kMaxContainerIdBytes, 'a');
+  CHECK(ParseEnv(&FakeGetenv));
+  for (auto [id, ifname] : {std::pair{long_id, std::string("net1")},
+                            std::pair{std::string("-bad"), std::string("net1")},
+                            std::pair{std::string("abc"), std::string("net%d")}}) {
+    g_env = {{"CNI_COMMAND", "DEL"}, {"CNI_CONTAINERID", id}, {"CNI_IFNAME", ifname}};
+    auto del = ParseEnv(&FakeGetenv);
+    REQUIRE(del);
+    CHECK_FALSE(del->unrecordable.empty());
+  }
+  g_env = {{"CNI_COMMAND", "DEL"}, {"CNI_CONTAINERID", "abc"}, {"CNI_IFNAME", "net1"}};
+  CHECK(ParseEnv(&FakeGetenv)->unrecordable.empty());
 }
 
 }  // namespace

@@ -72,6 +72,23 @@ TEST_CASE("Config errors name the entry and the field") {
           Case{R"({"configList":[{"resourceName":"bad/name","rdmaHcaMax":1}]})", "resourceName"},
           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"extraEnv":{"X":1}}]})",
                "extraEnv.X"},
+          // Names the kubelet would refuse at registration, refused here with the field.
+          Case{R"({"configList":[{"resourceName":"x y","rdmaHcaMax":1}]})", "resourceName"},
+          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"x y","rdmaHcaMax":1}]})",
+               "configList[0].resourcePrefix"},
+          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"rdma/../../x","rdmaHcaMax":1}]})",
+               "resourcePrefix"},
+          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"RDMA_","rdmaHcaMax":1}]})",
+               "resourcePrefix"},
+          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"a:b","rdmaHcaMax":1}]})",
+               "resourcePrefix"},
+          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"kubernetes.io","rdmaHcaMax":1}]})",
+               "outside kubernetes.io"},
+          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"x.kubernetes.io","rdmaHcaMax":1}]})",
+               "outside kubernetes.io"},
+          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"-a.com","rdmaHcaMax":1}]})",
+               "resourcePrefix"},
+          Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":10001}]})", "1..10000"},
       }) {
     INFO(text);
     auto r = ParseConfig(text);
@@ -79,6 +96,22 @@ TEST_CASE("Config errors name the entry and the field") {
     CHECK(r.error().code() == ErrorCode::kInvalidArgument);
     CHECK_THAT(r.error().message(), Catch::Contains(says));
   }
+}
+
+TEST_CASE("Limits on resources, slots and nesting are errors naming the limit") {
+  std::string many = R"({"configList":[)";
+  for (int i = 0; i < 65; ++i) {
+    many += (i ? "," : "") + std::string(R"({"resourceName":"r)") + std::to_string(i) +
+            R"(","rdmaHcaMax":1})";
+  }
+  auto r = ParseConfig(many + "]}");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("at most 64"));
+  auto deep = ParseConfig(R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"x":)" +
+                          std::string(100000, '[') + std::string(100000, ']') + "}]}");
+  REQUIRE_FALSE(deep);
+  CHECK_THAT(deep.error().message(), Catch::Contains("nesting"));
+  CHECK(ParseConfig(R"({"configList":[{"resourceName":"a","resourcePrefix":"nvidia.com","rdmaHcaMax":10000}]})"));
 }
 
 TEST_CASE("Selectors pick HCAs by vendor, device, driver, netdev, link type, address and name") {
@@ -137,6 +170,11 @@ TEST_CASE("The pool policy advertises rdmaHcaMax slots and gives every HCA to ea
     CHECK(d.permissions == "rw");
     CHECK(fs::exists(d.host_path));
   }
+  // An empty request is malformed (the kubelet always names its slots), never "every HCA".
+  auto none = r.Allocate({});
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code() == ErrorCode::kInvalidArgument);
+  CHECK_THAT(none.error().message(), Catch::Contains("names no device IDs"));
   auto bad = r.Allocate({"shared-1000"});
   REQUIRE_FALSE(bad);
   CHECK_THAT(bad.error().message(),

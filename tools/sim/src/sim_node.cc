@@ -52,6 +52,13 @@ SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs
   // A plugin may exit before reading its config (VERSION does): writing to its stdin must then fail
   // with EPIPE, not kill the test, benchmark or demo with SIGPIPE before it cleans up.
   std::signal(SIGPIPE, SIG_IGN);
+  // The plugin confines stateDir and logFile to the node's roots; this node's are its own
+  // temporary directory, named in a node policy file as a DaemonSet would install one.
+  std::string policy = R"({"stateRoots":[")" + state_dir_ + R"("],"logRoots":[")" + state_dir_ +
+                       R"("],"deviceInfoDirs":[")" + state_dir_ + R"(/devinfo"]})";
+  if (!WriteFileAtomic(policy_path(), policy + "\n")) {
+    throw std::runtime_error("write " + policy_path());
+  }
   netdevs_ = netdevs;
   int i = 0;
   for (const auto& n : netdevs) {
@@ -114,7 +121,7 @@ pid_t SimNode::Start(const std::string& binary, const CniCall& call, int out[2],
       "CNI_COMMAND=" + call.command,       "CNI_CONTAINERID=" + call.container_id,
       "CNI_NETNS=" + call.netns,           "CNI_IFNAME=" + call.ifname,
       "CNI_PATH=" + call.cni_path,         "KUBERDMA_SYSFS_ROOT=" + sysfs_root_,
-      "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+      "KUBERDMA_CNI_NODE_CONFIG=" + policy_path(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   auto pid = testing::SpawnIn(node_, {binary}, env, in[0], out[1], err[1]);
   ::close(in[0]);
   ::close(out[1]);

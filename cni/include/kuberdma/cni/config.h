@@ -41,6 +41,28 @@ struct IpamConf {
   nlohmann::json section;  // the whole `ipam` object, as given
 };
 
+// What the node, not the NAD, decides: the roots that a config's `stateDir`, `logFile` and
+// runtimeConfig.CNIDeviceInfoFile must lie under. A NAD is written by any user of a namespace and
+// `rdma` runs as root, so a NAD may only choose among places kube-rdma owns. The node's own file
+// (KUBERDMA_CNI_NODE_CONFIG, default /etc/kube-rdma/cni-node.json, installed by the DaemonSet)
+// can add roots, never remove these.
+struct NodePolicy {
+  std::vector<std::string> state_roots{"/run/kube-rdma", "/var/lib/kube-rdma"};
+  std::vector<std::string> log_roots{"/var/log/kube-rdma", "/run/kube-rdma"};
+  // Where Multus keeps CNI device-info files (the NPWG device-info spec): the file itself must
+  // be directly in one of these.
+  std::vector<std::string> device_info_dirs{"/var/run/k8s.cni.cncf.io/devinfo/cni",
+                                            "/run/k8s.cni.cncf.io/devinfo/cni"};
+};
+
+inline constexpr char kNodePolicyEnv[] = "KUBERDMA_CNI_NODE_CONFIG";
+inline constexpr char kNodePolicyPath[] = "/etc/kube-rdma/cni-node.json";
+
+// Reads the node's file, `{"stateRoots":[...],"logRoots":[...],"deviceInfoDirs":[...]}` (each
+// optional, absolute clean paths), adding its roots to the defaults. Error 7 naming `path` and
+// the field when it is malformed; a missing file is the defaults.
+CniResult<NodePolicy> LoadNodePolicy(const std::string& path);
+
 struct NetConf {
   std::string cni_version;
   std::string name;
@@ -55,6 +77,8 @@ struct NetConf {
   // Attachments do not survive a reboot (every device is back on the host then), so neither does
   // their state: /run is a tmpfs, cleared at boot, and fast.
   std::string state_dir = "/run/kube-rdma/cni";
+  std::string state_root = "/run/kube-rdma";  // the NodePolicy root state_dir lies under
+  std::string log_root;                       // likewise for log_file
   std::string log_file;
   std::string log_level = "info";
   uint32_t lock_timeout_ms = 10000;
@@ -65,10 +89,18 @@ struct NetConf {
   nlohmann::json raw = nlohmann::json::object();
 };
 
-// Parses `text` as the configuration for `command`. Errors: 6 for bad JSON, 7 for a bad field,
-// 1 for an unsupported cniVersion or a verb the version does not have (CHECK < 0.4.0,
-// STATUS/GC < 1.1.0).
-CniResult<NetConf> ParseConfig(std::string_view text, Command command);
+// Parses `text` as the configuration for `command`. Errors: 6 for bad JSON (also nesting deeper
+// than kMaxJsonDepth), 7 for a bad field (a path outside `policy`'s roots, a device name that is
+// not a plain name), 1 for an unsupported cniVersion or a verb the version does not have (CHECK
+// < 0.4.0, STATUS/GC < 1.1.0).
+CniResult<NetConf> ParseConfig(std::string_view text, Command command,
+                               const NodePolicy& policy = NodePolicy{});
+
+// What DEL can still use of a config that ParseConfig refused: `name` and `stateDir` where they
+// are valid (else empty name and the default state directory), the config as JSON if it is
+// JSON. DEL then finds the attachment by what its record says, so a NAD that breaks after ADD
+// never makes its sandbox impossible to remove.
+NetConf SalvageForDel(std::string_view text, const NodePolicy& policy = NodePolicy{});
 
 // The cniVersion an error about `text` is written in: the config's own when it is JSON naming a
 // version this plugin supports, else "" (the newest). A config that parses but has a bad field

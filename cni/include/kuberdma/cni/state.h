@@ -69,9 +69,17 @@ struct AttachmentRecord {
   static Result<AttachmentRecord> FromJson(const nlohmann::json& j);
 };
 
+// Reads one record file: not a symbolic link, bounded JSON, a version this plugin reads.
+// kNotFound when it does not exist; kInvalidArgument naming `path` otherwise.
+Result<AttachmentRecord> ReadRecord(const std::string& path);
+
 class StateStore {
  public:
-  explicit StateStore(std::string dir) : dir_(std::move(dir)) {}
+  // Records live in `dir`, which is `root` or below it (NetConf::state_root). Directories from
+  // `root` down are created 0700 and must not be symbolic links (MakePrivateDirs); an empty
+  // `root` means `dir` itself.
+  explicit StateStore(std::string dir, std::string root = "")
+      : dir_(std::move(dir)), root_(root.empty() ? dir_ : std::move(root)) {}
   const std::string& dir() const { return dir_; }
 
   // The record, or nullopt when none exists. kInvalidArgument for an unreadable or newer record.
@@ -83,8 +91,11 @@ class StateStore {
   // Removes the record; succeeds if it is already gone.
   Result<void> Remove(const std::string& network, const std::string& container_id,
                       const std::string& ifname) const;
-  // All records, of one network or (empty) of every network.
-  Result<std::vector<AttachmentRecord>> List(const std::string& network = "") const;
+  // All records, of one network or (empty) of every network. A record that cannot be read
+  // fails the listing, unless `unreadable` is given: then it is skipped and its error (naming the
+  // file) appended there, so one corrupt file never hides the good ones beside it.
+  Result<std::vector<AttachmentRecord>> List(const std::string& network = "",
+                                             std::vector<Error>* unreadable = nullptr) const;
 
   // Whether the directory exists or can be created, and is writable.
   Result<void> CheckWritable() const;
@@ -93,13 +104,16 @@ class StateStore {
   std::string PathFor(const std::string& network, const std::string& container_id,
                       const std::string& ifname) const;
   std::string dir_;
+  std::string root_;
 };
 
 // An exclusive flock on <dir>/.lock, held until destruction.
 class NodeLock {
  public:
-  // Waits up to `timeout_ms` for the lock; kBusy when another verb holds it longer.
-  static Result<NodeLock> Acquire(const std::string& dir, uint32_t timeout_ms);
+  // Waits up to `timeout_ms` for the lock; kBusy when another verb holds it longer. `dir` is
+  // created as StateStore creates it (0700 below `root`; empty `root`: `dir` itself).
+  static Result<NodeLock> Acquire(const std::string& dir, uint32_t timeout_ms,
+                                  const std::string& root = "");
 
  private:
   explicit NodeLock(UniqueFd fd) : fd_(std::move(fd)) {}

@@ -98,10 +98,19 @@ struct Request {
   std::string ifname;
   std::string args;
   std::string path;
+  // DEL only: CNI_CONTAINERID or CNI_IFNAME is one that ADD refuses, so nothing was ever attached
+  // or recorded under it and DEL has nothing to undo (a runtime retries a failing DEL forever).
+  std::string unrecordable;  // why, empty when the attachment is addressable
 };
 
+// The longest container ID accepted: a record is named "<containerID>:<ifname>.json" plus a
+// temporary suffix, and one path component holds 255 bytes (runtimes use 64 hex digits).
+inline constexpr size_t kMaxContainerIdBytes = 200;
+
 // Reads and validates CNI_* variables through `getenv` for the command they name.
-// Missing or invalid required variables are error 4, naming the variable.
+// Missing or invalid required variables are error 4, naming the variable (values are quoted
+// with unprintable bytes escaped). CNI_IFNAME must be a name the kernel takes literally: 1-15
+// bytes of printable UTF-8 without '/', ':', '%' or whitespace, not "." or "..".
 CniResult<Request> ParseEnv(const char* (*getenv)(const char*));
 
 }  // namespace kuberdma::cni

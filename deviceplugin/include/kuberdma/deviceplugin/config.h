@@ -44,6 +44,11 @@ struct ResourceConfig {
   std::string FullName() const { return resource_prefix + "/" + resource_name; }
 };
 
+// Bounds on a config: resources (each a gRPC server and a registration) and slots per resource
+// (ListAndWatch sends every slot in one message, which the kubelet caps at 4 MiB).
+inline constexpr size_t kMaxResources = 64;
+inline constexpr uint64_t kMaxSlots = 10000;
+
 struct Config {
   uint32_t periodic_update_interval_s = 60;  // full rescan; 0 disables (events still apply)
   uint32_t health_poll_ms = 500;             // port-state re-read (ib_core sends no event)

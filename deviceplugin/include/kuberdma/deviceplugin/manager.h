@@ -35,6 +35,9 @@ struct Options {
   std::string plugin_dir = kDefaultPluginDir;
   sysfs::SysfsRoot sysfs;
   int metrics_port = 9109;  // negative: no HTTP endpoint; 0: any free port
+  // Where /metrics and /healthz listen: every address by default (Prometheus and the kubelet's
+  // probe reach a hostNetwork pod on the node's address); the DaemonSet can bind the node IP.
+  std::string metrics_address = "0.0.0.0";
   bool kernel_events = true;
 };
 

@@ -61,12 +61,24 @@ class Metrics {
   mutable std::mutex mu_;
 };
 
+inline constexpr int kHttpWorkers = 32;
+inline constexpr int kHttpRequestTimeoutMs = 2000;
+inline constexpr int kHttpQueue = 64;
+
 class HttpEndpoint {
  public:
-  // Serves /metrics and /healthz on 0.0.0.0:`port` (0 picks a free port; see port()). `healthy`
-  // answers /healthz. An error when the port cannot be bound.
+  // Serves /metrics and /healthz on `address`:`port` (0 picks a free port; see port()).
+  // `healthy` answers /healthz. An error when the port cannot be bound.
+  //
+  // The port is on the node network (hostNetwork), so anyone there can connect: kHttpWorkers
+  // threads, each request bounded by kHttpRequestTimeoutMs in total (civetweb's request timeout
+  // covers a slowly written header), keep-alive off, at most kHttpQueue accepted connections
+  // waiting for a worker. Idle or slow clients cannot hold /healthz past the liveness probe's
+  // one second unless they open more than kHttpWorkers connections at once, and each is dropped
+  // after the timeout.
   static Result<std::unique_ptr<HttpEndpoint>> Start(uint16_t port, const Metrics& metrics,
-                                                     std::function<bool()> healthy);
+                                                     std::function<bool()> healthy,
+                                                     const std::string& address = "0.0.0.0");
   ~HttpEndpoint();
   HttpEndpoint(const HttpEndpoint&) = delete;
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "kuberdma/base/error.h"
 
@@ -17,9 +18,28 @@ Result<std::string> ReadFile(const std::string& path);
 
 // Writes `content` to a temporary file beside `path` and renames it over `path`, so a reader
 // sees the old or the new content, never a torn one. Creates missing parent directories
-// (mode 0755). No fsync: a record only has to survive a crashed process, not a crashed node
-// (after a reboot every device is back in the host namespace anyway).
-Result<void> WriteFileAtomic(const std::string& path, const std::string& content);
+// (mode 0755). The temporary file has an unpredictable name and is created with O_EXCL (mkostemp),
+// so a link planted beside `path` is never written through; the rename replaces the directory
+// entry at `path` (a symbolic link there is replaced, not followed). No fsync: a record only has
+// to survive a crashed process, not a crashed node (after a reboot every device is back in the
+// host namespace anyway).
+Result<void> WriteFileAtomic(const std::string& path, const std::string& content,
+                             unsigned mode = 0644);
+
+// Whole content of `path`, refusing to follow a symbolic link in its last component and
+// anything but a regular file (kInvalidArgument); kNotFound when it does not exist.
+Result<std::string> ReadRegularFile(const std::string& path);
+
+// Whether `path` is absolute, has no empty, "." or ".." component, and lies under `root`
+// (component-wise: "/run/kube-rdmax" is not under "/run/kube-rdma").
+bool IsCleanPathUnder(std::string_view path, std::string_view root);
+
+// Creates `dir` (which must be `root` or under it) for private use: missing directories from
+// `root` down are made with mode 0700, and every component below `root` must be a real
+// directory, not a symbolic link (kPermissionDenied naming it; kInvalidArgument when `dir` is
+// not a clean path under `root`). `root` itself and its parents are
+// the node's (created 0700 where missing, links there allowed: /var/run is one).
+Result<void> MakePrivateDirs(const std::string& root, const std::string& dir);
 
 // Creates `dir` and its parents if missing (mode 0755).
 Result<void> MakeDirs(const std::string& dir);

@@ -54,6 +54,9 @@ class SimNode {
   // Test-only link setup (veths, bridges, qdiscs) in any of the node's namespaces.
   testing::TestNet& net() { return net_; }
   const std::string& state_dir() const { return state_dir_; }
+  // The node policy file (cni::NodePolicy) every CNI call of this node is given: state_dir()
+  // is its state and log root, state_dir()/devinfo its device-info directory.
+  std::string policy_path() const { return state_dir_ + "/node-policy.json"; }
   const std::string& sysfs_root() const { return sysfs_root_; }
 
   // Cables HCA netdevs to one switch: their fabric ends become ports of bridge `rail` in the
