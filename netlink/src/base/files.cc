@@ -89,6 +89,33 @@ Result<std::string> ReadRegularFile(const std::string& path) {
   return ReadAll(fd.get(), path);
 }
 
+Result<std::string> ReadFileHeadTail(const std::string& path, size_t head, size_t tail,
+                                     size_t* skipped) {
+  *skipped = 0;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return FailErrno(errno, "open " + path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return FailErrno(errno, "stat " + path);
+  auto size = static_cast<size_t>(st.st_size);
+  if (!S_ISREG(st.st_mode) || size <= head + tail) return ReadAll(fd.get(), path);
+  std::string out(head + 1 + tail, '\n');
+  auto read_at = [&](char* dst, size_t len, off_t at) -> Result<void> {
+    size_t done = 0;
+    while (done < len) {
+      ssize_t n = ::pread(fd.get(), dst + done, len - done, at + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return FailErrno(errno, "read " + path);
+      if (n == 0) break;  // truncated while we read: keep what there is
+      done += static_cast<size_t>(n);
+    }
+    return {};
+  };
+  KUBERDMA_TRY(read_at(out.data(), head, 0));
+  KUBERDMA_TRY(read_at(out.data() + head + 1, tail, static_cast<off_t>(size - tail)));
+  *skipped = size - head - tail;
+  return out;
+}
+
 bool IsCleanPathUnder(std::string_view path, std::string_view root) {
   if (path.empty() || path[0] != '/' || root.empty()) return false;
   size_t pos = 1;

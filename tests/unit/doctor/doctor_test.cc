@@ -291,5 +291,68 @@ TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error")
   CHECK_FALSE(ReadCheckpoint(f.dir + "/bad"));
 }
 
+TEST_CASE("One corrupt CNI record is a named finding and the good records beside it are shown") {
+  Fixture f;
+  cni::AttachmentRecord rec{.network = "rdma-net",
+                            .container_id = "good1",
+                            .ifname = "net1",
+                            .done = true,
+                            .hca = "mlx5_2",
+                            .hca_address = "0000:3c:00.0"};
+  REQUIRE(cni::StateStore(f.in.state_dir).Save(rec));
+  REQUIRE(WriteFileAtomic(f.in.state_dir + "/rdma-net/bad1:net2.json", "{\"version\":1,"));
+  REQUIRE(WriteFileAtomic(f.in.state_dir + "/rdma-net/bad2:net3.json",
+                          std::string(100000, '[') + std::string(100000, ']')));
+  View v = NodeView(f.in);
+  REQUIRE(v.doc["cniRecords"].size() == 1);
+  CHECK(v.doc["cniRecords"][0]["containerID"] == "good1");
+  int named = 0;
+  for (const auto& x : v.findings) {
+    if (x.check == "cni records" && x.status == Status::kFail) {
+      CHECK((x.message.find("bad1:net2.json") != std::string::npos ||
+             x.message.find("bad2:net3.json") != std::string::npos));
+      ++named;
+    }
+  }
+  CHECK(named == 2);
+}
+
+TEST_CASE("A kubelet checkpoint with wrong types is a finding; its good entries still show") {
+  Fixture f;
+  for (const char* text : {R"({"Data":5})", R"({"Data":{"PodDeviceEntries":7}})",
+                           R"({"Data":{"PodDeviceEntries":[5,{"ResourceName":3}]}})"}) {
+    REQUIRE(WriteFileAtomic(f.dir + "/plugins/kubelet_internal_checkpoint", text));
+    INFO(text);
+    View v = NodeView(f.in);
+    CHECK(v.doc["allocations"].empty());
+    CHECK(v.doc.contains("hcas"));
+  }
+  REQUIRE(WriteFileAtomic(f.dir + "/plugins/kubelet_internal_checkpoint",
+                          R"({"Data":{"PodDeviceEntries":[
+      {"PodUID":"u1","ContainerName":"c","ResourceName":"rdma/shared","DeviceIDs":[5]},
+      {"PodUID":"u2","ContainerName":"c","ResourceName":"rdma/shared","DeviceIDs":{"0":[true]}},
+      {"PodUID":"u3","ContainerName":"c","ResourceName":"rdma/shared","DeviceIDs":["shared-003"]}]}})"));
+  View v = NodeView(f.in);
+  REQUIRE(v.doc["allocations"].size() == 1);
+  CHECK(v.doc["allocations"][0]["podUID"] == "u3");
+  const Finding* skipped = f.Find(v, "kubelet checkpoint", Status::kWarn);
+  REQUIRE(skipped != nullptr);
+  CHECK_THAT(skipped->message, Catch::Contains("u1") || Catch::Contains("u2"));
+  std::vector<std::string> problems;
+  auto a = ReadCheckpoint(f.dir + "/plugins/kubelet_internal_checkpoint", &problems);
+  REQUIRE(a);
+  CHECK(problems.size() == 2);
+}
+
+TEST_CASE("A garbage KUBERDMA_HCAS in the pod view is a finding, not an empty list") {
+  Fixture f;
+  f.in.getenv = Env({{"KUBERDMA_HCAS", "[{\"name\":5}"}});
+  View v = PodView(f.in);
+  const Finding* bad = f.Find(v, "pod environment", Status::kFail);
+  REQUIRE(bad != nullptr);
+  CHECK_THAT(bad->message, Catch::Contains("KUBERDMA_HCAS"));
+  CHECK_THAT(Render(v), Catch::Contains("malformed") && !Catch::Contains("KUBERDMA_HCAS\":\"[]"));
+}
+
 }  // namespace
 }  // namespace kuberdma::doctor

@@ -2,6 +2,9 @@
 // rdma-validate's core: NCCL 2.28 log parsing (real Socket lines captured on the GPU machine, and
 // IB/RoCE/PXN/merged forms), counter math with wrap, busbw, rank detection, inventory over the
 // sysfs fixtures, the verdict, and the report schema.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -273,6 +276,45 @@ TEST_CASE("A communicator that never came up is a timeout (exit 3) naming the ra
   CHECK(j.r.verdict == "timeout");
   CHECK(j.r.exit_code == 3);
   CHECK_THAT(j.Problems(), Catch::Contains("local rank(s) 0"));
+}
+
+TEST_CASE("The NCCL log parser is total: cut lines, huge logs and warning floods") {
+  NcclLog log;
+  // A log cut right after "NCCL WARN" when the watchdog killed the rank (threw out_of_range).
+  for (std::string_view cut : {"host:1:2 [0] NCCL WARN", "NCCL WARN", "NCCL version ",
+                               "NCCL INFO Using network ", "NCCL INFO NET/IB : Using",
+                               "NCCL INFO Channel 00 via ", "NET/IB: GID "}) {
+    log.Add(cut);
+  }
+  CHECK(log.warnings().size() == 2);
+  for (int i = 0; i < 10000; ++i) log.Add("h:1:2 [0] NCCL WARN Call to ibv_reg_mr failed");
+  CHECK(log.warnings().size() == kMaxWarnings);
+  CHECK(log.dropped_warnings() == 10002 - kMaxWarnings);
+  char tmpl[] = "/tmp/krt-nccl-log-XXXXXX";
+  int fd = mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  struct Cleanup {
+    std::string p;
+    ~Cleanup() { ::unlink(p.c_str()); }
+  } cleanup{tmpl};
+  std::string head = "h:1:2 [0] NCCL INFO NCCL version 2.28.3+cuda13.0\n";
+  std::string filler(1 << 20, 'x');
+  filler.back() = '\n';
+  REQUIRE(::write(fd, head.data(), head.size()) == static_cast<ssize_t>(head.size()));
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(::write(fd, filler.data(), filler.size()) == static_cast<ssize_t>(filler.size()));
+  }
+  std::string tail = "h:1:2 [0] NCCL WARN last words\n";
+  REQUIRE(::write(fd, tail.data(), tail.size()) == static_cast<ssize_t>(tail.size()));
+  ::close(fd);
+  NcclLog big;
+  REQUIRE(big.AddFile(tmpl));
+  CHECK(big.version() == "2.28.3");
+  REQUIRE_FALSE(big.warnings().empty());
+  CHECK(big.warnings().back() == "last words");
+  CHECK(big.skipped_bytes() == head.size() + 20 * filler.size() + tail.size() -
+                                   kMaxLogHeadBytes - kMaxLogTailBytes);
+  CHECK_FALSE(big.AddFile(std::string(tmpl) + "-missing"));
 }
 
 TEST_CASE("NCCL falling back to sockets when IB was asked for is a failure") {

@@ -4,6 +4,7 @@
 
 #include "internal.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::doctor {
@@ -91,33 +92,66 @@ std::string HostPath(const Inputs& in, const std::string& path) {
 
 namespace {
 
-Allocation AllocationFrom(const json& e) {
-  Allocation a{
-      e.value("PodUID", ""), e.value("ContainerName", ""), e.value("ResourceName", ""), {}};
-  const auto& ids = e.contains("DeviceIDs") ? e["DeviceIDs"] : json::array();
-  if (ids.is_array()) {  // before Kubernetes 1.20: a plain list
-    for (const auto& id : ids) a.device_ids.push_back(id.get<std::string>());
-  } else if (ids.is_object()) {  // NUMA node -> IDs
-    for (const auto& [numa, list] : ids.items()) {
-      for (const auto& id : list) a.device_ids.push_back(id.get<std::string>());
+std::string Text(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// IDs from a plain list (before Kubernetes 1.20) or a NUMA node -> list map; false when any
+// is not a string.
+bool ReadIds(const json& ids, std::vector<std::string>* out) {
+  auto add_list = [out](const json& list) {
+    if (!list.is_array()) return false;
+    for (const auto& id : list) {
+      if (!id.is_string()) return false;
+      out->push_back(id.get<std::string>());
     }
-  }
-  return a;
+    return true;
+  };
+  if (ids.is_null()) return true;
+  if (!ids.is_object()) return add_list(ids);
+  return std::all_of(ids.begin(), ids.end(), add_list);
 }
 
 }  // namespace
 
-Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path) {
+Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path,
+                                               std::vector<std::string>* problems) {
   KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  auto doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return Fail(ErrorCode::kInvalidArgument, path + " is not a kubelet checkpoint");
+  auto doc = ParseUntrustedJson(text, path);
+  if (!doc || !doc->is_object()) {
+    return Fail(ErrorCode::kInvalidArgument,
+                path + " is not a kubelet checkpoint" + (doc ? "" : ": " + doc.error().message()));
+  }
+  auto note = [&](const std::string& what) {
+    if (problems != nullptr) problems->push_back(path + ": " + what);
+  };
   std::vector<Allocation> out;
-  auto entries =
-      doc.contains("Data") ? doc["Data"].value("PodDeviceEntries", json::array()) : json::array();
-  for (const auto& e : entries) {
-    if (e.value("ResourceName", "").rfind("rdma/", 0) != 0) continue;
-    out.push_back(AllocationFrom(e));
+  auto data = doc->find("Data");
+  if (data == doc->end() || !data->is_object()) {
+    note("Data is not an object");
+    return out;
+  }
+  auto entries = data->find("PodDeviceEntries");
+  if (entries == data->end() || !entries->is_array()) {
+    if (entries != data->end() && !entries->is_null()) note("PodDeviceEntries is not a list");
+    return out;
+  }
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const json& e = (*entries)[i];
+    if (!e.is_object()) {
+      note("entry " + std::to_string(i) + " is not an object");
+      continue;
+    }
+    if (Text(e, "ResourceName").rfind("rdma/", 0) != 0) continue;
+    Allocation a{Text(e, "PodUID"), Text(e, "ContainerName"), Text(e, "ResourceName"), {}};
+    auto ids = e.find("DeviceIDs");
+    if (ids != e.end() && !ReadIds(*ids, &a.device_ids)) {
+      note("entry " + std::to_string(i) + " (" + a.resource + ", pod " + a.pod_uid +
+           "): DeviceIDs holds something other than strings");
+      continue;
+    }
+    out.push_back(std::move(a));
   }
   return out;
 }

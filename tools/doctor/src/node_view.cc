@@ -19,9 +19,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<cni::AttachmentRecord> Records(const Inputs& in) {
+// Every record that reads; each one that does not is a finding of its own.
+std::vector<cni::AttachmentRecord> Records(const Inputs& in, View& v) {
   std::vector<cni::AttachmentRecord> records;
-  if (auto r = cni::StateStore(in.state_dir).List()) records = *r;
+  std::vector<Error> unreadable;
+  auto listed = cni::StateStore(in.state_dir).List("", &unreadable);
+  if (listed) records = std::move(*listed);
+  for (const auto& e : unreadable) {
+    Add(v, "cni records", Status::kFail, e.message(),
+        "a record rdma could not read cannot be undone by DEL or GC: compare it with `kubectl "
+        "get pods -o wide` on this node, restore its device by hand, then delete the file");
+  }
   std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
     return std::tie(a.container_id, a.ifname) < std::tie(b.container_id, b.ifname);
   });
@@ -113,9 +121,20 @@ json FromPodResources(const Inputs& in) {
   return allocs;
 }
 
-json FromCheckpoint(const std::string& path) {
-  auto a = ReadCheckpoint(path);
-  if (!a) return nullptr;
+json FromCheckpoint(const std::string& path, View& v) {
+  std::vector<std::string> problems;
+  auto a = ReadCheckpoint(path, &problems);
+  for (const auto& p : problems) {
+    Add(v, "kubelet checkpoint", Status::kWarn, "skipped: " + p,
+        "the kubelet writes this file; other entries are shown as read");
+  }
+  if (!a) {
+    if (a.error().code() != ErrorCode::kNotFound) {
+      Add(v, "kubelet checkpoint", Status::kWarn, a.error().message(),
+          "allocations are unknown; the pod-resources API (kubelet socket) gives them too");
+    }
+    return nullptr;
+  }
   json allocs = json::array();
   for (const auto& x : *a) {
     allocs.push_back({{"podUID", x.pod_uid},
@@ -133,7 +152,7 @@ void Allocations(const Inputs& in, View& v) {
   json allocs = FromPodResources(in);
   std::string source = "pod-resources API";
   if (allocs.is_null()) {
-    allocs = FromCheckpoint(cp);
+    allocs = FromCheckpoint(cp, v);
     source = "checkpoint " + cp;
   }
   if (allocs.is_null()) {
@@ -199,7 +218,7 @@ View NodeView(const Inputs& in) {
   View v{"node", json::object(), {}};
   auto host = netns::NetNs::Current();
   auto hcas = sysfs::DiscoverHcas(in.root, sysfs::HcaDetail::kPorts);
-  std::vector<cni::AttachmentRecord> records = Records(in);
+  std::vector<cni::AttachmentRecord> records = Records(in, v);
   std::vector<sysfs::Hca> all = hcas ? *hcas : std::vector<sysfs::Hca>{};
   ListHcas(in, host, all, records, v);
   v.doc["netnsMode"] = NetnsMode(in, host);

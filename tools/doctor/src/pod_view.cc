@@ -119,6 +119,16 @@ std::vector<sysfs::Hca> ExpectedHcas(const std::vector<sysfs::Hca>& visible,
   return out;
 }
 
+// A KUBERDMA_HCAS that does not decode is a finding: the rest of the view then knows no
+// allocated HCAs, and saying nothing would read as "none allocated".
+void CheckPodEnv(const Inputs& in, View& v) {
+  auto pod = podenv::Read([&in](const char* k) { return in.getenv ? in.getenv(k) : nullptr; });
+  if (pod) return;
+  Add(v, "pod environment", Status::kFail,
+      std::string(podenv::kHcas) + " is set but malformed: " + pod.error().message(),
+      "rdma-device-plugin sets it at Allocate; remove any pod-spec env of that name");
+}
+
 }  // namespace
 
 View PodView(const Inputs& in) {
@@ -130,6 +140,7 @@ View PodView(const Inputs& in) {
   v.doc["rdmaDevices"] = Names(visible);
   CheckInjected(in, visible, v);
   v.doc["env"] = NcclEnv(in);
+  CheckPodEnv(in, v);
   std::vector<std::string> ours = internal::Ours(in);
   internal::CheckNcclTransport(in, visible, v);
   internal::CheckIbHca(in, Names(visible), ours, v);

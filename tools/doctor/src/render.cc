@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "internal.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::doctor {
@@ -89,9 +90,9 @@ std::string Render(const View& v) {
       for (const auto& h : hcas ? *hcas : std::vector<podenv::HcaInfo>{}) {
         names += (names.empty() ? "" : ",") + h.name;
       }
-      shown[podenv::kHcas] = "[" + names + "]";
+      shown[podenv::kHcas] = hcas ? "[" + names + "]" : "(malformed: see the findings)";
     }
-    o << "  " << key << ": " << shown.dump() << "\n";
+    o << "  " << key << ": " << DumpJson(shown) << "\n";
   }
   if (v.doc.contains("gids") && !v.doc["gids"].empty()) RenderGids(v.doc["gids"], o);
   for (const auto& f : v.findings) {

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kuberdma/base/files.h"
+
 namespace kuberdma::validator {
 
 namespace {
@@ -35,7 +37,25 @@ void NcclLog::AddText(std::string_view text) {
   }
 }
 
+bool NcclLog::AddFile(const std::string& path) {
+  size_t skipped = 0;
+  auto text = ReadFileHeadTail(path, kMaxLogHeadBytes, kMaxLogTailBytes, &skipped);
+  if (!text) return false;
+  skipped_bytes_ += skipped;
+  AddText(*text);
+  return true;
+}
+
+void NcclLog::Warn(std::string_view text) {
+  if (warnings_.size() < kMaxWarnings) {
+    warnings_.emplace_back(text.substr(0, 1024));
+  } else {
+    ++dropped_warnings_;
+  }
+}
+
 void NcclLog::Add(std::string_view line) {
+  if (line.size() > kMaxLineBytes) line = line.substr(0, kMaxLineBytes);
   if (auto at = line.find("NCCL version "); at != std::string_view::npos && version_.empty()) {
     auto v = line.substr(at + 13);
     version_ = std::string(v.substr(0, v.find_first_of("+ ")));
@@ -58,9 +78,9 @@ void NcclLog::Add(std::string_view line) {
       line.find(" GID ") != std::string_view::npos) {
     QpLine(line);
   }
-  if (line.find("NCCL WARN") != std::string_view::npos) {
-    auto at = line.find("NCCL WARN");
-    warnings_.emplace_back(line.substr(at + 10));
+  if (auto at = line.find("NCCL WARN"); at != std::string_view::npos) {
+    // A log cut right after "NCCL WARN" (the watchdog killed the rank) has no text to keep.
+    Warn(line.substr(std::min(line.size(), at + 10)));
   }
 }
 
@@ -94,7 +114,7 @@ void NcclLog::ChannelLine(std::string_view via) {
     if (idx >= 0 && static_cast<size_t>(idx) < devices_.size()) {
       for (const auto& d : Split(devices_[static_cast<size_t>(idx)], '+')) ++channels_[d];
     } else {
-      warnings_.push_back("channel via NET device " + parts[2] + " that NCCL did not list");
+      Warn("channel via NET device " + parts[2] + " that NCCL did not list");
     }
     return;
   }

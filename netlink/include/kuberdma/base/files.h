@@ -30,6 +30,12 @@ Result<void> WriteFileAtomic(const std::string& path, const std::string& content
 // anything but a regular file (kInvalidArgument); kNotFound when it does not exist.
 Result<std::string> ReadRegularFile(const std::string& path);
 
+// The whole of `path` when it holds at most head + tail bytes; otherwise its first `head` and
+// last `tail` bytes joined by a newline, with the number of bytes left out in `*skipped`. For
+// logs of any size whose beginning and end matter.
+Result<std::string> ReadFileHeadTail(const std::string& path, size_t head, size_t tail,
+                                     size_t* skipped);
+
 // Whether `path` is absolute, has no empty, "." or ".." component, and lies under `root`
 // (component-wise: "/run/kube-rdmax" is not under "/run/kube-rdma").
 bool IsCleanPathUnder(std::string_view path, std::string_view root);

@@ -85,6 +85,10 @@ struct Allocation {
   std::string resource;
   std::vector<std::string> device_ids;
 };
-Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path);
+// An error when the file cannot be read or is not a JSON object. Entries of the wrong shape
+// (a number for an ID, Data not an object) are skipped, each described in `problems` when given,
+// so one bad entry never hides the others.
+Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path,
+                                               std::vector<std::string>* problems = nullptr);
 
 }  // namespace kuberdma::doctor

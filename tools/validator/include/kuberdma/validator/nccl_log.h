@@ -38,10 +38,21 @@ struct GidUse {
   std::string Address() const;  // canonical IPv6 text
 };
 
+// Bounds on what a log may cost: a rank killed by the watchdog, or a loop of warnings, can leave
+// a log of any size and a line cut anywhere.
+inline constexpr size_t kMaxLogHeadBytes = 12u << 20;  // NCCL's set-up lines come first
+inline constexpr size_t kMaxLogTailBytes = 4u << 20;   // its last warnings come last
+inline constexpr size_t kMaxWarnings = 64;
+inline constexpr size_t kMaxLineBytes = 64u << 10;
+
+// NCCL's INFO log, parsed line by line. Total: any bytes are accepted, nothing throws.
 class NcclLog {
  public:
   void Add(std::string_view line);
   void AddText(std::string_view text);  // many lines
+  // Adds a log file's lines: all of it up to kMaxLogHeadBytes + kMaxLogTailBytes, else its head
+  // and tail (what was skipped is counted in skipped_bytes()). false when it cannot be read.
+  bool AddFile(const std::string& path);
 
   const std::string& network() const { return network_; }  // "IB", "Socket" ("" if not seen)
   const std::string& version() const { return version_; }  // "2.28.3"
@@ -55,7 +66,10 @@ class NcclLog {
   const std::set<std::string>& transports() const { return transports_; }
   // Transports other than NET that carried a channel (the collective bypassed the NICs).
   std::set<std::string> bypasses() const;
+  // The first kMaxWarnings warnings (each cut to 1 KiB); dropped_warnings() counts the rest.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  size_t dropped_warnings() const { return dropped_warnings_; }
+  size_t skipped_bytes() const { return skipped_bytes_; }
   // The GID each RoCE device used (by physical device name), where NCCL logged its QPs.
   const std::map<std::string, GidUse>& gids() const { return gids_; }
 
@@ -63,12 +77,15 @@ class NcclLog {
   void UsingLine(std::string_view net, std::string_view rest);
   void ChannelLine(std::string_view via);
   void QpLine(std::string_view line);
+  void Warn(std::string_view text);
   std::string network_;
   std::string version_;
   std::vector<std::string> devices_;
   std::map<std::string, int> channels_;
   std::set<std::string> transports_;
   std::vector<std::string> warnings_;
+  size_t dropped_warnings_ = 0;
+  size_t skipped_bytes_ = 0;
   std::map<std::string, GidUse> gids_;
 };
 
