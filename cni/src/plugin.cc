@@ -293,9 +293,14 @@ Result<std::optional<AttachmentRecord>> FindForDel(const StateStore& store, cons
 }  // namespace
 
 CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock, Lock(conf), 0);
   StateStore store(conf.state_dir, conf.state_root);
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto rec, FindForDel(store, req, conf), kStateFailure);
+  // No state directory, no record: DEL creates nothing (it may come with a config ADD refused).
+  std::optional<NodeLock> lock;
+  std::optional<AttachmentRecord> rec;
+  if (store.Exists()) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(lock, Lock(conf), 0);
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(rec, FindForDel(store, req, conf), kStateFailure);
+  }
   if (rec) {
     AttachmentRecord r = *rec;
     if (!req.netns.empty()) r.netns = req.netns;

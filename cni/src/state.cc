@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -228,6 +229,11 @@ Result<std::vector<AttachmentRecord>> StateStore::List(const std::string& networ
     }
   }
   return out;
+}
+
+bool StateStore::Exists() const {
+  struct stat st {};
+  return ::stat(dir_.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 Result<void> StateStore::CheckWritable() const {

@@ -292,5 +292,102 @@ TEST_CASE(
   for (const auto& n : netdevs) CHECK(node.links().GetByName(node.node(), n));
 }
 
+// The error document a failed call printed: its code and message.
+std::pair<int, std::string> ErrorOf(const CniRun& r) {
+  json e = json::parse(r.out, nullptr, false);
+  if (!e.is_object()) return {-1, r.out};
+  return {e.value("code", -1), e.value("msg", "")};
+}
+
+TEST_CASE("CNI_NETNS naming the plugin's own namespace, or a mount namespace, is code 4") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  for (const std::string& ns : {node.node().path(), std::string("/proc/self/ns/net")}) {
+    auto add = node.Run(kBin, {"ADD", "c0ffee", ns, "net1", SeedConf(node)});
+    INFO(ns << ": " << add.out << add.err);
+    CHECK(add.exit_code == 1);
+    CHECK(ErrorOf(add).first == 4);
+    CHECK_THAT(ErrorOf(add).second, Catch::Contains("namespace rdma runs in"));
+    // The node's HCA netdev kept its name: nothing was renamed net1 on the node.
+    CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+    CHECK_FALSE(node.links().GetByName(node.node(), "net1"));
+  }
+  auto mnt = node.Run(kBin, {"ADD", "c0ffee", "/proc/self/ns/mnt", "net1", SeedConf(node)});
+  CHECK(ErrorOf(mnt).first == 4);
+  CHECK_THAT(ErrorOf(mnt).second, Catch::Contains("not a network namespace"));
+  CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+}
+
+TEST_CASE("Hostile CNI_IFNAME and CNI_CONTAINERID are refused before anything changes") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  for (const std::string& ifname : {std::string("net%d"), std::string("net\xa0")}) {
+    auto add = node.Run(kBin, {"ADD", "c0ffee", pod, ifname, SeedConf(node)});
+    INFO(add.out << add.err);
+    CHECK(ErrorOf(add).first == 4);  // was: 101 after the kernel made it net0, and 199
+    CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net0"));
+    CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+  }
+  std::string long_id(300, 'a');
+  auto add = node.Run(kBin, {"ADD", long_id, pod, "net1", SeedConf(node)});
+  CHECK(ErrorOf(add).first == 4);
+  // DEL of what ADD refused succeeds (the runtime would retry a failing DEL forever).
+  auto del = node.Run(kBin, {"DEL", long_id, pod, "net1", SeedConf(node)});
+  INFO(del.out << del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(del.out.empty());
+  CHECK(node.Run(kBin, {"DEL", "c0ffee", pod, "net%d", SeedConf(node)}).exit_code == 0);
+}
+
+TEST_CASE("A NAD cannot put state, logs or device-info outside kube-rdma's roots") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  std::string victim = node.state_dir() + "-victim";
+  struct Cleanup {
+    std::string p;
+    ~Cleanup() { std::filesystem::remove_all(p); }
+  } cleanup{victim};
+  REQUIRE(WriteFileAtomic(victim + "/file", "precious\n"));
+  for (const std::string& extra :
+       {std::string(R"(,"stateDir":"/etc")"), R"(,"stateDir":")" + victim + "\"",
+        R"(,"logFile":")" + victim + R"(/file")",
+        R"(,"runtimeConfig":{"CNIDeviceInfoFile":")" + victim + R"(/file"})"}) {
+    auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", SeedConf(node, "1.0.0", extra)});
+    INFO(extra << ": " << add.out << add.err);
+    CHECK(ErrorOf(add).first == 7);
+    CHECK(*ReadFile(victim + "/file") == "precious\n");
+    CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+  }
+}
+
+TEST_CASE("A NAD's name with % flags is logged literally, never read as a log pattern") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  std::string conf = R"({"cniVersion":"1.0.0","name":"n%d%v%Y","type":"rdma","stateDir":")" +
+                     node.state_dir() + "\"}";
+  auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", conf});
+  INFO(add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK_THAT(add.err, Catch::Contains("c0ffee/net1 n%d%v%Y: attached"));
+  CHECK(node.Run(kBin, {"DEL", "c0ffee", pod, "net1", conf}).exit_code == 0);
+}
+
+TEST_CASE("DEL with a config that does not parse succeeds with no record, and undoes one") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  std::string pod = node.AddPod("pod");
+  std::string broken = SeedConf(node, "1.0.0", R"(,"mtu":"abc")");
+  // Multus's order: ADD fails on the config, then the runtime's DEL re-sends the same config.
+  auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", broken});
+  CHECK(ErrorOf(add).first == 7);
+  auto del = node.Run(kBin, {"DEL", "c0ffee", pod, "net1", broken});
+  INFO(del.out << del.err);
+  CHECK(del.exit_code == 0);  // was: error 7 on every DEL, so the sandbox could not be removed
+  // A NAD edited after a good ADD: DEL finds the record by name and restores the device.
+  REQUIRE(node.Run(kBin, {"ADD", "c0ffee", pod, "net1", SeedConf(node, "1.0.0")}).exit_code == 0);
+  REQUIRE(node.links().GetByName(node.Pod(pod), "net1"));
+  CHECK(node.Run(kBin, {"DEL", "c0ffee", pod, "net1", broken}).exit_code == 0);
+  CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+  CHECK(node.Run(kBin, {"DEL", "c0ffee", pod, "net1", "not json at all"}).exit_code == 0);
+}
+
 }  // namespace
 }  // namespace kuberdma::sim

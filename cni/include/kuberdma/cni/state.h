@@ -97,6 +97,9 @@ class StateStore {
   Result<std::vector<AttachmentRecord>> List(const std::string& network = "",
                                              std::vector<Error>* unreadable = nullptr) const;
 
+  // Whether the state directory exists (nothing was ever recorded when it does not).
+  bool Exists() const;
+
   // Whether the directory exists or can be created, and is writable.
   Result<void> CheckWritable() const;
 
