@@ -6,7 +6,7 @@ PRESET ?= ci
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps helm promtool configure build test unit netns demo bench fuzz boundaries format lint fixtures clean
+.PHONY: deps helm promtool configure build test asan unit netns demo bench fuzz boundaries format lint fixtures clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -34,6 +34,17 @@ boundaries: configure
 # and clang-format first.
 test: build boundaries format helm promtool
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory asan
+
+# The sanitizer tier (run by `make test`): the unit, namespace and fuzz-replay tests built with
+# AddressSanitizer + UBSan (the `asan` preset, build/asan); any report fails the test.
+ASAN_TARGETS := unit_tests netns_tests rdma fuzz_config fuzz_ipam fuzz_nccl_log fuzz_checkpoint \
+  fuzz_state fuzz_podenv fuzz_dpconfig
+asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS) --target $(ASAN_TARGETS)
+	@cd build/asan && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -R '^(unit|netns|fuzz): '
 
 unit: build
 	@$(BUILD)/tests/unit_tests
@@ -51,15 +62,21 @@ bench: build
 	@echo
 	@$(BUILD)/bench/deviceplugin_bench
 
-# Open-ended fuzzing of the CNI config parser with clang's libFuzzer (FUZZ_SECONDS, default 60).
-fuzz: deps
+# Open-ended fuzzing of one parser with clang's libFuzzer (FUZZ_TARGET: config, ipam, nccl_log,
+# checkpoint, state, podenv, dpconfig; FUZZ_SECONDS, default 60), linked against the ci build's
+# libraries (built with gcc: the target itself is instrumented, the libraries are not).
+FUZZ_TARGET ?= config
+fuzz: build
 	@command -v clang++ >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 2; }
 	@mkdir -p build/fuzz
-	@clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -DFMT_HEADER_ONLY -DSPDLOG_FMT_EXTERNAL \
-	  -Icni/include -Inetlink/include tests/fuzz/config_fuzz.cc cni/src/config.cc cni/src/types.cc \
-	  netlink/src/sysfs/hca.cc netlink/src/sysfs/sysfs.cc netlink/src/base/*.cc -o build/fuzz/config_fuzz
-	@cp -r tests/fuzz/corpus build/fuzz/corpus-run 2>/dev/null || true
-	@build/fuzz/config_fuzz -max_total_time=$(or $(FUZZ_SECONDS),60) build/fuzz/corpus-run
+	@cmake --build $(BUILD) --target fuzz_$(FUZZ_TARGET) >/dev/null
+	@clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
+	  $$(sed -n 's/^CXX_DEFINES = //p; s/^CXX_INCLUDES = //p' $(BUILD)/tests/CMakeFiles/fuzz_$(FUZZ_TARGET).dir/flags.make) \
+	  tests/fuzz/$(FUZZ_TARGET)_fuzz.cc \
+	  $$(sed -n 's/^.*fuzz_$(FUZZ_TARGET) *//p' $(BUILD)/tests/CMakeFiles/fuzz_$(FUZZ_TARGET).dir/link.txt | tr ' ' '\n' | grep -E '\.(a|so)$$|^-l' | sed 's|^\([^/-]\)|$(BUILD)/tests/\1|') \
+	  -o build/fuzz/$(FUZZ_TARGET)_fuzz
+	@rm -rf build/fuzz/corpus-$(FUZZ_TARGET) && cp -r tests/fuzz/corpus/$(FUZZ_TARGET) build/fuzz/corpus-$(FUZZ_TARGET)
+	@build/fuzz/$(FUZZ_TARGET)_fuzz -max_total_time=$(or $(FUZZ_SECONDS),60) build/fuzz/corpus-$(FUZZ_TARGET)
 
 format:
 	@bash .ci/install-deps.sh format

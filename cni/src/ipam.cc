@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "kuberdma/base/json.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/config.h"
@@ -218,7 +219,8 @@ CniResult<json> ExecIpam::Run(const std::string& type, const DelegateRequest& re
     return tl::unexpected(Bad(type, CommandName(req.command) + " did not answer within " +
                                         std::to_string(timeout_ms_) + " ms (killed)"));
   }
-  json doc = json::parse(run.out, nullptr, false);
+  // An IPAM plugin's stdout is outside input too: bounded, and a deep document is no answer.
+  json doc = ParseUntrustedJson(run.out, "IPAM answer").value_or(json());
   std::string err_tail = run.err.substr(run.err.size() > 300 ? run.err.size() - 300 : 0);
   if (run.exit_code != 0) {
     if (doc.is_object() && doc.contains("code") && doc["code"].is_number_integer()) {
@@ -230,7 +232,7 @@ CniResult<json> ExecIpam::Run(const std::string& type, const DelegateRequest& re
                                         (err_tail.empty() ? "" : ": " + err_tail)));
   }
   if (req.command != Command::kAdd && req.command != Command::kVersion) return json(nullptr);
-  if (doc.is_discarded()) return tl::unexpected(Bad(type, "answered no JSON on stdout"));
+  if (doc.is_null()) return tl::unexpected(Bad(type, "answered no usable JSON on stdout"));
   return doc;
 }
 

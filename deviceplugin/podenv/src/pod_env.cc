@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "kuberdma/base/json.h"
+
 namespace kuberdma::podenv {
 
 using nlohmann::json;
@@ -49,9 +51,16 @@ std::string Str(const json& o, const char* k) {
   return it != o.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// json::value() throws on a present value of another type: read each field by its type.
+uint32_t Port(const json& o) {
+  auto it = o.find("port");
+  if (it == o.end() || !it->is_number_unsigned() || it->get<uint64_t>() > 255) return 0;
+  return static_cast<uint32_t>(it->get<uint64_t>());
+}
+
 PortInfo PortFrom(const json& p) {
   PortInfo out;
-  out.port = p.value("port", 0u);
+  out.port = Port(p);
   out.state = Str(p, "state");
   out.rate_gbps =
       p.contains("rateGbps") && p["rateGbps"].is_number() ? p["rateGbps"].get<double>() : 0;
@@ -71,8 +80,11 @@ Result<HcaInfo> HcaFrom(const json& h, size_t index) {
   out.name = Str(h, "name");
   out.pci_address = Str(h, "pciAddress");
   out.bus_address = Str(h, "busAddress");
-  out.numa_node =
-      h.contains("numaNode") && h["numaNode"].is_number_integer() ? h["numaNode"].get<int>() : -1;
+  auto numa = h.find("numaNode");
+  out.numa_node = numa != h.end() && numa->is_number_integer() && numa->get<int64_t>() >= -1 &&
+                          numa->get<int64_t>() < 1024
+                      ? static_cast<int>(numa->get<int64_t>())
+                      : -1;
   out.link_layer = Str(h, "linkLayer");
   out.node_guid = Str(h, "nodeGuid");
   if (auto it = h.find("netdevs"); it != h.end() && it->is_array()) {
@@ -81,7 +93,8 @@ Result<HcaInfo> HcaFrom(const json& h, size_t index) {
     }
   }
   out.uverbs = Str(h, "uverbs");
-  out.healthy = h.value("healthy", false);
+  auto healthy = h.find("healthy");
+  out.healthy = healthy != h.end() && healthy->is_boolean() && healthy->get<bool>();
   if (auto it = h.find("ports"); it != h.end() && it->is_array()) {
     for (const auto& p : *it) {
       if (!p.is_object())
@@ -200,8 +213,8 @@ std::map<std::string, std::string> Encode(const std::vector<HcaInfo>& hcas) {
 }
 
 Result<std::vector<HcaInfo>> DecodeHcas(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_array()) {
+  json doc = ParseUntrustedJson(text, kHcas).value_or(json());
+  if (!doc.is_array()) {
     return Fail(ErrorCode::kInvalidArgument,
                 std::string(kHcas) + " is not a JSON array (set by rdma-device-plugin)");
   }

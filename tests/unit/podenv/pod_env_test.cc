@@ -82,5 +82,17 @@ TEST_CASE("A malformed KUBERDMA_HCAS is an error that names the variable") {
   CHECK_FALSE(empty->ib_hca);
 }
 
+TEST_CASE("KUBERDMA_HCAS with fields of the wrong type decodes without throwing") {
+  // The fuzz replay found it: json::value() threw type_error on "healthy":3 and "port":"x".
+  auto h = DecodeHcas(
+      R"([{"name":"mlx5_0","healthy":3,"numaNode":"y","ports":[{"port":"1","rateGbps":"x"}]}])");
+  REQUIRE(h);
+  REQUIRE(h->size() == 1);
+  CHECK_FALSE(h->at(0).healthy);
+  CHECK(h->at(0).numa_node == -1);
+  CHECK(h->at(0).ports.at(0).port == 0);
+  CHECK_FALSE(DecodeHcas(std::string(1000, '[') + std::string(1000, ']')));
+}
+
 }  // namespace
 }  // namespace kuberdma::podenv

@@ -118,6 +118,11 @@ bool ReadIds(const json& ids, std::vector<std::string>* out) {
 Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path,
                                                std::vector<std::string>* problems) {
   KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseCheckpoint(text, path, problems);
+}
+
+Result<std::vector<Allocation>> ParseCheckpoint(std::string_view text, const std::string& path,
+                                                std::vector<std::string>* problems) {
   auto doc = ParseUntrustedJson(text, path);
   if (!doc || !doc->is_object()) {
     return Fail(ErrorCode::kInvalidArgument,

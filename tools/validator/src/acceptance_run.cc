@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "kuberdma/base/json.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/validator/coordinator.h"
@@ -173,7 +174,7 @@ Result<std::optional<acceptance::Baseline>> LoadBaseline(const std::string& path
     return std::optional<acceptance::Baseline>{};
   }
   if (!text) return Fail(text.error());
-  auto b = acceptance::ParseBaseline(json::parse(*text, nullptr, false));
+  auto b = acceptance::ParseBaseline(ParseUntrustedJson(*text, path).value_or(json()));
   if (!b) {
     return Fail(
         ErrorCode::kInvalidArgument,

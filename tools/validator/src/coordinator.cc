@@ -15,6 +15,7 @@
 #include <ctime>
 #include <thread>
 
+#include "kuberdma/base/json.h"
 #include "kuberdma/base/unique_fd.h"
 
 namespace kuberdma::validator::acceptance {
@@ -57,9 +58,9 @@ class Conn {
       buf_.append(b, static_cast<size_t>(n));
     }
     size_t eol = buf_.find('\n');
-    json j = json::parse(buf_.substr(0, eol), nullptr, false);
+    json j = ParseUntrustedJson(buf_.substr(0, eol), "acceptance message").value_or(json());
     buf_.erase(0, eol + 1);
-    if (j.is_discarded() || !j.is_object()) return Fail(ErrorCode::kInvalidArgument, "not JSON");
+    if (!j.is_object()) return Fail(ErrorCode::kInvalidArgument, "not a JSON object");
     return j;
   }
 

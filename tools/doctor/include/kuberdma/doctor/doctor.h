@@ -90,5 +90,8 @@ struct Allocation {
 // so one bad entry never hides the others.
 Result<std::vector<Allocation>> ReadCheckpoint(const std::string& path,
                                                std::vector<std::string>* problems = nullptr);
+// The same over the file's text; `path` names it in messages.
+Result<std::vector<Allocation>> ParseCheckpoint(std::string_view text, const std::string& path,
+                                                std::vector<std::string>* problems = nullptr);
 
 }  // namespace kuberdma::doctor
