@@ -116,8 +116,8 @@ kuberdma::Result<kuberdma::UniqueFd> OpenLogFile(const NetConf& conf) {
   if (dir.size() >= conf.log_root.size()) {
     KUBERDMA_TRY(kuberdma::MakePrivateDirs(conf.log_root, dir));
   }
-  kuberdma::UniqueFd fd(::open(conf.log_file.c_str(),
-                               O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  kuberdma::UniqueFd fd(
+      ::open(conf.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return kuberdma::FailErrno(errno, "open " + conf.log_file);
   return fd;
 }

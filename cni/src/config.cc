@@ -154,8 +154,8 @@ CniResult<void> ParseSelectors(const json& obj, const NodePolicy& policy, NetCon
     if (!v) return tl::unexpected(v.error());
     if (!*v || (*v)->empty()) continue;
     if (!PlainDeviceName(**v)) {
-      return CniFail(kInvalidConfig, "invalid network config: " + std::string(SelectorName(s.kind)) +
-                                         " " + Quoted(**v) +
+      return CniFail(kInvalidConfig, "invalid network config: " +
+                                         std::string(SelectorName(s.kind)) + " " + Quoted(**v) +
                                          " is not a device name (1-64 letters, digits and . _ - :, "
                                          "no '/', not '.' or '..')");
     }
@@ -204,13 +204,11 @@ CniResult<void> ParseOptions(const json& obj, const NodePolicy& policy, NetConf*
   if (conf->state_dir.empty() || conf->state_dir[0] != '/') {
     return CniFail(kInvalidConfig, "invalid network config: stateDir must be an absolute path");
   }
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(conf->state_root,
-                                RootOf("stateDir", conf->state_dir, policy.state_roots),
-                                kInvalidConfig);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(
+      conf->state_root, RootOf("stateDir", conf->state_dir, policy.state_roots), kInvalidConfig);
   if (!conf->log_file.empty()) {
-    KUBERDMA_CNI_ASSIGN_OR_RETURN(conf->log_root,
-                                  RootOf("logFile", conf->log_file, policy.log_roots),
-                                  kInvalidConfig);
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(
+        conf->log_root, RootOf("logFile", conf->log_file, policy.log_roots), kInvalidConfig);
   }
   return {};
 }
@@ -391,12 +389,12 @@ CniResult<NodePolicy> LoadNodePolicy(const std::string& path) {
   if (!text) return CniFail(kInvalidConfig, "node config: " + text.error().message());
   auto doc = ParseUntrustedJson(*text, "node config " + path);
   if (!doc || !doc->is_object()) {
-    return CniFail(kInvalidConfig, doc ? "node config " + path + " is not a JSON object"
-                                       : doc.error().message());
+    return CniFail(kInvalidConfig,
+                   doc ? "node config " + path + " is not a JSON object" : doc.error().message());
   }
-  for (auto [key, dst] : {std::pair{"stateRoots", &policy.state_roots},
-                          std::pair{"logRoots", &policy.log_roots},
-                          std::pair{"deviceInfoDirs", &policy.device_info_dirs}}) {
+  for (auto [key, dst] :
+       {std::pair{"stateRoots", &policy.state_roots}, std::pair{"logRoots", &policy.log_roots},
+        std::pair{"deviceInfoDirs", &policy.device_info_dirs}}) {
     auto it = doc->find(key);
     if (it == doc->end()) continue;
     if (!it->is_array()) {

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <map>
 
-#include "kuberdma/base/json.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/config.h"
 

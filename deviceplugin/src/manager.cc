@@ -98,9 +98,9 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
   if (m->opts_.metrics_port >= 0) {
     Manager* raw = m.get();
     KUBERDMA_ASSIGN_OR_RETURN(
-        m->http_, HttpEndpoint::Start(static_cast<uint16_t>(m->opts_.metrics_port), m->metrics_,
-                                      [raw] { return raw->running_.load(); },
-                                      m->opts_.metrics_address));
+        m->http_, HttpEndpoint::Start(
+                      static_cast<uint16_t>(m->opts_.metrics_port), m->metrics_,
+                      [raw] { return raw->running_.load(); }, m->opts_.metrics_address));
   }
   return m;
 }

@@ -156,22 +156,14 @@ namespace {
 // civetweb's options (its docs/UserManual.md): see HttpEndpoint::Start for why each.
 std::vector<std::string> ServerOptions(const std::string& address, uint16_t port) {
   std::string host = address.find(':') != std::string::npos ? "[" + address + "]" : address;
-  return {"listening_ports",
-          host + ":" + std::to_string(port),
-          "num_threads",
-          std::to_string(kHttpWorkers),
-          "request_timeout_ms",
-          std::to_string(kHttpRequestTimeoutMs),
-          "enable_keep_alive",
-          "no",
-          "keep_alive_timeout_ms",
-          "500",
-          "linger_timeout_ms",
-          "0",
-          "connection_queue",
-          std::to_string(kHttpQueue),
-          "listen_backlog",
-          std::to_string(kHttpQueue)};
+  return {"listening_ports",       host + ":" + std::to_string(port),
+          "num_threads",           std::to_string(kHttpWorkers),
+          "request_timeout_ms",    std::to_string(kHttpRequestTimeoutMs),
+          "enable_keep_alive",     "no",
+          "keep_alive_timeout_ms", "500",
+          "linger_timeout_ms",     "0",
+          "connection_queue",      std::to_string(kHttpQueue),
+          "listen_backlog",        std::to_string(kHttpQueue)};
 }
 
 }  // namespace
@@ -189,8 +181,8 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(uint16_t port, const M
     ep->exposer_ = std::make_unique<prometheus::Exposer>(ServerOptions(address, port), &callbacks);
   } catch (const std::exception& e) {  // CivetException: the port cannot be bound
     g_starting = nullptr;
-    return Fail(ErrorCode::kIo, "serve metrics on " + address + " port " + std::to_string(port) +
-                                    ": " + e.what());
+    return Fail(ErrorCode::kIo,
+                "serve metrics on " + address + " port " + std::to_string(port) + ": " + e.what());
   }
   g_starting = nullptr;
   ep->exposer_->RegisterCollectable(metrics.registry());

@@ -194,7 +194,8 @@ struct Conn {
 
 TEST_CASE("/healthz answers while idle and slowly writing clients hold connections open") {
   Metrics m;
-  auto ep = HttpEndpoint::Start(0, m, [] { return true; }, "127.0.0.1");
+  auto ep = HttpEndpoint::Start(
+      0, m, [] { return true; }, "127.0.0.1");
   REQUIRE(ep);
   const uint16_t port = (*ep)->port();
   // Today's attack: half-sent requests that never finish, and a slowloris adding a byte at a
@@ -216,8 +217,8 @@ TEST_CASE("/healthz answers while idle and slowly writing clients hold connectio
   for (int i = 0; i < 5; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     auto [status, body] = HttpGet(port, "/healthz");
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     CHECK_THAT(status, Catch::Contains("200"));
     for (const auto& c : slow) c->Send("b");
   }

@@ -140,7 +140,8 @@ Result<void> MakePrivateDirs(const std::string& root, const std::string& dir) {
   if (::stat(root.c_str(), &st) != 0) {
     auto slash = root.find_last_of('/');
     if (slash != std::string::npos && slash > 0) KUBERDMA_TRY(MakeDirs(root.substr(0, slash)));
-    if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(errno, "mkdir " + root);
+    if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST)
+      return FailErrno(errno, "mkdir " + root);
   } else if (!S_ISDIR(st.st_mode)) {
     return Fail(ErrorCode::kAlreadyExists, root + " exists and is not a directory");
   }

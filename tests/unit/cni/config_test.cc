@@ -211,8 +211,7 @@ TEST_CASE("A device-info file is only written where Multus keeps them") {
   };
   CHECK(CodeOf(with("/etc/passwd")) == kInvalidConfig);
   CHECK_THAT(MsgOf(with("/etc/passwd")), Catch::Contains("devinfo/cni"));
-  CHECK(CodeOf(with("/var/run/k8s.cni.cncf.io/devinfo/cni/../../../etc/passwd")) ==
-        kInvalidConfig);
+  CHECK(CodeOf(with("/var/run/k8s.cni.cncf.io/devinfo/cni/../../../etc/passwd")) == kInvalidConfig);
   CHECK(CodeOf(with("/var/run/k8s.cni.cncf.io/devinfo/cni/sub/x.json")) == kInvalidConfig);
   CHECK(CodeOf(with("/var/run/k8s.cni.cncf.io/devinfo/cni/ns-net-cid-net1.json")) == 0);
   CHECK(CodeOf(with("/run/k8s.cni.cncf.io/devinfo/cni/x")) == 0);
@@ -221,8 +220,8 @@ TEST_CASE("A device-info file is only written where Multus keeps them") {
 TEST_CASE("Device names cannot walk sysfs") {
   for (const char* field : {"hca", "device", "deviceID", "pciBusID", "mac"}) {
     for (const char* bad : {"../infiniband/mlx5_1", "..", ".", "mlx5_0/../mlx5_1", "a b"}) {
-      std::string text = R"({"cniVersion":"1.0.0","name":"n",")" + std::string(field) +
-                         R"(":")" + bad + "\"}";
+      std::string text =
+          R"({"cniVersion":"1.0.0","name":"n",")" + std::string(field) + R"(":")" + bad + "\"}";
       CHECK(CodeOf(text) == kInvalidConfig);
     }
   }
@@ -251,9 +250,9 @@ TEST_CASE("The node's policy file adds roots and is checked like any input") {
   REQUIRE(p);
   CHECK(p->state_roots.back() == "/srv/rdma");
   CHECK(p->state_roots.front() == "/run/kube-rdma");
-  for (const char* bad : {R"({"stateRoots":"/srv"})", R"({"logRoots":["relative"]})",
-                          R"({"stateRoots":["/"]})", R"({"deviceInfoDirs":["/a/../b"]})", "[",
-                          "5"}) {
+  for (const char* bad :
+       {R"({"stateRoots":"/srv"})", R"({"logRoots":["relative"]})", R"({"stateRoots":["/"]})",
+        R"({"deviceInfoDirs":["/a/../b"]})", "[", "5"}) {
     REQUIRE(WriteFileAtomic(dir + "/bad.json", bad));
     auto b = LoadNodePolicy(dir + "/bad.json");
     REQUIRE_FALSE(b);

@@ -254,9 +254,9 @@ TEST_CASE("An ipam section without a type is error 7 naming ipam.type") {
                     Command::kAdd, TestPolicy())
             .error()
             .code == kInvalidConfig);
-  CHECK_FALSE(
-      ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":{}})", Command::kAdd, TestPolicy())
-          ->ipam);
+  CHECK_FALSE(ParseConfig(R"({"cniVersion":"1.0.0","name":"n","type":"rdma","ipam":{}})",
+                          Command::kAdd, TestPolicy())
+                  ->ipam);
 }
 
 }  // namespace

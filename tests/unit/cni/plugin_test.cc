@@ -470,7 +470,8 @@ TEST_CASE("DEL with a config that no longer parses restores the device from its 
   REQUIRE(p.Add(Req(kPod, "net1"), n.Conf()));
   REQUIRE(n.world.FindLink(kPod, "net1") != nullptr);
   std::string broken = R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","mtu":"abc",
-      "stateDir":")" + n.state_dir + "\"}";
+      "stateDir":")" + n.state_dir +
+                       "\"}";
   REQUIRE_FALSE(ParseConfig(broken, Command::kDel, TestPolicy()));
   Request del = Req(kPod, "net1");
   del.command = Command::kDel;

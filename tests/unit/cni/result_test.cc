@@ -102,9 +102,8 @@ TEST_CASE("CNI_* variables are validated per verb with error 4 naming the variab
 }
 
 TEST_CASE("CNI_IFNAME is refused unless the kernel takes it literally") {
-  g_env = {{"CNI_COMMAND", "ADD"},
-           {"CNI_CONTAINERID", "abc123"},
-           {"CNI_NETNS", "/var/run/netns/p"}};
+  g_env = {
+      {"CNI_COMMAND", "ADD"}, {"CNI_CONTAINERID", "abc123"}, {"CNI_NETNS", "/var/run/netns/p"}};
   // '%' is expanded by the kernel (net%d becomes net0); the others are not printable UTF-8.
   for (std::string bad : {std::string("net%d"), std::string("net\xa0"), std::string("net\x01"),
                           std::string("net\x7f"), std::string("net\xc0\xaf"),
@@ -118,8 +117,8 @@ TEST_CASE("CNI_IFNAME is refused unless the kernel takes it literally") {
     CHECK(std::all_of(r.error().msg.begin(), r.error().msg.end(),
                       [](char c) { return c >= 0x20 && c < 0x7f; }));
   }
-  for (std::string good : {std::string("net1"), std::string("rdma-0_a.b"),
-                           std::string("n\xc3\xa9t")}) {
+  for (std::string good :
+       {std::string("net1"), std::string("rdma-0_a.b"), std::string("n\xc3\xa9t")}) {
     g_env["CNI_IFNAME"] = good;
     CHECK(ParseEnv(&FakeGetenv));
   }

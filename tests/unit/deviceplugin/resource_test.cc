@@ -76,16 +76,19 @@ TEST_CASE("Config errors name the entry and the field") {
           Case{R"({"configList":[{"resourceName":"x y","rdmaHcaMax":1}]})", "resourceName"},
           Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"x y","rdmaHcaMax":1}]})",
                "configList[0].resourcePrefix"},
-          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"rdma/../../x","rdmaHcaMax":1}]})",
-               "resourcePrefix"},
+          Case{
+              R"({"configList":[{"resourceName":"a","resourcePrefix":"rdma/../../x","rdmaHcaMax":1}]})",
+              "resourcePrefix"},
           Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"RDMA_","rdmaHcaMax":1}]})",
                "resourcePrefix"},
           Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"a:b","rdmaHcaMax":1}]})",
                "resourcePrefix"},
-          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"kubernetes.io","rdmaHcaMax":1}]})",
-               "outside kubernetes.io"},
-          Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"x.kubernetes.io","rdmaHcaMax":1}]})",
-               "outside kubernetes.io"},
+          Case{
+              R"({"configList":[{"resourceName":"a","resourcePrefix":"kubernetes.io","rdmaHcaMax":1}]})",
+              "outside kubernetes.io"},
+          Case{
+              R"({"configList":[{"resourceName":"a","resourcePrefix":"x.kubernetes.io","rdmaHcaMax":1}]})",
+              "outside kubernetes.io"},
           Case{R"({"configList":[{"resourceName":"a","resourcePrefix":"-a.com","rdmaHcaMax":1}]})",
                "resourcePrefix"},
           Case{R"({"configList":[{"resourceName":"a","rdmaHcaMax":10001}]})", "1..10000"},
@@ -111,7 +114,8 @@ TEST_CASE("Limits on resources, slots and nesting are errors naming the limit") 
                           std::string(100000, '[') + std::string(100000, ']') + "}]}");
   REQUIRE_FALSE(deep);
   CHECK_THAT(deep.error().message(), Catch::Contains("nesting"));
-  CHECK(ParseConfig(R"({"configList":[{"resourceName":"a","resourcePrefix":"nvidia.com","rdmaHcaMax":10000}]})"));
+  CHECK(ParseConfig(
+      R"({"configList":[{"resourceName":"a","resourcePrefix":"nvidia.com","rdmaHcaMax":10000}]})"));
 }
 
 TEST_CASE("Selectors pick HCAs by vendor, device, driver, netdev, link type, address and name") {

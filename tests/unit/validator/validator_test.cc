@@ -4,8 +4,8 @@
 // sysfs fixtures, the verdict, and the report schema.
 #include <unistd.h>
 
-#include <cstdlib>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -281,9 +281,9 @@ TEST_CASE("A communicator that never came up is a timeout (exit 3) naming the ra
 TEST_CASE("The NCCL log parser is total: cut lines, huge logs and warning floods") {
   NcclLog log;
   // A log cut right after "NCCL WARN" when the watchdog killed the rank (threw out_of_range).
-  for (std::string_view cut : {"host:1:2 [0] NCCL WARN", "NCCL WARN", "NCCL version ",
-                               "NCCL INFO Using network ", "NCCL INFO NET/IB : Using",
-                               "NCCL INFO Channel 00 via ", "NET/IB: GID "}) {
+  for (std::string_view cut :
+       {"host:1:2 [0] NCCL WARN", "NCCL WARN", "NCCL version ", "NCCL INFO Using network ",
+        "NCCL INFO NET/IB : Using", "NCCL INFO Channel 00 via ", "NET/IB: GID "}) {
     log.Add(cut);
   }
   CHECK(log.warnings().size() == 2);
@@ -312,8 +312,8 @@ TEST_CASE("The NCCL log parser is total: cut lines, huge logs and warning floods
   CHECK(big.version() == "2.28.3");
   REQUIRE_FALSE(big.warnings().empty());
   CHECK(big.warnings().back() == "last words");
-  CHECK(big.skipped_bytes() == head.size() + 20 * filler.size() + tail.size() -
-                                   kMaxLogHeadBytes - kMaxLogTailBytes);
+  CHECK(big.skipped_bytes() ==
+        head.size() + 20 * filler.size() + tail.size() - kMaxLogHeadBytes - kMaxLogTailBytes);
   CHECK_FALSE(big.AddFile(std::string(tmpl) + "-missing"));
 }
 

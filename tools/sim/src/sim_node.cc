@@ -117,11 +117,14 @@ pid_t SimNode::Start(const std::string& binary, const CniCall& call, int out[2],
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe failed");
   }
-  std::vector<std::string> env = {
-      "CNI_COMMAND=" + call.command,       "CNI_CONTAINERID=" + call.container_id,
-      "CNI_NETNS=" + call.netns,           "CNI_IFNAME=" + call.ifname,
-      "CNI_PATH=" + call.cni_path,         "KUBERDMA_SYSFS_ROOT=" + sysfs_root_,
-      "KUBERDMA_CNI_NODE_CONFIG=" + policy_path(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  std::vector<std::string> env = {"CNI_COMMAND=" + call.command,
+                                  "CNI_CONTAINERID=" + call.container_id,
+                                  "CNI_NETNS=" + call.netns,
+                                  "CNI_IFNAME=" + call.ifname,
+                                  "CNI_PATH=" + call.cni_path,
+                                  "KUBERDMA_SYSFS_ROOT=" + sysfs_root_,
+                                  "KUBERDMA_CNI_NODE_CONFIG=" + policy_path(),
+                                  "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   auto pid = testing::SpawnIn(node_, {binary}, env, in[0], out[1], err[1]);
   ::close(in[0]);
   ::close(out[1]);

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "kuberdma/base/json.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/validator/coordinator.h"
 
