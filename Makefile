@@ -44,7 +44,7 @@ asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS) --target $(ASAN_TARGETS)
 	@cd build/asan && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -R '^(unit|netns|fuzz): '
+	  ctest --output-on-failure -j $(JOBS) -R '^(unit|netns|fuzz):'
 
 unit: build
 	@$(BUILD)/tests/unit_tests

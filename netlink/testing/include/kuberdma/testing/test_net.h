@@ -78,6 +78,9 @@ class TestNet {
 // The RTM_NEWQDISC request that replaces link `ifindex`'s root qdisc with tbf at
 // `bits_per_second` (pure; tested against the uapi layout).
 std::vector<uint8_t> EncodeTbf(int ifindex, uint64_t bits_per_second);
+
+// RTM_NEWLINK creating the veth pair `name`/`peer` (as `ip link add ... type veth peer name`).
+std::vector<uint8_t> EncodeVeth(const std::string& name, const std::string& peer);
 // The RTM_NEWQDISC request that replaces link `ifindex`'s root qdisc with netem dropping
 // `percent` of packets.
 std::vector<uint8_t> EncodeNetemLoss(int ifindex, double percent);
