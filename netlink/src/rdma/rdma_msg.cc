@@ -70,7 +70,8 @@ std::string FormatGuid(uint64_t g) {
 template <typename F>
 auto WithAligned(std::span<const uint8_t> msg, F&& fn) {
   std::vector<uint32_t> buf((msg.size() + 3) / 4);
-  std::memcpy(buf.data(), msg.data(), msg.size());
+  // memcpy's arguments must not be null even for 0 bytes (an empty message: UBSan).
+  if (!msg.empty()) std::memcpy(buf.data(), msg.data(), msg.size());
   return fn(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf.data()), msg.size()));
 }
 
