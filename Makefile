@@ -63,20 +63,15 @@ bench: build
 	@$(BUILD)/bench/deviceplugin_bench
 
 # Open-ended fuzzing of one parser with clang's libFuzzer (FUZZ_TARGET: config, ipam, nccl_log,
-# checkpoint, state, podenv, dpconfig; FUZZ_SECONDS, default 60), linked against the ci build's
-# libraries (built with gcc: the target itself is instrumented, the libraries are not).
+# checkpoint, state, podenv, dpconfig; FUZZ_SECONDS, default 60): the `fuzz` preset (build/fuzz)
+# builds the same targets with libFuzzer's main, ASan and UBSan, and starts from the corpus.
 FUZZ_TARGET ?= config
-fuzz: build
+fuzz: deps
 	@command -v clang++ >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 2; }
-	@mkdir -p build/fuzz
-	@cmake --build $(BUILD) --target fuzz_$(FUZZ_TARGET) >/dev/null
-	@clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
-	  $$(sed -n 's/^CXX_DEFINES = //p; s/^CXX_INCLUDES = //p' $(BUILD)/tests/CMakeFiles/fuzz_$(FUZZ_TARGET).dir/flags.make) \
-	  tests/fuzz/$(FUZZ_TARGET)_fuzz.cc \
-	  $$(sed -n 's/^.*fuzz_$(FUZZ_TARGET) *//p' $(BUILD)/tests/CMakeFiles/fuzz_$(FUZZ_TARGET).dir/link.txt | tr ' ' '\n' | grep -E '\.(a|so)$$|^-l' | sed 's|^\([^/-]\)|$(BUILD)/tests/\1|') \
-	  -o build/fuzz/$(FUZZ_TARGET)_fuzz
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_$(FUZZ_TARGET)
 	@rm -rf build/fuzz/corpus-$(FUZZ_TARGET) && cp -r tests/fuzz/corpus/$(FUZZ_TARGET) build/fuzz/corpus-$(FUZZ_TARGET)
-	@build/fuzz/$(FUZZ_TARGET)_fuzz -max_total_time=$(or $(FUZZ_SECONDS),60) build/fuzz/corpus-$(FUZZ_TARGET)
+	@build/fuzz/tests/fuzz_$(FUZZ_TARGET) -max_total_time=$(or $(FUZZ_SECONDS),60) build/fuzz/corpus-$(FUZZ_TARGET)
 
 format:
 	@bash .ci/install-deps.sh format

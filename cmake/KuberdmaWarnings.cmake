@@ -2,6 +2,7 @@
 # The curated warning set, applied to project targets only (never to generated or system code).
 option(KUBERDMA_WERROR "Treat warnings as errors" OFF)
 set(KUBERDMA_SANITIZE "" CACHE STRING "Sanitizers to build with (address,undefined | thread)")
+option(KUBERDMA_LIBFUZZER "Build the fuzz targets with libFuzzer's main (clang; the fuzz preset)" OFF)
 
 function(kuberdma_target_defaults target)
   target_compile_features(${target} PUBLIC cxx_std_20)
@@ -16,6 +17,10 @@ function(kuberdma_target_defaults target)
   if(KUBERDMA_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=${KUBERDMA_SANITIZE} -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=${KUBERDMA_SANITIZE})
+    # libFuzzer's coverage feedback needs the parsers instrumented, not only the target.
+    if(KUBERDMA_LIBFUZZER)
+      target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+    endif()
     # Undefined behaviour fails the test that hit it, instead of a line on stderr.
     if(KUBERDMA_SANITIZE MATCHES "undefined")
       target_compile_options(${target} PRIVATE -fno-sanitize-recover=undefined)

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "kuberdma/cni/result.h"
+#include "kuberdma/podenv/slot_id.h"
 
 namespace kuberdma::cni {
 
@@ -18,18 +19,30 @@ namespace {
 
 // Resolves a deviceID-style value: a bus address, a device-plugin slot ID ("mlx5_3-017"),
 // or an HCA name.
+// A deviceID from Multus (also copied into pciBusID): a PCI or auxiliary address, a per-HCA slot
+// ID as rdma-device-plugin writes them (podenv/slot_id.h), or an HCA name. Pool slots name no HCA
+// and are handled before this (IsPoolSlot).
 Result<Hca> HcaForDeviceId(const sysfs::SysfsRoot& root, const std::string& id) {
   auto by_addr = sysfs::HcaForAddress(root, id, sysfs::HcaDetail::kPorts);
   if (by_addr || by_addr.error().code() != ErrorCode::kNotFound) return by_addr;
-  auto dash = id.find_last_of('-');
-  if (dash != std::string::npos && dash > 0) {
-    auto by_slot = sysfs::ReadHca(root, id.substr(0, dash), sysfs::HcaDetail::kPorts);
-    if (by_slot) return by_slot;
-  }
   auto by_name = sysfs::ReadHca(root, id, sysfs::HcaDetail::kPorts);
   if (by_name) return by_name;
+  if (auto slot = podenv::ParseSlot(id); slot && slot->kind == podenv::SlotKind::kPerHca) {
+    auto by_slot = sysfs::ReadHca(root, slot->base, sysfs::HcaDetail::kPorts);
+    if (by_slot) return by_slot;
+    return Fail(ErrorCode::kNotFound, "it is rdma-device-plugin's slot " +
+                                          std::to_string(slot->index) + " of HCA " + slot->base +
+                                          ", which this node does not have");
+  }
   return Fail(ErrorCode::kNotFound,
-              "tried it as a PCI/auxiliary address, a device-plugin slot ID and an HCA name");
+              "tried it as a PCI/auxiliary address, an HCA name and a device-plugin slot ID");
+}
+
+bool IsPoolSlot(const Selector& sel) {
+  bool device_id = sel.kind == SelectorKind::kRuntimeDeviceId ||
+                   sel.kind == SelectorKind::kDeviceId || sel.kind == SelectorKind::kPciBusId;
+  auto slot = device_id ? podenv::ParseSlot(sel.value) : std::nullopt;
+  return slot && slot->kind == podenv::SlotKind::kPool;
 }
 
 std::string Hex4(uint16_t v) {
@@ -123,6 +136,12 @@ CniResult<Planner::Selected> Planner::FirstFree(const NetConf& conf, const NetNs
 CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& host, bool chained,
                                              const Claims& claimed) {
   const Selector& sel = conf.selector;
+  if (IsPoolSlot(sel)) {
+    // A share of rdma-device-plugin's pool names no HCA: take a free one, as without a deviceID.
+    spdlog::info("{} {} is a pool slot: taking the first free HCA", SelectorName(sel.kind),
+                 sel.value);
+    return FirstFree(conf, host, claimed);
+  }
   if (sel.kind == SelectorKind::kAuto) {
     if (chained) {
       return CniFail(kInvalidConfig,

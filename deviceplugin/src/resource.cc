@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/podenv/slot_id.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -23,12 +24,10 @@ bool Any(const std::vector<std::string>& list, const std::string& v) {
 
 std::string Strip0x(const std::string& s) { return s.rfind("0x", 0) == 0 ? s.substr(2) : s; }
 
-std::string SlotId(const std::string& base, uint32_t n, uint32_t max) {
-  int width = max > 1000 ? 5 : (max > 100 ? 3 : (max > 10 ? 2 : 1));
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%0*u", width, n);
-  return base + "-" + buf;
-}
+using podenv::FormatSlot;
+using podenv::ParseSlot;
+using podenv::Slot;
+using podenv::SlotKind;
 
 std::string Health(const Hca& h, bool* healthy) {
   if (h.ports.empty()) {
@@ -131,7 +130,8 @@ std::vector<DeviceView> Resource::Devices() const {
       std::vector<int64_t> numa;
       if (st->hca.numa_node >= 0) numa.push_back(st->hca.numa_node);
       for (uint32_t i = 0; i < cfg_.rdma_hca_max; ++i) {
-        out.push_back({SlotId(st->hca.name, i, cfg_.rdma_hca_max), st->healthy, numa});
+        out.push_back({FormatSlot({SlotKind::kPerHca, st->hca.name, i}, cfg_.rdma_hca_max),
+                       st->healthy, numa});
       }
     }
     return out;
@@ -144,27 +144,27 @@ std::vector<DeviceView> Resource::Devices() const {
   bool healthy = healthy_hcas() > 0;
   std::vector<int64_t> nodes(numa.begin(), numa.end());
   for (uint32_t i = 0; i < cfg_.rdma_hca_max; ++i) {
-    out.push_back({SlotId(cfg_.resource_name, i, cfg_.rdma_hca_max), healthy, nodes});
+    out.push_back(
+        {FormatSlot({SlotKind::kPool, cfg_.resource_name, i}, cfg_.rdma_hca_max), healthy, nodes});
   }
   return out;
 }
 
+// A slot ID names a slot of this resource when it parses, is one this resource advertises (same
+// kind, existing HCA or this pool, index in range) and is written exactly as FormatSlot writes it.
 std::string Resource::HcaOfSlot(const std::string& id) const {
-  if (cfg_.policy != Policy::kPerHca) return "";
-  auto dash = id.find_last_of('-');
-  if (dash == std::string::npos) return "";
-  std::string name = id.substr(0, dash);
-  auto it = hcas_.find(name);
-  if (it == hcas_.end()) return "";
-  auto n = static_cast<uint32_t>(std::strtoul(id.c_str() + dash + 1, nullptr, 10));
-  return id == SlotId(name, n, cfg_.rdma_hca_max) && n < cfg_.rdma_hca_max ? name : "";
+  auto s = ParseSlot(id);
+  if (cfg_.policy != Policy::kPerHca || !s || s->kind != SlotKind::kPerHca) return "";
+  if (!hcas_.contains(s->base) || s->index >= cfg_.rdma_hca_max) return "";
+  return FormatSlot(*s, cfg_.rdma_hca_max) == id ? s->base : "";
 }
 
 bool Resource::IsPoolSlot(const std::string& id) const {
-  if (hcas_.empty() || id.rfind(cfg_.resource_name + "-", 0) != 0) return false;
-  auto n =
-      static_cast<uint32_t>(std::strtoul(id.c_str() + cfg_.resource_name.size() + 1, nullptr, 10));
-  return n < cfg_.rdma_hca_max && id == SlotId(cfg_.resource_name, n, cfg_.rdma_hca_max);
+  auto s = ParseSlot(id);
+  if (hcas_.empty() || !s || s->kind != SlotKind::kPool || s->base != cfg_.resource_name) {
+    return false;
+  }
+  return s->index < cfg_.rdma_hca_max && FormatSlot(*s, cfg_.rdma_hca_max) == id;
 }
 
 void Resource::AddDeviceNodes(const Hca& h, ContainerAllocation* out) const {

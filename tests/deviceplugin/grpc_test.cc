@@ -222,11 +222,11 @@ TEST_CASE("/healthz answers while idle and slowly writing clients hold connectio
     CHECK_THAT(status, Catch::Contains("200"));
     for (const auto& c : slow) c->Send("b");
   }
-  // The DaemonSet's liveness probe gives up after one second; answers take about a millisecond
-  // here (the bound is the probe's, not a speed target: a loaded CI machine is slow).
+  // The DaemonSet's liveness probe gives up after one second; a free worker answers in well
+  // under a millisecond here, so 100 ms (the issue's bound) leaves room for a loaded machine.
   double worst = *std::max_element(ms.begin(), ms.end());
   INFO("worst /healthz latency with " << 2 * kEach << " hostile connections: " << worst << " ms");
-  CHECK(worst < 1000);
+  CHECK(worst < 100);
   // A request still unfinished after the request timeout is dropped by the server.
   std::this_thread::sleep_for(std::chrono::milliseconds(kHttpRequestTimeoutMs + 500));
   char buf[256];

@@ -10,6 +10,8 @@
 
 #include "fake_world.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/deviceplugin/config.h"
+#include "kuberdma/deviceplugin/resource.h"
 
 namespace kuberdma::cni {
 namespace {
@@ -486,6 +488,84 @@ TEST_CASE("DEL with a config that no longer parses restores the device from its 
   CHECK(StateStore(n.state_dir).List()->empty());
   // Nothing recorded: success.
   CHECK(p.Del(del, SalvageForDel("{", TestPolicy())));
+}
+
+// The block scalar under `key: |` in a shipped manifest (the ConfigMap's JSON, the NAD's config):
+// what the cluster is given, read as the kubelet and Multus will see it.
+std::string ShippedBlock(const std::string& file, const std::string& key) {
+  auto text = ReadFile(std::string(KUBERDMA_DEPLOY) + "/manifests/" + file);
+  REQUIRE(text);
+  auto at = text->find(key + ": |");
+  REQUIRE(at != std::string::npos);
+  std::string out;
+  size_t pos = text->find('\n', at) + 1;
+  size_t indent = std::string::npos;
+  while (pos < text->size()) {
+    size_t eol = text->find('\n', pos);
+    std::string line = text->substr(pos, eol == std::string::npos ? eol : eol - pos);
+    size_t lead = line.find_first_not_of(' ');
+    if (lead != std::string::npos) {
+      if (indent == std::string::npos) indent = lead;
+      if (lead < indent) break;
+      out += line.substr(indent) + "\n";
+    }
+    if (eol == std::string::npos) break;
+    pos = eol + 1;
+  }
+  return out;
+}
+
+TEST_CASE("Every ID the shipped device plugin allocates, passed as Multus passes it, attaches") {
+  auto cfg = deviceplugin::ParseConfig(ShippedBlock("10-configmap.yaml", "device-plugin.json"));
+  REQUIRE(cfg);
+  json nad = json::parse(ShippedBlock("30-networkattachmentdefinition.yaml", "config"));
+  for (const auto& rc : cfg->resources) {
+    Node n;
+    deviceplugin::Resource res(rc, n.root);
+    res.Refresh(*sysfs::DiscoverHcas(n.root, sysfs::HcaDetail::kPorts));
+    // The kubelet allocates four slots, preferring what the plugin prefers.
+    std::vector<std::string> all;
+    for (const auto& d : res.Devices()) all.push_back(d.id);
+    std::vector<std::string> ids = res.Preferred(all, {}, 4);
+    REQUIRE(ids.size() == 4);
+    auto alloc = res.Allocate(ids);
+    REQUIRE(alloc);
+    INFO(rc.FullName());
+    Plugin p = n.MakePlugin();
+    std::vector<std::string> attached;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      // Multus: the i-th allocated ID as deviceID of the i-th attachment of a NAD with this
+      // resourceName, copied into pciBusID too, and into runtimeConfig where capabilities say.
+      json conf = nad;
+      conf["deviceID"] = ids[i];
+      conf["pciBusID"] = ids[i];
+      conf["stateDir"] = n.state_dir;
+      auto c = ParseConfig(conf.dump(), Command::kAdd, TestPolicy());
+      REQUIRE(c);
+      std::string ifname = "net" + std::to_string(i + 1);
+      auto r = p.Add(Req(kPod, ifname), *c);
+      INFO(ids[i] << ": " << (r ? "" : r.error().msg));
+      REQUIRE(r);
+      attached.push_back((**StateStore(n.state_dir).Load(nad["name"], "c1", ifname)).hca);
+    }
+    std::set<std::string> distinct(attached.begin(), attached.end());
+    CHECK(distinct.size() == ids.size());
+    if (rc.policy == deviceplugin::Policy::kPerHca) {
+      CHECK(attached == alloc->hcas);  // exactly the kubelet's HCAs, in Multus's order
+    } else {
+      for (const auto& h : attached) {  // a pool share names no HCA: free ones of the pool
+        CHECK(std::find(alloc->hcas.begin(), alloc->hcas.end(), h) != alloc->hcas.end());
+      }
+    }
+  }
+}
+
+TEST_CASE("A per-HCA slot of an HCA this node does not have is refused, naming the HCA") {
+  Node n;
+  Plugin p = n.MakePlugin();
+  auto r = p.Add(Req(kPod, "net1"), n.Conf(R"(,"deviceID":"mlx5_9-001")"));
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().msg, Catch::Contains("slot 1 of HCA mlx5_9"));
 }
 
 }  // namespace

@@ -158,11 +158,11 @@ TEST_CASE("The pool policy advertises rdmaHcaMax slots and gives every HCA to ea
       "roce8", R"({"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}})");
   auto devs = r.Devices();
   REQUIRE(devs.size() == 1000);
-  CHECK(devs[0].id == "shared-000");
-  CHECK(devs[999].id == "shared-999");
+  CHECK(devs[0].id == "pool-shared-000");
+  CHECK(devs[999].id == "pool-shared-999");
   CHECK(devs[0].healthy);
   CHECK(devs[0].numa_nodes == std::vector<int64_t>{0, 1});
-  auto a = r.Allocate({"shared-017", "shared-018"});
+  auto a = r.Allocate({"pool-shared-017", "pool-shared-018"});
   REQUIRE(a);
   CHECK(a->hcas.size() == 8);
   CHECK(a->envs.at("NCCL_IB_HCA") ==
@@ -179,10 +179,10 @@ TEST_CASE("The pool policy advertises rdmaHcaMax slots and gives every HCA to ea
   REQUIRE_FALSE(none);
   CHECK(none.error().code() == ErrorCode::kInvalidArgument);
   CHECK_THAT(none.error().message(), Catch::Contains("names no device IDs"));
-  auto bad = r.Allocate({"shared-1000"});
+  auto bad = r.Allocate({"pool-shared-1000"});
   REQUIRE_FALSE(bad);
   CHECK_THAT(bad.error().message(),
-             Catch::Contains("unknown device ID 'shared-1000'") && Catch::Contains("rdma/shared"));
+             Catch::Contains("unknown device ID 'pool-shared-1000'") && Catch::Contains("rdma/shared"));
 }
 
 TEST_CASE(
@@ -295,7 +295,7 @@ TEST_CASE("The CDI spec lists each HCA's device nodes under the resource's kind"
   CHECK(spec["devices"].size() == 8);
   CHECK(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] ==
         "/dev/infiniband/uverbs0");
-  auto a = r.Allocate({"shared-0"});
+  auto a = r.Allocate({"pool-shared-0"});
   REQUIRE(a);
   CHECK(a->devices.empty());
   CHECK(a->cdi_devices.front() == "kube-rdma.io/shared=mlx5_0");

@@ -2,6 +2,7 @@
 // The pod-env codec: what the device plugin writes is what the validator and doctor read back,
 // for every HCA of every fixture; NCCL_IB_HCA's own semantics.
 #include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/podenv/slot_id.h"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -92,6 +93,27 @@ TEST_CASE("KUBERDMA_HCAS with fields of the wrong type decodes without throwing"
   CHECK(h->at(0).numa_node == -1);
   CHECK(h->at(0).ports.at(0).port == 0);
   CHECK_FALSE(DecodeHcas(std::string(1000, '[') + std::string(1000, ']')));
+}
+
+TEST_CASE("Slot IDs: what the device plugin writes, the CNI reads back, per HCA and pool") {
+  for (uint32_t max : {1u, 8u, 100u, 1000u, 10000u}) {
+    for (uint32_t i : {0u, max - 1}) {
+      for (const Slot& s : {Slot{SlotKind::kPerHca, "mlx5_3", i}, Slot{SlotKind::kPool, "shared", i},
+                            Slot{SlotKind::kPerHca, "mlx5-bond_0", i}}) {
+        std::string id = FormatSlot(s, max);
+        INFO(id);
+        CHECK(ParseSlot(id) == s);
+      }
+    }
+  }
+  CHECK(FormatSlot({SlotKind::kPerHca, "mlx5_3", 17}, 1000) == "mlx5_3-017");
+  CHECK(FormatSlot({SlotKind::kPool, "shared", 17}, 1000) == "pool-shared-017");
+  // Not slot IDs: addresses, names, a dash with no number.
+  for (const char* id : {"0000:3b:00.0", "mlx5_3", "mlx5_core.sf.2", "-017", "mlx5_3-", "pool--1",
+                         "mlx5_3-0x1", "mlx5_3-123456"}) {
+    INFO(id);
+    CHECK_FALSE(ParseSlot(id));
+  }
 }
 
 }  // namespace

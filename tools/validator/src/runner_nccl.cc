@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/validator/runner.h"
 
 namespace kuberdma::validator {
@@ -243,8 +244,8 @@ RankOutcome Finish(Child& k, bool* timed_out) {
   waitpid(k.pid, nullptr, 0);
   RankOutcome ro;
   ro.rank = k.rank;
-  auto j = nlohmann::json::parse(k.text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
+  auto j = ParseUntrustedJson(k.text, "rank result").value_or(nlohmann::json());
+  if (!j.is_object()) {
     ro.error =
         k.done ? "the rank process ended without a result (crashed?)" : "killed by the watchdog";
     return ro;
