@@ -17,6 +17,7 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
+#include "kuberdma/base/version.h"
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/plugin.h"
 #include "kuberdma/cni/result.h"
@@ -33,10 +34,43 @@ constexpr size_t kMaxConfigBytes = 16u << 20;
 
 const char* GetEnv(const char* name) { return std::getenv(name); }
 
-void Print(const nlohmann::json& j) {
-  std::string out = kuberdma::DumpJson(j);  // a message may quote a name an outsider chose
-  out += '\n';
+// Everything on stdout goes through here: a runtime reads one document from it.
+void PrintText(const std::string& out) {
   (void)kuberdma::WriteAll(1, out.data(), out.size());  // stdout gone: nobody is left to tell
+}
+
+void Print(const nlohmann::json& j) {
+  PrintText(kuberdma::DumpJson(j) + "\n");  // a message may quote a name an outsider chose
+}
+
+constexpr char kUsage[] =
+    "rdma: the kube-rdma CNI plugin. A container runtime (through Multus) runs it, with the\n"
+    "verb in CNI_COMMAND (ADD, DEL, CHECK, STATUS, GC, VERSION), the attachment in\n"
+    "CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME, and the network config on stdin.\n"
+    "By hand, for example:\n"
+    "  CNI_COMMAND=VERSION rdma </dev/null\n"
+    "  CNI_COMMAND=ADD CNI_CONTAINERID=c1 CNI_NETNS=/var/run/netns/p CNI_IFNAME=net1 \\\n"
+    "    rdma <<<'{\"cniVersion\":\"1.0.0\",\"name\":\"rdma-net\",\"type\":\"rdma\"}'\n"
+    "Config reference, error codes and state: docs/cni.md; rdma-doctor node shows what it did.\n"
+    "  rdma --help | --version\n";
+
+// `rdma --help`, `rdma --version`, or a person at a terminal without CNI_COMMAND: text, not an
+// error document. Returns the exit code, or -1 when this is a runtime's call.
+int ByHand(int argc, char** argv) {
+  std::string arg = argc > 1 ? argv[1] : "";
+  if (arg == "--version" || arg == "-v") {
+    PrintText(std::string(kuberdma::kVersionLine) + "\n");
+    return 0;
+  }
+  if (arg == "--help" || arg == "-h") {
+    PrintText(kUsage);
+    return 0;
+  }
+  if (GetEnv("CNI_COMMAND") == nullptr && ::isatty(0) == 1) {
+    (void)kuberdma::WriteAll(2, kUsage, sizeof kUsage - 1);
+    return 2;
+  }
+  return -1;
 }
 
 int PrintError(const std::string& version, const CniError& err) {
@@ -255,9 +289,10 @@ int ReportInternal(const char* what) noexcept {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   // The one boundary where a stray exception becomes a well-formed CNI error.
   try {
+    if (int code = ByHand(argc, argv); code >= 0) return code;
     return Run();
   } catch (const std::exception& e) {
     return ReportInternal(e.what());

@@ -16,6 +16,7 @@
 #include <cstdio>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/version.h"
 #include "kuberdma/deviceplugin/manager.h"
 
 namespace {
@@ -89,6 +90,7 @@ int Run(int argc, char** argv) {
   // gRPC's threads would each grow a malloc arena; two are plenty for this load and keep RSS small.
   mallopt(M_ARENA_MAX, 2);
   CLI::App app{"rdma-device-plugin: kubelet device plugin for RDMA HCAs (kube-rdma)"};
+  app.set_version_flag("--version", kuberdma::kVersionLine);
   Cli c;
   AddOptions(app, c);
   CLI11_PARSE(app, argc, argv);

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "demo.h"
+#include "kuberdma/base/version.h"
 #include "kuberdma/sim/sim_node.h"
 
 namespace {
@@ -23,6 +24,7 @@ int Run(int argc, char** argv) {
                             .doctor_bin = KUBERDMA_DOCTOR_BIN,
                             .fixture = KUBERDMA_FIXTURES "/sysfs/roce8"};
   CLI::App app{"kube-rdma demos: node-in-a-box, or a simulated fleet's acceptance (--fleet)"};
+  app.set_version_flag("--version", kuberdma::kVersionLine);
   app.add_option("--rdma", o.rdma_bin, "the rdma CNI binary");
   app.add_option("--device-plugin", o.device_plugin_bin, "the rdma-device-plugin binary");
   app.add_option("--validate", o.validate_bin, "the rdma-validate binary");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-doctor: node, pod and topo views of RDMA injection, with named checks and their fixes.
 //
-//   rdma-doctor node|pod|topo [--json] [--host-root DIR] [--state-dir DIR]
+//   rdma-doctor node|pod|topo [--json] [--sysfs-root DIR] [--host-root DIR] [--state-dir DIR]
 //               [--device-plugin-dir DIR] [--checkpoint FILE] [--pod-resources SOCKET]
 //   rdma-doctor node [--roce-priority 3]
 //
@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kuberdma/base/version.h"
 #include "kuberdma/dcb/dcb_ops.h"
 #include "kuberdma/doctor/doctor.h"
 #include "kuberdma/link/netlink_addr_ops.h"
@@ -35,6 +36,11 @@ struct Cli {
 void AddOptions(CLI::App& app, Cli& c) {
   Inputs& in = c.in;
   app.add_flag("--json", c.json, "print the view as JSON");
+  app.add_option_function<std::string>(
+      "--sysfs-root",
+      [&in](const std::string& root) { in.root = kuberdma::sysfs::SysfsRoot(root); },
+      "root holding sys/ and dev/ (the fixtures in tests/fixtures/sysfs, or a copy of a node's; "
+      "default /, or $KUBERDMA_SYSFS_ROOT)");
   app.add_option("--host-root", in.host_root,
                  "the host's root file system, when run in a container (kubectl debug node: "
                  "/host); the host paths below default under it");
@@ -64,6 +70,7 @@ void AddOptions(CLI::App& app, Cli& c) {
 
 int Run(int argc, char** argv) {
   CLI::App app{"rdma-doctor: what was injected, where every HCA is, and what is wrong"};
+  app.set_version_flag("--version", kuberdma::kVersionLine);
   Cli c;
   AddOptions(app, c);
   try {

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "kuberdma/base/version.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/validator/acceptance_run.h"
 #include "kuberdma/validator/push.h"
@@ -142,6 +143,7 @@ int Acceptance(Validator& v, const Cli& c) {
 
 int Run(int argc, char** argv) {
   CLI::App app{"rdma-validate: prove that NCCL uses every RDMA device this pod was given"};
+  app.set_version_flag("--version", kuberdma::kVersionLine);
   Cli c;
   AddRunOptions(app, c);
   AddAcceptanceOptions(app, c);

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Every binary answers --version with the release and the commit; rdma run by hand prints its
+usage (--help, or no CNI_COMMAND on a terminal) instead of only an error document; rdma-doctor
+reads a fixture tree through --sysfs-root.
+
+Usage: version_test.py BUILD_DIR SOURCE_DIR
+"""
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+
+build, source = sys.argv[1], sys.argv[2]
+binaries = {
+    "rdma": f"{build}/cni/rdma",
+    "rdma-device-plugin": f"{build}/deviceplugin/rdma-device-plugin",
+    "rdma-validate": f"{build}/tools/validator/rdma-validate",
+    "rdma-doctor": f"{build}/tools/doctor/rdma-doctor",
+    "kuberdma-demo": f"{build}/tools/demo/kuberdma-demo",
+}
+failed = 0
+
+
+def check(ok, what):
+    global failed
+    print(("ok   " if ok else "FAIL ") + what)
+    failed += 0 if ok else 1
+
+
+commit = subprocess.run(["git", "-C", source, "rev-parse", "--short=12", "HEAD"],
+                        capture_output=True, text=True).stdout.strip() or "unknown"
+for name, path in binaries.items():
+    r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20,
+                       stdin=subprocess.DEVNULL)
+    line = r.stdout.strip()
+    check(r.returncode == 0 and re.fullmatch(r"kube-rdma \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}|unknown)\)", line)
+          is not None, f"{name} --version: {line!r} (exit {r.returncode})")
+
+env = {k: v for k, v in os.environ.items() if not k.startswith("CNI_")}
+r = subprocess.run([binaries["rdma"], "--help"], capture_output=True, text=True, env=env,
+                   stdin=subprocess.DEVNULL)
+check(r.returncode == 0 and "CNI_COMMAND" in r.stdout and "docs/cni.md" in r.stdout,
+      "rdma --help prints a usage text")
+
+# A person at a terminal with no CNI_COMMAND: usage on stderr, exit 2, nothing on stdout.
+master, slave = pty.openpty()
+r = subprocess.run([binaries["rdma"]], capture_output=True, text=True, env=env, stdin=slave)
+os.close(slave)
+os.close(master)
+check(r.returncode == 2 and "CNI_COMMAND" in r.stderr and r.stdout == "",
+      f"rdma on a terminal without CNI_COMMAND prints its usage (exit {r.returncode})")
+
+# A runtime's call without CNI_COMMAND (stdin not a terminal) still gets the error document.
+r = subprocess.run([binaries["rdma"]], capture_output=True, text=True, env=env,
+                   stdin=subprocess.DEVNULL)
+doc = json.loads(r.stdout) if r.stdout.strip() else {}
+check(r.returncode == 1 and doc.get("code") == 4, "rdma from a runtime without CNI_COMMAND is error 4")
+
+fixture = f"{source}/tests/fixtures/sysfs/roce8"
+r = subprocess.run([binaries["rdma-doctor"], "--sysfs-root", fixture, "--json", "topo"],
+                   capture_output=True, text=True, timeout=30, env={"PATH": os.environ["PATH"]})
+try:
+    topo = json.loads(r.stdout)
+    hcas = len(topo["result"].get("hcas", topo["result"].get("matrix", [])))
+except (ValueError, KeyError):
+    topo, hcas = None, 0
+check(topo is not None and hcas > 0, f"rdma-doctor --sysfs-root {fixture} topo reads the fixture")
+
+print(f"{len(binaries) + 4 - failed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
