@@ -69,5 +69,24 @@ except (ValueError, KeyError):
     topo, hcas = None, 0
 check(topo is not None and hcas > 0, f"rdma-doctor --sysfs-root {fixture} topo reads the fixture")
 
-print(f"{len(binaries) + 4 - failed} passed, {failed} failed")
+# The shipped init containers pass --require-nccl: where NCCL cannot run (no GPU here), the run
+# fails instead of passing on the inventory alone; without the flag it is inventory-only.
+checks = len(binaries) + 4
+venv = {"PATH": os.environ["PATH"], "KUBERDMA_SYSFS_ROOT": fixture}
+plain = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--json", "-"],
+                       capture_output=True, text=True, timeout=60, env=venv)
+report = json.loads(plain.stdout) if plain.stdout.strip().startswith("{") else {}
+if report.get("verdict") == "inventory-only":  # NCCL cannot run on this machine
+    checks += 2
+    check(plain.returncode == 0, "rdma-validate without --require-nccl passes on the inventory")
+    req = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--require-nccl",
+                          "--json", "-"], capture_output=True, text=True, timeout=60, env=venv)
+    rep = json.loads(req.stdout)
+    check(req.returncode == 1 and rep["verdict"] == "fail" and
+          any("--require-nccl" in p for p in rep.get("problems", [])),
+          f"rdma-validate --require-nccl fails where NCCL cannot run (exit {req.returncode})")
+else:
+    print(f"skip --require-nccl: NCCL can run here (verdict {report.get('verdict')!r})")
+
+print(f"{checks - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

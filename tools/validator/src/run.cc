@@ -114,6 +114,15 @@ Report Validator::Run() {
   Report r = Inventory();
   if (r.exit_code == 2) return r;
   std::string why;
+  if (!opts_.inventory_only && opts_.require_nccl && !NcclAvailable(&why)) {
+    // An init container that proved nothing must not let the pod start.
+    r.problems.push_back("NCCL is required (--require-nccl) but cannot run here: " + why +
+                         "; run where the pod has a GPU and NCCL (the job's own image), or pass "
+                         "--inventory-only to check only what was injected");
+    r.verdict = "fail";
+    r.exit_code = 1;
+    return r;
+  }
   if (opts_.inventory_only || !NcclAvailable(&why)) {
     // Said loudly, but not a failure of the pod: this build or node cannot run NCCL at all.
     if (!opts_.inventory_only) r.warnings.insert(r.warnings.begin(), "NCCL run skipped: " + why);

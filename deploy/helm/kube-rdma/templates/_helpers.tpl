@@ -97,7 +97,7 @@ template:
         {{- if $a.pushGateway }}
         {{- $args = concat $args (list "--push-gateway" $a.pushGateway) }}
         {{- end }}
-        args: {{ toJson (concat $args (list "--json" "-")) }}
+        args: {{ toJson (concat $args (list "--require-nccl" "--json" "-")) }}
         env:
           - name: WORLD_SIZE
             value: {{ $a.nodes | quote }}

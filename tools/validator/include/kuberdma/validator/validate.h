@@ -45,6 +45,9 @@ struct Options {
   std::string comm_id;  // NCCL_COMM_ID for multi-pod (else from the environment)
   std::string log_dir;  // where NCCL logs go (a temp dir by default)
   bool inventory_only = false;
+  // NCCL must run: a node or build where it cannot (no CUDA device, no libnccl, an
+  // inventory-only build) fails the run instead of passing on the inventory alone.
+  bool require_nccl = false;
   // Acceptance mode (docs/validator.md): the node's name in the report, where the coordinator
   // listens (default: the NCCL_COMM_ID port + 1), pair rounds, fleet and baseline thresholds,
   // the Pushgateway.
