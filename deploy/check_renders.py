@@ -179,6 +179,35 @@ def check_helm(report, helm, want, device_plugin):
                      f"{what} is refused, naming {word}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no error'}")
 
 
+def check_self_contained(report, helm):
+    """The chart is a directory of plain files: no symbolic links (a packaged or copied chart
+    would lose what they point to), the alert rules the same bytes as deploy/monitoring's, and a
+    `helm package`d chart and a copy outside the repo render exactly what the repo's does."""
+    links = [os.path.relpath(os.path.join(d, f), CHART)
+             for d, dirs, files in os.walk(CHART) for f in files + dirs
+             if os.path.islink(os.path.join(d, f))]
+    report.check(not links, f"the chart holds no symbolic links: {links or 'none'}")
+    rule_chart = os.path.join(CHART, "files", "prometheusrule.yaml")
+    rule_repo = os.path.join(os.path.dirname(CHART), "..", "monitoring", "20-prometheusrule.yaml")
+    with open(rule_chart, "rb") as a, open(rule_repo, "rb") as b:
+        report.check(a.read() == b.read(),
+                     "the chart's files/prometheusrule.yaml is deploy/monitoring/20-prometheusrule.yaml, "
+                     "byte for byte (edit both)")
+    values = os.path.join(CHART, "ci", "manifests-values.yaml")
+    want = run([helm, "template", "kube-rdma", CHART, "--namespace", "kube-rdma", "--values", values]).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = run([helm, "package", CHART, "--destination", tmp])
+        report.check(pkg.returncode == 0, "helm package" + (f": {pkg.stderr}" if pkg.returncode else ""))
+        tgz = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".tgz")]
+        copy = os.path.join(tmp, "copy")
+        shutil.copytree(CHART, copy, symlinks=True)
+        for label, chart in [("the packaged chart", tgz[0] if tgz else ""), ("a copy of the chart", copy)]:
+            got = run([helm, "template", "kube-rdma", chart, "--namespace", "kube-rdma", "--values", values])
+            report.check(got.returncode == 0 and got.stdout == want,
+                         f"{label} renders exactly what the repo's chart does"
+                         + (f": {got.stderr}" if got.returncode else ""))
+
+
 def check_helm_acceptance(report, helm, want, device_plugin):
     ci = os.path.join(CHART, "ci")
     extra = [o for d in EXTRA for o in cm.load_dir(d, report)]
@@ -264,6 +293,7 @@ def main(argv):
         report.fail("helm not found: `make helm` installs it (.ci/install-helm.sh)")
     else:
         check_helm(report, helm, want, device_plugin)
+        check_self_contained(report, helm)
     if not kubectl:
         report.fail("kubectl not found: `make deps` installs it (Debian's kubernetes-client)")
     else:
