@@ -87,12 +87,18 @@ Result<void> ParseSelectors(const json& entry, const std::string& where, Selecto
        {Field{"vendors", &sel->vendors}, Field{"deviceIDs", &sel->device_ids},
         Field{"drivers", &sel->drivers}, Field{"ifNames", &sel->if_names},
         Field{"linkTypes", &sel->link_types}, Field{"pciAddresses", &sel->pci_addresses},
-        Field{"hcaNames", &sel->hca_names}}) {
+        Field{"hcaNames", &sel->hca_names}, Field{"pfNames", &sel->pf_names},
+        Field{"rootDevices", &sel->root_devices}, Field{"functions", &sel->functions}}) {
     KUBERDMA_ASSIGN_OR_RETURN(*dst, Strings(s, key, sw));
   }
   // The shared plugin's deprecated top-level "devices" lists netdev names.
   KUBERDMA_ASSIGN_OR_RETURN(auto devices, Strings(entry, "devices", where));
   sel->if_names.insert(sel->if_names.end(), devices.begin(), devices.end());
+  for (const auto& f : sel->functions) {
+    if (f != "pf" && f != "vf" && f != "sf") {
+      return Bad(sw + ".functions", "'" + f + R"(' is not "pf", "vf" or "sf")");
+    }
+  }
   for (auto& v : sel->vendors) v = NormalizeHexId(v);
   for (auto& v : sel->device_ids) v = NormalizeHexId(v);
   for (auto& t : sel->link_types) {

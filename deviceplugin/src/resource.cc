@@ -50,8 +50,42 @@ std::string Health(const Hca& h, bool* healthy) {
 Resource::Resource(ResourceConfig cfg, sysfs::SysfsRoot root)
     : cfg_(std::move(cfg)), root_(std::move(root)) {}
 
-bool Resource::Selects(const Hca& h) const {
+namespace {
+
+std::string FunctionKind(const Hca& h) {
+  if (h.bus == sysfs::BusKind::kAuxiliary) return "sf";
+  return h.pf_address.empty() ? "pf" : "vf";
+}
+
+std::string WithDomain(const std::string& a) {
+  return (a.size() == 7 && a[2] == ':') ? "0000:" + a : a;
+}
+
+// The PF side of the SR-IOV selectors: a VF by its PF, a PF by itself.
+bool SelectsByPf(const Selectors& s, const Hca& h, const std::vector<Hca>& all) {
+  const std::string pf = h.pf_address.empty() ? h.pci_address : h.pf_address;
+  if (!s.root_devices.empty() &&
+      std::none_of(s.root_devices.begin(), s.root_devices.end(),
+                   [&](const std::string& a) { return WithDomain(a) == pf; })) {
+    return false;
+  }
+  if (s.pf_names.empty()) return true;
+  std::vector<std::string> pf_netdevs =
+      h.pf_address.empty() ? h.netdevs : std::vector<std::string>{};
+  for (const auto& other : all) {
+    if (h.pf_address.empty() || other.pf_address != "" || other.pci_address != pf) continue;
+    pf_netdevs.insert(pf_netdevs.end(), other.netdevs.begin(), other.netdevs.end());
+  }
+  return std::any_of(pf_netdevs.begin(), pf_netdevs.end(),
+                     [&](const std::string& n) { return Any(s.pf_names, n); });
+}
+
+}  // namespace
+
+bool Resource::Selects(const Hca& h, const std::vector<Hca>& all) const {
   const Selectors& s = cfg_.selectors;
+  if (!s.functions.empty() && !Any(s.functions, FunctionKind(h))) return false;
+  if (!SelectsByPf(s, h, all)) return false;
   if (!s.vendors.empty() && !Any(s.vendors, Strip0x(h.vendor))) return false;
   if (!s.device_ids.empty() && !Any(s.device_ids, Strip0x(h.device_id))) return false;
   if (!s.drivers.empty() && !Any(s.drivers, h.driver)) return false;
@@ -66,7 +100,7 @@ bool Resource::Selects(const Hca& h) const {
   if (!s.pci_addresses.empty()) {
     bool hit = false;
     for (const auto& a : s.pci_addresses) {
-      std::string want = (a.size() == 7 && a[2] == ':') ? "0000:" + a : a;
+      std::string want = WithDomain(a);
       hit = hit || want == h.address || want == h.pci_address;
     }
     if (!hit) return false;
@@ -86,7 +120,7 @@ bool Resource::Refresh(const std::vector<Hca>& all) {
   auto before = state();
   for (auto& [name, st] : hcas_) st.present = false;
   for (const auto& h : all) {
-    if (!Selects(h)) continue;
+    if (!Selects(h, all)) continue;
     HcaHealth& st = hcas_[h.name];
     st.hca = h;
     st.present = true;

@@ -101,6 +101,46 @@ TEST_CASE("Config errors name the entry and the field") {
   }
 }
 
+TEST_CASE("SR-IOV selectors: pfNames, rootDevices and functions keep PFs and VFs apart") {
+  auto names = [](const std::string& sel) {
+    return Names(Make("sriov", R"({"resourceName":"a","rdmaHcaMax":1,"selectors":)" + sel + "}"));
+  };
+  using V = std::vector<std::string>;
+  CHECK(names(R"({"functions":["pf"]})") == V{"mlx5_0", "mlx5_5"});
+  CHECK(names(R"({"functions":["vf"]})").size() == 8);
+  // The VFs of ens1f0np0 (and the PF itself), as sriov-network-device-plugin's pfNames.
+  CHECK(names(R"({"pfNames":["ens1f0np0"]})") ==
+        V{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4"});
+  CHECK(names(R"({"pfNames":["ens1f0np0"],"functions":["vf"]})") ==
+        V{"mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4"});
+  CHECK(names(R"({"rootDevices":["3c:00.0"],"functions":["vf"]})") ==
+        V{"mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"});
+  CHECK(names(R"({"linkTypes":["ether"],"functions":["pf"]})").size() == 2);
+  CHECK(Names(Make("sf",
+                   R"({"resourceName":"a","rdmaHcaMax":1,"selectors":{"functions":["sf"]}})")) ==
+        V{"mlx5_2"});
+  auto bad = ParseConfig(
+      R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"selectors":{"functions":["vm"]}}]})");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message(), Catch::Contains("selectors.functions"));
+}
+
+TEST_CASE("The shipped resources select PFs only: never a PF and its VFs in one resource") {
+  auto text = ReadFile(std::string(KUBERDMA_DEPLOY) + "/manifests/10-configmap.yaml");
+  REQUIRE(text);
+  auto start = text->find('{', text->find("device-plugin.json: |"));
+  auto cfg = ParseConfig(text->substr(start));
+  REQUIRE(cfg);
+  sysfs::SysfsRoot root(Fx("sriov"));
+  auto all = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  for (const auto& rc : cfg->resources) {
+    Resource r(rc, root);
+    r.Refresh(all);
+    INFO(rc.FullName());
+    CHECK(Names(r) == std::vector<std::string>{"mlx5_0", "mlx5_5"});
+  }
+}
+
 TEST_CASE("Limits on resources, slots and nesting are errors naming the limit") {
   std::string many = R"({"configList":[)";
   for (int i = 0; i < 65; ++i) {
@@ -181,8 +221,8 @@ TEST_CASE("The pool policy advertises rdmaHcaMax slots and gives every HCA to ea
   CHECK_THAT(none.error().message(), Catch::Contains("names no device IDs"));
   auto bad = r.Allocate({"pool-shared-1000"});
   REQUIRE_FALSE(bad);
-  CHECK_THAT(bad.error().message(),
-             Catch::Contains("unknown device ID 'pool-shared-1000'") && Catch::Contains("rdma/shared"));
+  CHECK_THAT(bad.error().message(), Catch::Contains("unknown device ID 'pool-shared-1000'") &&
+                                        Catch::Contains("rdma/shared"));
 }
 
 TEST_CASE(

@@ -291,6 +291,16 @@ TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error")
   CHECK_FALSE(ReadCheckpoint(f.dir + "/bad"));
 }
 
+TEST_CASE("The node view names each SR-IOV VF's PF") {
+  Fixture f;
+  f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/sriov");
+  View v = NodeView(f.in);
+  REQUIRE(v.doc["hcas"].size() == 10);
+  CHECK_FALSE(v.doc["hcas"][0].contains("pf"));
+  CHECK(v.doc["hcas"][1]["pf"] == "0000:1b:00.0");
+  CHECK(v.doc["hcas"][9]["pf"] == "0000:3c:00.0");
+}
+
 TEST_CASE("One corrupt CNI record is a named finding and the good records beside it are shown") {
   Fixture f;
   cni::AttachmentRecord rec{.network = "rdma-net",

@@ -62,6 +62,8 @@ void ListHcas(const Inputs& in, const Result<netns::NetNs>& host,
                     {"portState", h.ports.empty() ? "" : h.ports.front().state_name},
                     {"netdev", h.netdevs.empty() ? "" : h.netdevs.front()},
                     {"where", WhereIs(in, host, h, records)}});
+    // An SR-IOV VF names its PF, so a resource mixing PFs and their VFs shows at a glance.
+    if (!h.pf_address.empty()) list.back()["pf"] = h.pf_address;
     if (!h.ports.empty() && h.ports.front().state != sysfs::kPortActive) {
       Add(v, "port state", Status::kWarn, h.name + " port 1 is " + h.ports.front().state_name,
           "check the cable and switch port; the device plugin marks it Unhealthy");

@@ -26,6 +26,14 @@ struct Selectors {
   std::vector<std::string> link_types;     // "ether" / "infiniband" (also "ethernet", "ib")
   std::vector<std::string> pci_addresses;  // ours: "0000:1a:00.0", "1a:00.0" or an auxiliary name
   std::vector<std::string> hca_names;      // ours: "mlx5_3" (IB-only HCAs have no netdev)
+  // sriov-network-device-plugin's: VFs of the PFs with these netdev names / PCI addresses (a PF
+  // itself matches its own name or address too).
+  std::vector<std::string> pf_names;      // "ens1f0np0"
+  std::vector<std::string> root_devices;  // "0000:1a:00.0"
+  // ours: which kind of function: "pf" (a physical function), "vf" (an SR-IOV virtual function),
+  // "sf" (an auxiliary scalable function). The shipped config selects "pf", so PFs and their
+  // VFs are never mixed in one resource.
+  std::vector<std::string> functions;
 };
 
 enum class Policy { kPool, kPerHca };

@@ -52,7 +52,9 @@ class Resource {
 
   const ResourceConfig& config() const { return cfg_; }
   // Whether `hca` is selected by this resource's selectors.
-  bool Selects(const sysfs::Hca& hca) const;
+  // Whether the config's selectors take `hca`; `all` (every HCA of the node) answers what its
+  // PF is called (pfNames).
+  bool Selects(const sysfs::Hca& hca, const std::vector<sysfs::Hca>& all = {}) const;
   // Takes a fresh view of the node's HCAs (kPorts detail). HCAs seen before but now absent stay,
   // Unhealthy ("gone"), until they return. Returns true when the advertised list changed.
   bool Refresh(const std::vector<sysfs::Hca>& all);
