@@ -161,7 +161,7 @@ def check_helm(report, helm, want, device_plugin):
         r = run([helm, "template", "kube-rdma", copy, "-n", "kube-rdma", "--show-only", "templates/notes-check.yaml"])
         notes = (cm.yaml.safe_load(r.stdout) or {}).get("notes", "") if r.returncode == 0 else ""
         report.check("RDMA_SHARED:.status.allocatable.rdma/shared" in notes
-                     and "rdma-doctor --host-root /host node" in notes and "default/rdma-net (rdma/shared)" in notes,
+                     and "rdma-doctor --host-root /host node" in notes and "default/rdma-net (rdma/hca)" in notes,
                      "NOTES.txt renders: allocatable columns per pool, the doctor command, the networks"
                      + ("" if r.returncode == 0 else f": {r.stderr}"))
 
