@@ -227,6 +227,12 @@ TEST_CASE(
   CHECK(f.Find(v, "RoCE: routable GID", Status::kOk) != nullptr);
   CHECK(f.Find(v, "RoCE: routable GID", Status::kWarn) == nullptr);
   CHECK(f.Find(v, "lossless: NCCL_IB_TIMEOUT", Status::kOk) != nullptr);
+  CHECK_THAT(sparse->fix, Catch::Contains("unset NCCL_IB_GID_INDEX"));
+  // Without NCCL_IB_GID_INDEX the advice does not tell the user to unset it.
+  f.in.getenv = Env({});
+  const Finding* unset = f.Find(PodView(f.in), "RoCE: sparse GID table", Status::kWarn);
+  REQUIRE(unset != nullptr);
+  CHECK_THAT(unset->fix, !Catch::Contains("unset") && Catch::Contains("NCCL_IB_ADDR_FAMILY"));
   f.in.getenv = Env({{"NCCL_IB_GID_INDEX", "1"}});
   CHECK_THAT(f.Find(PodView(f.in), "RoCE: NCCL_IB_GID_INDEX", Status::kFail)->message,
              Catch::Contains("link-local"));

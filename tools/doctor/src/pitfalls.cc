@@ -31,6 +31,12 @@ void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible
 
 namespace {
 
+// `parsed` as NCCL_IB_HCA's exact-match value, ports kept: "=mlx5_0:1,mlx5_1:1".
+std::string ExactForm(podenv::IbHcaList parsed) {
+  parsed.exact = true;
+  return podenv::FormatIbHca(parsed);
+}
+
 void CheckIbHcaEntry(const podenv::IbHcaList& parsed, const std::string& name,
                      const std::vector<std::string>& present, View& v) {
   if (std::find(present.begin(), present.end(), name) == present.end()) {
@@ -44,7 +50,8 @@ void CheckIbHcaEntry(const podenv::IbHcaList& parsed, const std::string& name,
     if (p != name && p.rfind(name, 0) == 0) {
       Add(v, "pitfall-3: NCCL_IB_HCA exact match", Status::kWarn,
           "NCCL_IB_HCA entry " + name + " also matches " + p + " by prefix",
-          "use the exact-match form: NCCL_IB_HCA==" + Join(parsed.Names()));
+          "use the exact-match form: set NCCL_IB_HCA to \"" + ExactForm(parsed) +
+              "\" (the leading '=' is part of the value)");
     }
   }
 }

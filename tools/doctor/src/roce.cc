@@ -18,6 +18,10 @@ constexpr const char* kGidIndexCheck = "RoCE: NCCL_IB_GID_INDEX";
 constexpr const char* kFamilyFix =
     "unset NCCL_IB_GID_INDEX and let NCCL choose per HCA: NCCL_IB_ADDR_FAMILY=AF_INET and "
     "NCCL_IB_ROCE_VERSION_NUM=2";
+// The same advice for a pod that does not set NCCL_IB_GID_INDEX: nothing to unset.
+constexpr const char* kFamilyHint =
+    "let NCCL choose the GID by family and version, not by scanning: NCCL_IB_ADDR_FAMILY=AF_INET "
+    "and NCCL_IB_ROCE_VERSION_NUM=2";
 
 bool IsRoce(const sysfs::Hca& h) { return h.link_layer() == sysfs::LinkLayer::kEthernet; }
 
@@ -105,7 +109,8 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
             ": GID table has holes (indices are not fixed); NCCL's automatic GID choice "
             "has mis-scanned such tables in some versions (NCCL seen: " +
             (nccl.empty() ? "none found" : nccl) + ")",
-        std::string(kFamilyFix) + "; or re-add the address so the table is dense again");
+        std::string(gid_index.empty() ? kFamilyHint : kFamilyFix) +
+            "; or re-add the address so the table is dense again");
   }
 }
 
