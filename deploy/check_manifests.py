@@ -16,6 +16,7 @@ Usage: check_manifests.py <dir>... [--device-plugin BIN]   (the dirs are checked
 deploy/manifests deploy/acceptance deploy/monitoring)
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -137,6 +138,8 @@ def validate(objects, report, device_plugin=None):
     for kind, obj, template in workloads(by_kind):
         if kind in ("Job", "CronJob"):
             check_acceptance(report, obj, template, by_kind.get("Service", []))
+        else:
+            check_trainer(report, obj, template, by_kind.get("Service", []))
 
     spec = ds["spec"]["template"]["spec"]
     init = spec["initContainers"][0]
@@ -205,6 +208,54 @@ def check_workload(report, what, ns, template, resources, nads):
     report.check(names and all(n in nads for n in names), f"{what} attaches {len(nets)} x {sorted(names)}, all defined")
     report.check(all(nads[n]["metadata"].get("namespace", "default") == ns for n in names if n in nads),
                  f"{what} and its networks share namespace {ns}")
+
+
+# Set by rdma-device-plugin for the HCAs a container was allocated: a pod-spec value shadows it.
+PLUGIN_ENV = ("NCCL_IB_HCA", "KUBERDMA_HCAS")
+
+
+def env_of(container):
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def check_trainer(report, sts, template, services):
+    """The validator init container proves what the trainer will get: the same NCCL settings,
+    nothing shadowing the device plugin's, and names that resolve."""
+    name = sts["metadata"]["name"]
+    pod = template["spec"]
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        shadow = [k for k in env_of(c) if k in PLUGIN_ENV]
+        report.check(not shadow, f"StatefulSet {name} container {c['name']} leaves {', '.join(PLUGIN_ENV)} "
+                     f"to the device plugin (sets: {shadow or 'none'})")
+    validators = [c for c in pod.get("initContainers", []) if "rdma-validate" in " ".join(c.get("command", []))]
+    svc = next((s for s in services if s["metadata"]["name"] == sts["spec"].get("serviceName")), None)
+    report.check(svc is not None and svc["spec"].get("clusterIP") == "None" and svc["spec"].get("publishNotReadyAddresses"),
+                 f"StatefulSet {name}: serviceName {sts['spec'].get('serviceName')} is a headless Service "
+                 "publishing pods before they are ready (init containers bootstrap through it)")
+    rank0 = f"{name}-0.{sts['spec'].get('serviceName')}"
+    for v in validators:
+        venv = env_of(v)
+        for c in pod["containers"]:
+            nccl = {k: x for k, x in env_of(c).items() if k.startswith("NCCL_")}
+            differ = sorted(k for k, x in nccl.items() if venv.get(k) != x)
+            report.check(not differ, f"StatefulSet {name}: the validator sees {c['name']}'s NCCL environment "
+                         f"({len(nccl)} variables; different or missing: {differ or 'none'})")
+        report.check(venv.get("WORLD_SIZE") == str(sts["spec"].get("replicas", 1)),
+                     f"StatefulSet {name}: the validator's WORLD_SIZE is the replicas ({sts['spec'].get('replicas', 1)})")
+        report.check(str(venv.get("NCCL_COMM_ID", "")).startswith(rank0 + ":"),
+                     f"StatefulSet {name}: NCCL_COMM_ID {venv.get('NCCL_COMM_ID')} is rank 0 through the Service")
+    for c in pod["containers"]:
+        line = " ".join(c.get("command", []) + c.get("args", []))
+        if "torchrun" not in line:
+            continue
+        flags = dict(re.findall(r"--([a-z-]+)=(\S+)", line))
+        report.check(flags.get("nnodes") == str(sts["spec"].get("replicas", 1)),
+                     f"StatefulSet {name}: torchrun --nnodes={flags.get('nnodes')} is the replicas ({sts['spec'].get('replicas', 1)})")
+        host, _, port = flags.get("rdzv-endpoint", "").partition(":")
+        ports = {p["port"] for p in (svc or {}).get("spec", {}).get("ports", [])}
+        report.check(host == rank0 and port.isdigit() and int(port) in ports,
+                     f"StatefulSet {name}: --rdzv-endpoint {flags.get('rdzv-endpoint')} is pod 0 through the "
+                     f"Service on a port it declares ({sorted(ports)})")
 
 
 def check_acceptance(report, job, template, services):

@@ -19,6 +19,8 @@ import json
 import os
 import re
 import shutil
+import contextlib
+import io
 import subprocess
 import sys
 import tempfile
@@ -172,11 +174,26 @@ def check_helm(report, helm, want, device_plugin):
         (["acceptance.pairs=sometimes"], "pairs", "an unknown acceptance pairs policy"),
         (["acceptance.nodes=1"], "nodes", "an acceptance of one node"),
         (["acceptance.pushGateway=pushgateway:9091"], "pushGateway", "a Pushgateway without http://"),
+        (["trainer.enabled=true", "trainer.env[0].name=NCCL_IB_HCA", "trainer.env[0].value=mlx5_0"],
+         "NCCL_IB_HCA", "a trainer env that would shadow the device plugin's NCCL_IB_HCA"),
     ]
     for sets, word, what in refused:
         r = helm_template(helm, "kube-rdma", "kube-rdma", *sets)
         report.check(r.returncode != 0 and word in r.stderr,
                      f"{what} is refused, naming {word}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no error'}")
+
+    # The seed's trainer as written (--nnodes=8 with one replica, a rendezvous at trainer-0) and a
+    # validator told other NCCL settings than the trainer: the offline checks must catch each.
+    seed_args = "trainer.args[0]=torchrun --nnodes=8 --nproc-per-node=8 --rdzv-endpoint=trainer-0 train.py"
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "trainer.enabled=true", seed_args,
+                      "trainer.validator.env[0].name=NCCL_IB_TIMEOUT",
+                      "trainer.validator.env[0].value=14")
+    seed = cm.Report()
+    with contextlib.redirect_stdout(io.StringIO()):
+        cm.validate(cm.load_text(r.stdout, "helm(seed trainer)", seed), seed, device_plugin)
+    for word in ("--nnodes=8", "--rdzv-endpoint trainer-0", "NCCL environment"):
+        report.check(any(word in f for f in seed.failures),
+                     f"the seed's trainer as written fails the offline check naming {word!r}")
 
 
 def check_self_contained(report, helm):
