@@ -196,6 +196,43 @@ def check_helm(report, helm, want, device_plugin):
                      f"the seed's trainer as written fails the offline check naming {word!r}")
 
 
+def check_fabrics(report, helm, device_plugin):
+    """fabric: ib is the seed's rdma-net attached once per rail; fabric: roce one NAD and one
+    subnet per rail, with IPAM, that every pod attaches once each, in rail order."""
+    ci = os.path.join(CHART, "ci")
+    for ipam in ("host-local", "whereabouts"):
+        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-values.yaml"), f"roce.ipam={ipam}")
+        report.check(r.returncode == 0, f"fabric roce ({ipam}) renders" + (f": {r.stderr}" if r.returncode else ""))
+        got = cm.load_text(r.stdout, f"helm(roce, {ipam})", report)
+        cm.validate(got, report, device_plugin)
+        nads = [o for _, o in got if o["kind"] == "NetworkAttachmentDefinition"]
+        confs = [json.loads(n["spec"]["config"]) for n in nads]
+        names = [n["metadata"]["name"] for n in nads]
+        report.check(names == [f"rdma-rail{i}" for i in range(1, 9)], f"roce: one NAD per rail: {names}")
+        subnets = [c["ipam"].get("range") or c["ipam"]["ranges"][0][0]["subnet"] for c in confs]
+        report.check(all(c["ipam"]["type"] == ipam for c in confs) and len(set(subnets)) == 8,
+                     f"roce: each rail its own {ipam} subnet: {subnets}")
+        for _, o in got:
+            if o["kind"] not in ("StatefulSet", "Job"):
+                continue
+            t = o["spec"]["template"]
+            nets = json.loads(t["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+            limits = [c["resources"]["limits"].get("rdma/hca") for c in t["spec"].get("initContainers", []) + t["spec"]["containers"]
+                      if "rdma/hca" in c.get("resources", {}).get("limits", {})]
+            report.check([n["name"] for n in nets] == names and [n["interface"] for n in nets] == [f"net{i}" for i in range(1, 9)]
+                         and limits and all(x == 8 for x in limits),
+                         f"roce: {o['kind']} {o['metadata']['name']} attaches each rail once as net1..net8 and requests 8 rdma/hca")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "trainer.enabled=true")
+    got = cm.load_text(r.stdout, "helm(ib)", report)
+    nads = [o for _, o in got if o["kind"] == "NetworkAttachmentDefinition"]
+    conf = json.loads(nads[0]["spec"]["config"]) if nads else {}
+    sts = next((o for _, o in got if o["kind"] == "StatefulSet"), None)
+    nets = json.loads(sts["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]) if sts else []
+    report.check(len(nads) == 1 and "ipam" not in conf and conf.get("cniVersion") == "0.3.1"
+                 and [n["name"] for n in nets] == ["rdma-net"] * 8,
+                 "fabric ib (the default): the seed's rdma-net as written, no IPAM, attached eight times")
+
+
 def check_self_contained(report, helm):
     """The chart is a directory of plain files: no symbolic links (a packaged or copied chart
     would lose what they point to), the alert rules the same bytes as deploy/monitoring's, and a
@@ -311,6 +348,7 @@ def main(argv):
     else:
         check_helm(report, helm, want, device_plugin)
         check_self_contained(report, helm)
+        check_fabrics(report, helm, device_plugin)
     if not kubectl:
         report.fail("kubectl not found: `make deps` installs it (Debian's kubernetes-client)")
     else:

@@ -48,10 +48,11 @@ app.kubernetes.io/name: {{ include "kube-rdma.fullname" . }}-node
 {{/*
 The acceptance Job's spec, for the Job and for a CronJob's jobTemplate alike: an Indexed Job of
 one pod per node, rank = completion index, rank 0 found through the headless Service.
-Arguments: a (the acceptance values), chart (.Chart).
+Arguments: a (the acceptance values), chart (.Chart), root ($).
 */}}
 {{- define "kube-rdma.acceptanceJobSpec" }}
 {{- $a := .a }}
+{{- $names := include "kube-rdma.attach" (dict "root" .root "networks" $a.networks "attachments" $a.attachments) | fromJsonArray }}
 completionMode: Indexed
 completions: {{ $a.nodes }}
 parallelism: {{ $a.nodes }}
@@ -64,8 +65,8 @@ template:
       app: {{ $a.name }}
     annotations:
       {{- $nets := list }}
-      {{- range $i := until (int $a.attachments) }}
-      {{- $nets = append $nets (dict "name" $a.network "interface" (printf "net%d" (add1 $i))) }}
+      {{- range $i, $n := $names }}
+      {{- $nets = append $nets (dict "name" $n "interface" (printf "net%d" (add1 $i))) }}
       {{- end }}
       k8s.v1.cni.cncf.io/networks: {{ toJson $nets | quote }}
   spec:
@@ -125,7 +126,7 @@ template:
         resources:
           limits:
             nvidia.com/gpu: {{ $a.gpus }}
-            {{ $a.rdmaResource }}: {{ $a.attachments }}
+            {{ $a.rdmaResource }}: {{ len $names }}
         {{- if $a.baseline.configMap }}
         volumeMounts:
           - name: baseline
@@ -139,4 +140,52 @@ template:
           name: {{ $a.baseline.configMap }}
           optional: true
     {{- end }}
+{{- end }}
+
+{{/*
+The NetworkAttachmentDefinitions the chart defines, as a JSON list of {name, namespace,
+resourceName, config}: `networks` when given, else the `fabric` preset. ib: the seed's rdma-net
+as written (no IPAM), attached once per rail. roce: one NAD and one subnet per rail
+(<namePrefix>1..<rails>), each with its own IPAM section, so every rail's interface has an address
+and its HCA a routable RoCE v2 GID.
+*/}}
+{{- define "kube-rdma.networks" -}}
+{{- $v := .Values }}
+{{- if $v.networks }}
+{{- toJson $v.networks }}
+{{- else if eq $v.fabric "roce" }}
+{{- $r := $v.roce }}
+{{- $list := list }}
+{{- range $i := until (int $v.rails) }}
+{{- $rail := add1 $i }}
+{{- $subnet := printf $r.subnetFormat $rail }}
+{{- $ipam := dict "type" "host-local" "ranges" (list (list (dict "subnet" $subnet))) }}
+{{- if eq $r.ipam "whereabouts" }}{{ $ipam = dict "type" "whereabouts" "range" $subnet }}{{ end }}
+{{- $conf := merge (dict "ipam" $ipam) (deepCopy $r.config) }}
+{{- $list = append $list (dict "name" (printf "%s%d" $r.namePrefix $rail) "namespace" $r.namespace "resourceName" $r.resourceName "config" $conf) }}
+{{- end }}
+{{- toJson $list }}
+{{- else }}
+{{- toJson (list $v.ib) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The networks a pod attaches, in order (net1..netN), as a JSON list of names: (dict "root" $
+"networks" LIST "attachments" N). An explicit list is taken as it is; otherwise ib attaches the
+first network N times (the seed's eight rdma-net attachments) and roce each rail's network once.
+*/}}
+{{- define "kube-rdma.attach" -}}
+{{- if .networks }}
+{{- toJson .networks }}
+{{- else }}
+{{- $nets := include "kube-rdma.networks" .root | fromJsonArray }}
+{{- $names := list }}
+{{- if and (eq .root.Values.fabric "roce") (not .root.Values.networks) }}
+{{- range $nets }}{{ $names = append $names .name }}{{ end }}
+{{- else }}
+{{- range $i := until (int .attachments) }}{{ $names = append $names (first $nets).name }}{{ end }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
 {{- end }}
