@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The readable form of a view.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -14,12 +15,25 @@ using nlohmann::json;
 
 namespace {
 
+// A value as one cell: strings bare, lists comma-joined, anything else as compact JSON.
+std::string Cell(const json& x) {
+  if (x.is_string()) return x.get<std::string>();
+  if (x.is_null()) return "-";
+  if (x.is_array()) {
+    std::string out;
+    for (const auto& e : x) out += (out.empty() ? "" : ",") + Cell(e);
+    return out.empty() ? "-" : out;
+  }
+  return DumpJson(x);
+}
+
 void RenderHcas(const json& hcas, std::ostringstream& o) {
   for (const auto& h : hcas) {
     o << "  " << h.value("name", "") << "  " << h.value("address", "") << "  numa "
       << h.value("numaNode", -1) << "  " << h.value("linkLayer", "") << "  port "
       << h.value("portState", "") << "  netdev " << h.value("netdev", "-") << " ("
-      << h.value("where", "") << ")\n";
+      << h.value("where", "") << ")" << (h.contains("pf") ? "  VF of " + Cell(h["pf"]) : "")
+      << "\n";
   }
 }
 
@@ -71,6 +85,46 @@ void RenderLossless(const json& ports, std::ostringstream& o) {
   }
 }
 
+// A list of objects as a table (columns: every key, in first-seen order); an object as one
+// "key: value" line per key; a scalar on the title's line. No raw JSON lines in the text view.
+void RenderValue(const std::string& title, const json& x, std::ostringstream& o) {
+  if (!x.is_array() || x.empty() || !x.front().is_object()) {
+    if (!x.is_object()) {
+      o << "  " << title << ": " << Cell(x) << "\n";
+      return;
+    }
+    o << "  " << title << ":\n";
+    for (const auto& [k, val] : x.items()) o << "    " << k << ": " << Cell(val) << "\n";
+    return;
+  }
+  std::vector<std::string> cols;
+  for (const auto& row : x) {
+    for (const auto& [k, val] : row.items()) {
+      if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
+    }
+  }
+  std::vector<size_t> width(cols.size());
+  std::vector<std::vector<std::string>> cells;
+  for (size_t c = 0; c < cols.size(); ++c) width[c] = cols[c].size();
+  for (const auto& row : x) {
+    cells.emplace_back();
+    for (size_t c = 0; c < cols.size(); ++c) {
+      cells.back().push_back(row.contains(cols[c]) ? Cell(row[cols[c]]) : "-");
+      width[c] = std::max(width[c], cells.back().back().size());
+    }
+  }
+  o << "  " << title << ":\n";
+  auto line = [&](const std::vector<std::string>& r) {
+    o << "   ";
+    for (size_t c = 0; c < r.size(); ++c) {
+      o << " " << r[c] << (c + 1 < r.size() ? std::string(width[c] - r[c].size() + 1, ' ') : "");
+    }
+    o << "\n";
+  };
+  line(cols);
+  for (const auto& r : cells) line(r);
+}
+
 }  // namespace
 
 std::string Render(const View& v) {
@@ -92,7 +146,7 @@ std::string Render(const View& v) {
       }
       shown[podenv::kHcas] = hcas ? "[" + names + "]" : "(malformed: see the findings)";
     }
-    o << "  " << key << ": " << DumpJson(shown) << "\n";
+    RenderValue(key, shown, o);
   }
   if (v.doc.contains("gids") && !v.doc["gids"].empty()) RenderGids(v.doc["gids"], o);
   for (const auto& f : v.findings) {
