@@ -333,7 +333,8 @@ TEST_CASE("One corrupt CNI record is a named finding and the good records beside
   CHECK(named == 2);
   // The text view shows the records as a table, not a raw JSON line.
   std::string text = Render(v);
-  CHECK_THAT(text, Catch::Contains("  cniRecords:\n    network ") && Catch::Contains(" good1 "));
+  CHECK_THAT(text,
+             Catch::Contains("  cniRecords:\n    containerID ") && Catch::Contains(" good1 "));
   CHECK_THAT(text, !Catch::Contains("[{\"") && !Catch::Contains("{\""));
 }
 

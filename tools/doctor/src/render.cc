@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "internal.h"
-#include "kuberdma/base/json.h"
 #include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::doctor {
@@ -15,16 +14,21 @@ using nlohmann::json;
 
 namespace {
 
-// A value as one cell: strings bare, lists comma-joined, anything else as compact JSON.
+// A value as one cell: strings bare, lists comma-joined, objects as k=v pairs.
 std::string Cell(const json& x) {
   if (x.is_string()) return x.get<std::string>();
   if (x.is_null()) return "-";
+  if (x.is_object()) {
+    std::string out;
+    for (const auto& [k, val] : x.items()) out += (out.empty() ? "" : " ") + k + "=" + Cell(val);
+    return out.empty() ? "-" : out;
+  }
   if (x.is_array()) {
     std::string out;
     for (const auto& e : x) out += (out.empty() ? "" : ",") + Cell(e);
     return out.empty() ? "-" : out;
   }
-  return DumpJson(x);
+  return x.dump();  // a number or a boolean
 }
 
 void RenderHcas(const json& hcas, std::ostringstream& o) {
@@ -76,12 +80,12 @@ void RenderLossless(const json& ports, std::ostringstream& o) {
   for (const auto& p : ports) {
     o << "  " << p.value("netdev", "") << " (" << p.value("hca", "") << "): ";
     if (p.contains("pfcPriorities")) {
-      o << "PFC " << p["pfcPriorities"].dump() << ", trust " << p.value("trust", "")
+      o << "PFC " << Cell(p["pfcPriorities"]) << ", trust " << p.value("trust", "")
         << ", RoCE priority " << p.value("rocePriority", -1);
     } else {
       o << "PFC/trust " << p.value("dcb", "not read");
     }
-    o << ", ECN " << (p.contains("ecn") ? p["ecn"].dump() : "?") << "\n";
+    o << ", ECN " << (p.contains("ecn") ? Cell(p["ecn"]) : "?") << "\n";
   }
 }
 
