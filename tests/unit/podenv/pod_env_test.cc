@@ -2,10 +2,11 @@
 // The pod-env codec: what the device plugin writes is what the validator and doctor read back,
 // for every HCA of every fixture; NCCL_IB_HCA's own semantics.
 #include "kuberdma/podenv/pod_env.h"
-#include "kuberdma/podenv/slot_id.h"
 
 #include <catch2/catch.hpp>
 #include <map>
+
+#include "kuberdma/podenv/slot_id.h"
 
 namespace kuberdma::podenv {
 namespace {
@@ -98,8 +99,9 @@ TEST_CASE("KUBERDMA_HCAS with fields of the wrong type decodes without throwing"
 TEST_CASE("Slot IDs: what the device plugin writes, the CNI reads back, per HCA and pool") {
   for (uint32_t max : {1u, 8u, 100u, 1000u, 10000u}) {
     for (uint32_t i : {0u, max - 1}) {
-      for (const Slot& s : {Slot{SlotKind::kPerHca, "mlx5_3", i}, Slot{SlotKind::kPool, "shared", i},
-                            Slot{SlotKind::kPerHca, "mlx5-bond_0", i}}) {
+      for (const Slot& s :
+           {Slot{SlotKind::kPerHca, "mlx5_3", i}, Slot{SlotKind::kPool, "shared", i},
+            Slot{SlotKind::kPerHca, "mlx5-bond_0", i}}) {
         std::string id = FormatSlot(s, max);
         INFO(id);
         CHECK(ParseSlot(id) == s);
