@@ -370,7 +370,11 @@ NetConf SalvageForDel(std::string_view text, const NodePolicy& policy) {
     return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   conf.name = str("name");
-  conf.cni_version = ErrorVersion(text).empty() ? "1.0.0" : ErrorVersion(text);
+  // The config's own version where this plugin speaks it (DEL prints nothing on success).
+  const auto& supported = SupportedVersions();
+  std::string version = str("cniVersion");
+  bool known = std::find(supported.begin(), supported.end(), version) != supported.end();
+  conf.cni_version = known ? version : "1.0.0";
   std::string dir = str("stateDir");
   if (!dir.empty()) {
     if (auto root = RootOf("stateDir", dir, policy.state_roots)) {

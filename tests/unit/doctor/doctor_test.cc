@@ -285,6 +285,33 @@ TEST_CASE(
   CHECK_THAT(Render(u), Catch::Contains("[unknown] lossless: PFC"));
 }
 
+TEST_CASE("PFC and trust of a netdev attached to a pod are read in the pod's namespace") {
+  Fixture f;
+  FakeDcb dcb;
+  f.in.dcb = &dcb;
+  // The record the CNI keeps while mlx5_3 (ens4f0np0) is a pod's net2; any live namespace stands
+  // in for the pod's.
+  cni::AttachmentRecord rec{.network = "rdma-net",
+                            .container_id = "c0ffee",
+                            .ifname = "net2",
+                            .netns = "/proc/self/ns/net",
+                            .done = true,
+                            .hca = "mlx5_3",
+                            .hca_address = "0000:3d:00.0"};
+  REQUIRE(cni::StateStore(f.in.state_dir).Save(rec));
+  View v = NodeView(f.in);
+  nlohmann::json port;
+  for (const auto& p : v.doc["lossless"]) {
+    if (p["hca"] == "mlx5_3") port = p;
+  }
+  CHECK(port["netdev"] == "net2");  // what the pod calls it, asked where the pod has it
+  CHECK(port["netns"] == "/proc/self/ns/net");
+  CHECK(port["pfcPriorities"] == nlohmann::json({3}));  // read, not "unknown"
+  CHECK(port["ecn"] == "unknown");
+  CHECK_THAT(f.Find(v, "lossless: ECN", Status::kUnknown)->message,
+             Catch::Contains("net2 is in pod namespace"));
+}
+
 TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error") {
   Fixture f;
   REQUIRE(WriteFileAtomic(

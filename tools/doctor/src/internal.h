@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/cni/state.h"
 #include "kuberdma/doctor/doctor.h"
 
 namespace kuberdma::doctor::internal {
@@ -41,6 +42,8 @@ std::string NcclLibraryVersion(const std::vector<std::string>& lib_dirs);
 // the node's lossless configuration per RoCE port.
 void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
 void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
-void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas, View& v);
+// PFC, trust and ECN of every RoCE port: on the host, or in the pod whose CNI record holds it.
+void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas,
+                   const std::vector<cni::AttachmentRecord>& records, View& v);
 
 }  // namespace kuberdma::doctor::internal

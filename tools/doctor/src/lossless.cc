@@ -4,6 +4,7 @@
 // /sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>). Where the driver cannot say, the answer
 // is "unknown", never a failure.
 #include <map>
+#include <optional>
 
 #include "internal.h"
 
@@ -109,21 +110,64 @@ void CheckEcn(const Inputs& in, const std::string& nd, int prio, json& port, Che
                 " (and ECN marking on the switch)");
 }
 
+// Where a RoCE port's netdev is: the host's namespace under its own name, or, while a pod has
+// it (the CNI's record says which namespace and what the pod calls it), that pod's.
+struct PortPlace {
+  std::optional<netns::NetNs> ns;
+  std::string netdev;
+  std::string pod;    // the record's namespace path, empty on the host
+  std::string error;  // why the pod's namespace could not be entered
+};
+
+PortPlace Locate(const Inputs& in, const Result<netns::NetNs>& host, const sysfs::Hca& h,
+                 const std::vector<cni::AttachmentRecord>& records) {
+  for (const auto& r : records) {
+    if (r.hca_address != h.address || r.netns.empty() || !r.done) continue;
+    auto pod = netns::NetNs::Open(HostPath(in, r.netns));
+    if (!pod) return {std::nullopt, r.ifname, r.netns, pod.error().message()};
+    return {std::move(*pod), r.ifname, r.netns, ""};
+  }
+  std::optional<netns::NetNs> ns;
+  if (host) {
+    if (auto d = host->Dup()) ns = std::move(*d);
+  }
+  return {std::move(ns), h.netdevs.empty() ? "" : h.netdevs.front(), "", ""};
+}
+
+void CheckPort(const Inputs& in, const sysfs::Hca& h, PortPlace& at, Checks& c, json& ports) {
+  json port = {{"hca", h.name}, {"netdev", at.netdev}};
+  if (!at.pod.empty()) port["netns"] = at.pod;
+  int prio = in.roce_priority;
+  if (in.dcb != nullptr && at.ns) {
+    prio = CheckDcb(in, *at.ns, at.netdev, port, c);
+  } else if (in.dcb != nullptr) {
+    port["dcb"] = "unknown";
+    c.pfc.Unknown(at.netdev + " is in " + at.pod + ", which cannot be entered: " + at.error);
+  }
+  if (at.pod.empty()) {
+    CheckEcn(in, at.netdev, prio, port, c);
+  } else {
+    // The ECN switches are under the pod's own /sys/class/net (sysfs follows the namespace).
+    port["ecn"] = "unknown";
+    c.ecn.Unknown(at.netdev + " is in pod namespace " + at.pod +
+                  ": its ECN switches are in the pod's /sys/class/net/" + at.netdev + "/ecn");
+  }
+  ports.push_back(port);
+}
+
 }  // namespace
 
-void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas, View& v) {
+void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas,
+                   const std::vector<cni::AttachmentRecord>& records, View& v) {
   json ports = json::array();
   auto host = netns::NetNs::Current();
   {
     Checks c(v);
     for (const auto& h : hcas) {
-      if (h.link_layer() != sysfs::LinkLayer::kEthernet || h.netdevs.empty()) continue;
-      const std::string& nd = h.netdevs.front();
-      json port = {{"hca", h.name}, {"netdev", nd}};
-      int prio = in.roce_priority;
-      if (in.dcb != nullptr && host) prio = CheckDcb(in, *host, nd, port, c);
-      CheckEcn(in, nd, prio, port, c);
-      ports.push_back(port);
+      if (h.link_layer() != sysfs::LinkLayer::kEthernet) continue;
+      PortPlace at = Locate(in, host, h, records);
+      if (at.netdev.empty()) continue;
+      CheckPort(in, h, at, c, ports);
     }
   }
   if (!ports.empty()) v.doc["lossless"] = ports;

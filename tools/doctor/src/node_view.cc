@@ -228,7 +228,7 @@ View NodeView(const Inputs& in) {
   Allocations(in, v);
   CniRecords(in, records, v);
   CheckRenamed(in, host, v);
-  internal::CheckLossless(in, all, v);
+  internal::CheckLossless(in, all, records, v);
   return v;
 }
 
