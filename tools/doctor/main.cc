@@ -64,8 +64,11 @@ void AddOptions(CLI::App& app, Cli& c) {
       ->add_option("--roce-priority", in.roce_priority,
                    "the priority lossless RoCE uses where the port's DSCP table does not say")
       ->check(CLI::Range(0, 7));
-  topo->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")
-      ->delimiter(',');
+  // sysfs shows a pod every GPU of the node: both views count the pod's own when told them.
+  for (auto* sub : {topo, c.pod}) {
+    sub->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")
+        ->delimiter(',');
+  }
 }
 
 int Run(int argc, char** argv) {

@@ -324,6 +324,15 @@ TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error")
   CHECK_FALSE(ReadCheckpoint(f.dir + "/bad"));
 }
 
+TEST_CASE("The pod view's GPU count is the topology view's: the pod's GPUs when named") {
+  Fixture f;
+  f.in.getenv = Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_0"},{"name":"mlx5_1"}])"}});
+  CHECK(f.Find(PodView(f.in), "pitfall-3: one NIC per GPU", Status::kWarn) != nullptr);  // 8 GPUs
+  f.in.gpus = {"0000:18:00.0", "0000:19:00.0"};
+  CHECK(f.Find(PodView(f.in), "pitfall-3: one NIC per GPU", Status::kWarn) == nullptr);
+  CHECK(TopoView(f.in).doc["matrix"].size() == 2);
+}
+
 TEST_CASE("The node view names each SR-IOV VF's PF") {
   Fixture f;
   f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/sriov");

@@ -44,6 +44,17 @@ std::vector<std::string> Names(const std::vector<sysfs::Hca>& hcas) {
   return out;
 }
 
+std::vector<sysfs::Gpu> PodGpus(const Inputs& in) {
+  auto all = sysfs::DiscoverGpus(in.root);
+  std::vector<sysfs::Gpu> out;
+  for (const auto& g : all ? *all : std::vector<sysfs::Gpu>{}) {
+    if (in.gpus.empty() || std::find(in.gpus.begin(), in.gpus.end(), g.address) != in.gpus.end()) {
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> Ours(const Inputs& in) {
   auto pod = podenv::Read([&in](const char* k) { return in.getenv ? in.getenv(k) : nullptr; });
   return pod ? pod->HcaNames() : std::vector<std::string>{};

@@ -8,6 +8,7 @@
 
 #include "kuberdma/cni/state.h"
 #include "kuberdma/doctor/doctor.h"
+#include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::doctor::internal {
 
@@ -43,6 +44,10 @@ std::string NcclLibraryVersion(const std::vector<std::string>& lib_dirs);
 void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
 void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
 // PFC, trust and ECN of every RoCE port: on the host, or in the pod whose CNI record holds it.
+// The GPUs the pod has: every one on the PCI bus, or those --gpus names (sysfs shows a pod the
+// node's GPUs). The topology view and the pitfall checks count the same set.
+std::vector<sysfs::Gpu> PodGpus(const Inputs& in);
+
 void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas,
                    const std::vector<cni::AttachmentRecord>& records, View& v);
 

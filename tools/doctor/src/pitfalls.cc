@@ -83,8 +83,7 @@ void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours
             " HCAs",
         "raise NCCL_MAX_NCHANNELS to at least the number of HCAs (the seed uses 32)");
   }
-  auto gpus = sysfs::DiscoverGpus(in.root);
-  size_t ngpu = gpus ? gpus->size() : 0;
+  size_t ngpu = PodGpus(in).size();
   size_t nhca = ours.empty() ? visible : ours.size();
   if (ngpu > 0 && nhca < ngpu) {
     Add(v, "pitfall-3: one NIC per GPU", Status::kWarn,

@@ -46,8 +46,8 @@ std::vector<std::string> PodHcas(const Inputs& in, const std::vector<sysfs::Hca>
 View TopoView(const Inputs& in) {
   View v{"topo", json::object(), {}};
   auto hcas = sysfs::DiscoverHcas(in.root, sysfs::HcaDetail::kIdentity);
-  auto gpus = sysfs::DiscoverGpus(in.root);
-  if (!hcas || !gpus || hcas->empty() || gpus->empty()) {
+  auto gpus = internal::PodGpus(in);
+  if (!hcas || hcas->empty() || gpus.empty()) {
     Add(v, "pitfall-5: GPU-NIC pairing", Status::kWarn,
         "no GPUs or no HCAs visible under " + in.root.Sys(""), "");
     return v;
@@ -56,9 +56,7 @@ View TopoView(const Inputs& in) {
   v.doc["hcaNames"] = Names(*hcas);
   v.doc["ours"] = ours;
   json matrix = json::array();
-  for (const auto& g : *gpus) {
-    if (!in.gpus.empty() && std::find(in.gpus.begin(), in.gpus.end(), g.address) == in.gpus.end())
-      continue;
+  for (const auto& g : gpus) {
     std::vector<std::string> nearest;
     matrix.push_back(MatrixRow(g, *hcas, &nearest));
     bool paired = std::any_of(nearest.begin(), nearest.end(), [&](const std::string& n) {
