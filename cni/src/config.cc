@@ -41,6 +41,14 @@ std::string Quoted(std::string_view v) {
   return json(std::string(v)).dump(-1, ' ', true, json::error_handler_t::replace);
 }
 
+CniResult<void> CheckDeviceName(SelectorKind kind, const std::string& v) {
+  if (PlainDeviceName(v)) return {};
+  return CniFail(kInvalidConfig, "invalid network config: " + std::string(SelectorName(kind)) +
+                                     " " + Quoted(v) +
+                                     " is not a device name (1-64 letters, digits and . _ - :, "
+                                     "no '/', not '.' or '..')");
+}
+
 std::string Joined(const std::vector<std::string>& roots) {
   std::string out;
   for (const auto& r : roots) out += (out.empty() ? "" : ", ") + r;
@@ -153,12 +161,7 @@ CniResult<void> ParseSelectors(const json& obj, const NodePolicy& policy, NetCon
     auto v = OptString(*s.obj, s.key, s.obj == &rc ? "runtimeConfig" : "");
     if (!v) return tl::unexpected(v.error());
     if (!*v || (*v)->empty()) continue;
-    if (!PlainDeviceName(**v)) {
-      return CniFail(kInvalidConfig, "invalid network config: " +
-                                         std::string(SelectorName(s.kind)) + " " + Quoted(**v) +
-                                         " is not a device name (1-64 letters, digits and . _ - :, "
-                                         "no '/', not '.' or '..')");
-    }
+    KUBERDMA_CNI_TRY(CheckDeviceName(s.kind, **v), kInvalidConfig);
     if (conf->selector.kind == SelectorKind::kAuto) {
       conf->selector = {s.kind, **v};
     } else {

@@ -72,6 +72,15 @@ bool ValidPrefix(const std::string& p) {
   return !native;
 }
 
+Result<void> CheckFunctions(const std::vector<std::string>& functions, const std::string& sw) {
+  for (const auto& f : functions) {
+    if (f != "pf" && f != "vf" && f != "sf") {
+      return Bad(sw + ".functions", "'" + f + R"(' is not "pf", "vf" or "sf")");
+    }
+  }
+  return {};
+}
+
 Result<void> ParseSelectors(const json& entry, const std::string& where, Selectors* sel) {
   json s = json::object();
   if (auto it = entry.find("selectors"); it != entry.end() && !it->is_null()) {
@@ -94,11 +103,7 @@ Result<void> ParseSelectors(const json& entry, const std::string& where, Selecto
   // The shared plugin's deprecated top-level "devices" lists netdev names.
   KUBERDMA_ASSIGN_OR_RETURN(auto devices, Strings(entry, "devices", where));
   sel->if_names.insert(sel->if_names.end(), devices.begin(), devices.end());
-  for (const auto& f : sel->functions) {
-    if (f != "pf" && f != "vf" && f != "sf") {
-      return Bad(sw + ".functions", "'" + f + R"(' is not "pf", "vf" or "sf")");
-    }
-  }
+  KUBERDMA_TRY(CheckFunctions(sel->functions, sw));
   for (auto& v : sel->vendors) v = NormalizeHexId(v);
   for (auto& v : sel->device_ids) v = NormalizeHexId(v);
   for (auto& t : sel->link_types) {

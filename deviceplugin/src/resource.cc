@@ -73,7 +73,7 @@ bool SelectsByPf(const Selectors& s, const Hca& h, const std::vector<Hca>& all) 
   std::vector<std::string> pf_netdevs =
       h.pf_address.empty() ? h.netdevs : std::vector<std::string>{};
   for (const auto& other : all) {
-    if (h.pf_address.empty() || other.pf_address != "" || other.pci_address != pf) continue;
+    if (h.pf_address.empty() || !other.pf_address.empty() || other.pci_address != pf) continue;
     pf_netdevs.insert(pf_netdevs.end(), other.netdevs.begin(), other.netdevs.end());
   }
   return std::any_of(pf_netdevs.begin(), pf_netdevs.end(),

@@ -44,6 +44,16 @@ struct Cli {
               term = "/dev/termination-log";
 };
 
+// Whether NCCL runs at all: only the inventory, or NCCL required.
+void AddNcclRequirement(CLI::App& app, Options& o) {
+  auto* inventory =
+      app.add_flag("--inventory-only", o.inventory_only, "check what the pod has; run no NCCL");
+  app.add_flag("--require-nccl", o.require_nccl,
+               "fail (exit 1) when NCCL cannot run here (no CUDA device, no libnccl) instead of "
+               "passing on the inventory; the shipped init containers and Job set it")
+      ->excludes(inventory);
+}
+
 void AddRunOptions(CLI::App& app, Cli& c) {
   Options& o = c.o;
   app.add_option("--mode", c.mode,
@@ -79,12 +89,7 @@ void AddRunOptions(CLI::App& app, Cli& c) {
   app.add_option("--log-dir", o.log_dir, "keep NCCL's logs here");
   app.add_option("--json", c.json_path, "write the JSON report here ('-' for stdout)");
   app.add_option("--termination-log", c.term, "one-line summary file, when it exists");
-  auto* inventory =
-      app.add_flag("--inventory-only", o.inventory_only, "check what the pod has; run no NCCL");
-  app.add_flag("--require-nccl", o.require_nccl,
-               "fail (exit 1) when NCCL cannot run here (no CUDA device, no libnccl) instead of "
-               "passing on the inventory; the shipped init containers and Job set it")
-      ->excludes(inventory);
+  AddNcclRequirement(app, o);
 }
 
 void AddAcceptanceOptions(CLI::App& app, Cli& c) {

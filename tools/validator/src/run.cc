@@ -110,9 +110,7 @@ void Validator::RunAndJudge(Report& r, CollectiveParams p) {
   Judge(r, before, after, run, log);
 }
 
-Report Validator::Run() {
-  Report r = Inventory();
-  if (r.exit_code == 2) return r;
+std::optional<Report> Validator::WithoutNccl(Report& r) const {
   std::string why;
   if (!opts_.inventory_only && opts_.require_nccl && !NcclAvailable(&why)) {
     // An init container that proved nothing must not let the pod start.
@@ -123,13 +121,18 @@ Report Validator::Run() {
     r.exit_code = 1;
     return r;
   }
-  if (opts_.inventory_only || !NcclAvailable(&why)) {
-    // Said loudly, but not a failure of the pod: this build or node cannot run NCCL at all.
-    if (!opts_.inventory_only) r.warnings.insert(r.warnings.begin(), "NCCL run skipped: " + why);
-    r.verdict = r.problems.empty() ? "inventory-only" : "fail";
-    r.exit_code = r.problems.empty() ? 0 : 1;
-    return r;
-  }
+  if (!opts_.inventory_only && NcclAvailable(&why)) return std::nullopt;
+  // Said loudly, but not a failure of the pod: this build or node cannot run NCCL at all.
+  if (!opts_.inventory_only) r.warnings.insert(r.warnings.begin(), "NCCL run skipped: " + why);
+  r.verdict = r.problems.empty() ? "inventory-only" : "fail";
+  r.exit_code = r.problems.empty() ? 0 : 1;
+  return r;
+}
+
+Report Validator::Run() {
+  Report r = Inventory();
+  if (r.exit_code == 2) return r;
+  if (auto done = WithoutNccl(r)) return *done;
   // Multi-pod: who we are, once; reported even when the run stops early.
   Result<RankInfo> ri = Fail(ErrorCode::kInvalidArgument, "single mode");
   if (opts_.mode == Mode::kMultiPod) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,9 @@ class Validator {
   void JudgeThreshold(Report& r);
   // Run's steps (run.cc).
   Report Skip(Report r, const std::string& why, int exit_code) const;
+  // The report when NCCL is not to run (--inventory-only) or cannot (failed under
+  // --require-nccl, inventory-only otherwise); nullopt when it runs.
+  std::optional<Report> WithoutNccl(Report& r) const;
   Result<CollectiveParams> Plan(Report& r, const Result<RankInfo>& ri);
   void RunAndJudge(Report& r, CollectiveParams p);
   void InventorySocket(Report& r, const Expected& e);
