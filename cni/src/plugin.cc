@@ -21,6 +21,9 @@ using sysfs::Hca;
 
 namespace {
 
+// The config's state records, created under its state root.
+StateStore StoreOf(const NetConf& conf) { return StateStore(conf.state_dir, conf.state_root); }
+
 CniResult<NodeLock> Lock(const NetConf& conf) {
   KUBERDMA_CNI_ASSIGN_OR_RETURN(
       NodeLock lock, NodeLock::Acquire(conf.state_dir, conf.lock_timeout_ms, conf.state_root),
@@ -254,7 +257,7 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
     return CniFail(kInvalidConfig, "ipam is configured but this plugin was built without IPAM");
   }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock, Lock(conf), 0);
-  StateStore store(conf.state_dir, conf.state_root);
+  StateStore store = StoreOf(conf);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
   auto pod = d_.namespaces.Open(req.netns);
   if (!pod) return CniFail(kInvalidEnv, "CNI_NETNS: " + pod.error().message());
@@ -293,7 +296,7 @@ Result<std::optional<AttachmentRecord>> FindForDel(const StateStore& store, cons
 }  // namespace
 
 CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
-  StateStore store(conf.state_dir, conf.state_root);
+  StateStore store = StoreOf(conf);
   // No state directory, no record: DEL creates nothing (it may come with a config ADD refused).
   std::optional<NodeLock> lock;
   std::optional<AttachmentRecord> rec;
@@ -341,7 +344,7 @@ CniResult<void> Plugin::RestoreForDel(const AttachmentRecord& r, const Request& 
 }
 
 CniResult<void> Plugin::Check(const Request& req, const NetConf& conf) {
-  StateStore store(conf.state_dir, conf.state_root);
+  StateStore store = StoreOf(conf);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto rec, store.Load(conf.name, req.container_id, req.ifname),
                                 kStateFailure);
   std::string who = AttachmentKey(req.container_id, req.ifname);
@@ -360,7 +363,7 @@ CniResult<void> Plugin::Check(const Request& req, const NetConf& conf) {
 }
 
 CniResult<void> Plugin::Status(const NetConf& conf) const {
-  StateStore store(conf.state_dir, conf.state_root);
+  StateStore store = StoreOf(conf);
   if (auto w = store.CheckWritable(); !w) {
     return CniFail(kPluginNotAvailable, "state directory unusable: " + w.error().message());
   }
@@ -404,7 +407,7 @@ CniResult<void> Plugin::Gc(const NetConf& conf, const Request& req) {
                    "attachment as stale)");
   }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NodeLock lock, Lock(conf), 0);
-  StateStore store(conf.state_dir, conf.state_root);
+  StateStore store = StoreOf(conf);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
   std::set<std::string> valid;
   for (const auto& a : *conf.valid_attachments)

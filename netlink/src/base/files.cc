@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
+#include <vector>
 
 #include "kuberdma/base/unique_fd.h"
 
@@ -116,20 +119,29 @@ Result<std::string> ReadFileHeadTail(const std::string& path, size_t head, size_
   return out;
 }
 
-bool IsCleanPathUnder(std::string_view path, std::string_view root) {
-  if (path.empty() || path[0] != '/' || root.empty()) return false;
-  size_t pos = 1;
-  while (pos <= path.size()) {
-    size_t end = path.find('/', pos);
-    if (end == std::string_view::npos) end = path.size();
+namespace {
+
+// The components of an absolute path ("/a/b/" -> a, b); nullopt when one is empty (a "//"), "."
+// or "..", or the path is not absolute.
+std::optional<std::vector<std::string_view>> CleanComponents(std::string_view path) {
+  if (path.empty() || path[0] != '/') return std::nullopt;
+  std::vector<std::string_view> out;
+  for (size_t pos = 1; pos <= path.size();) {
+    size_t end = std::min(path.find('/', pos), path.size());
     std::string_view part = path.substr(pos, end - pos);
-    if ((part.empty() && end != path.size()) || part == "." || part == "..") return false;
+    if ((part.empty() && end != path.size()) || part == "." || part == "..") return std::nullopt;
+    if (!part.empty()) out.push_back(part);
     pos = end + 1;
   }
-  while (root.size() > 1 && root.back() == '/') root.remove_suffix(1);
-  if (root == "/") return true;
-  if (path.compare(0, root.size(), root) != 0) return false;
-  return path.size() == root.size() || path[root.size()] == '/';
+  return out;
+}
+
+}  // namespace
+
+bool IsCleanPathUnder(std::string_view path, std::string_view root) {
+  auto p = CleanComponents(path);
+  auto r = CleanComponents(root);
+  return p && r && p->size() >= r->size() && std::equal(r->begin(), r->end(), p->begin());
 }
 
 Result<void> MakePrivateDirs(const std::string& root, const std::string& dir) {
@@ -140,31 +152,28 @@ Result<void> MakePrivateDirs(const std::string& root, const std::string& dir) {
   if (::stat(root.c_str(), &st) != 0) {
     auto slash = root.find_last_of('/');
     if (slash != std::string::npos && slash > 0) KUBERDMA_TRY(MakeDirs(root.substr(0, slash)));
-    if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST)
+    if (::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) {
       return FailErrno(errno, "mkdir " + root);
+    }
   } else if (!S_ISDIR(st.st_mode)) {
     return Fail(ErrorCode::kAlreadyExists, root + " exists and is not a directory");
   }
-  std::string at = root;
-  while (at.size() > 1 && at.back() == '/') at.pop_back();
-  size_t pos = at.size() + 1;
-  while (pos <= dir.size()) {
-    size_t end = dir.find('/', pos);
-    if (end == std::string::npos) end = dir.size();
-    if (end > pos) {
-      at = dir.substr(0, end);
-      if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(errno, "mkdir " + at);
-      if (::lstat(at.c_str(), &st) != 0) return FailErrno(errno, "stat " + at);
-      if (S_ISLNK(st.st_mode)) {
-        return Fail(ErrorCode::kPermissionDenied,
-                    at + " is a symbolic link; kube-rdma does not follow links below " + root +
-                        " (remove it)");
-      }
-      if (!S_ISDIR(st.st_mode)) {
-        return Fail(ErrorCode::kAlreadyExists, at + " exists and is not a directory");
-      }
+  auto parts = *CleanComponents(dir);
+  const size_t roots = CleanComponents(root)->size();
+  std::string at;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    at += "/" + std::string(parts[i]);
+    if (i < roots) continue;  // the root's own components: the node's, links allowed
+    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(errno, "mkdir " + at);
+    if (::lstat(at.c_str(), &st) != 0) return FailErrno(errno, "stat " + at);
+    if (S_ISLNK(st.st_mode)) {
+      return Fail(ErrorCode::kPermissionDenied,
+                  at + " is a symbolic link; kube-rdma does not follow links below " + root +
+                      " (remove it)");
     }
-    pos = end + 1;
+    if (!S_ISDIR(st.st_mode)) {
+      return Fail(ErrorCode::kAlreadyExists, at + " exists and is not a directory");
+    }
   }
   return {};
 }

@@ -41,6 +41,41 @@ TEST_CASE("ASSIGN_OR_RETURN propagates the error and unwraps the value") {
   CHECK(r.error().code() == ErrorCode::kTimeout);
 }
 
+TEST_CASE("Clean paths are judged component by component") {
+  CHECK(IsCleanPathUnder("/run/kube-rdma/cni", "/run/kube-rdma"));
+  CHECK(IsCleanPathUnder("/run/kube-rdma", "/run/kube-rdma/"));
+  CHECK(IsCleanPathUnder("/run/kube-rdma/cni/", "/run/kube-rdma"));
+  CHECK_FALSE(IsCleanPathUnder("/run/kube-rdmax", "/run/kube-rdma"));
+  CHECK_FALSE(IsCleanPathUnder("/run/kube-rdma/../etc", "/run/kube-rdma"));
+  CHECK_FALSE(IsCleanPathUnder("/run/kube-rdma/./cni", "/run/kube-rdma"));
+  CHECK_FALSE(IsCleanPathUnder("/run/kube-rdma//cni", "/run/kube-rdma"));
+  CHECK_FALSE(IsCleanPathUnder("run/kube-rdma", "/run"));
+  CHECK_FALSE(IsCleanPathUnder("/run", "/run/kube-rdma"));
+  CHECK(IsCleanPathUnder("/anything", "/"));
+}
+
+TEST_CASE("MakePrivateDirs makes 0700 directories and refuses a link below the root") {
+  char tmpl[] = "/tmp/kuberdma-private-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  struct RemoveDir {
+    std::string d;
+    ~RemoveDir() { std::filesystem::remove_all(d); }
+  } cleanup{tmpl};
+  std::string root = std::string(tmpl) + "/root";
+  REQUIRE(MakePrivateDirs(root, root + "/a/b"));
+  auto perms = std::filesystem::status(root + "/a/b").permissions() & std::filesystem::perms::all;
+  CHECK(perms == std::filesystem::perms::owner_all);
+  std::filesystem::create_directory_symlink(tmpl, root + "/link");
+  auto linked = MakePrivateDirs(root, root + "/link/x");
+  REQUIRE_FALSE(linked);
+  CHECK(linked.error().code() == ErrorCode::kPermissionDenied);
+  CHECK_FALSE(std::filesystem::exists(std::string(tmpl) + "/x"));
+  CHECK(MakePrivateDirs(root, "/etc").error().code() == ErrorCode::kInvalidArgument);
+  // The root itself may be reached through a link (the node's /var/run is one).
+  std::filesystem::create_directory_symlink(root, std::string(tmpl) + "/alias");
+  CHECK(MakePrivateDirs(std::string(tmpl) + "/alias", std::string(tmpl) + "/alias/c"));
+}
+
 TEST_CASE("WriteFileAtomic creates parents and ReadFile reads it back") {
   char tmpl[] = "/tmp/kuberdma-files-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
