@@ -12,6 +12,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "manifests.h"
 
 namespace kuberdma::cni {
 namespace {
@@ -490,35 +491,15 @@ TEST_CASE("DEL with a config that no longer parses restores the device from its 
   CHECK(p.Del(del, SalvageForDel("{", TestPolicy())));
 }
 
-// The block scalar under `key: |` in a shipped manifest (the ConfigMap's JSON, the NAD's config):
-// what the cluster is given, read as the kubelet and Multus will see it.
-std::string ShippedBlock(const std::string& file, const std::string& key) {
-  auto text = ReadFile(std::string(KUBERDMA_DEPLOY) + "/manifests/" + file);
-  REQUIRE(text);
-  auto at = text->find(key + ": |");
-  REQUIRE(at != std::string::npos);
-  std::string out;
-  size_t pos = text->find('\n', at) + 1;
-  size_t indent = std::string::npos;
-  while (pos < text->size()) {
-    size_t eol = text->find('\n', pos);
-    std::string line = text->substr(pos, eol == std::string::npos ? eol : eol - pos);
-    size_t lead = line.find_first_not_of(' ');
-    if (lead != std::string::npos) {
-      if (indent == std::string::npos) indent = lead;
-      if (lead < indent) break;
-      out += line.substr(indent) + "\n";
-    }
-    if (eol == std::string::npos) break;
-    pos = eol + 1;
-  }
-  return out;
-}
-
 TEST_CASE("Every ID the shipped device plugin allocates, passed as Multus passes it, attaches") {
-  auto cfg = deviceplugin::ParseConfig(ShippedBlock("10-configmap.yaml", "device-plugin.json"));
+  auto cm = test_support::ShippedBlock("manifests/10-configmap.yaml", "device-plugin.json");
+  auto nad_text =
+      test_support::ShippedBlock("manifests/30-networkattachmentdefinition.yaml", "config");
+  REQUIRE(cm);
+  REQUIRE(nad_text);
+  auto cfg = deviceplugin::ParseConfig(*cm);
   REQUIRE(cfg);
-  json nad = json::parse(ShippedBlock("30-networkattachmentdefinition.yaml", "config"));
+  json nad = json::parse(*nad_text);
   for (const auto& rc : cfg->resources) {
     Node n;
     deviceplugin::Resource res(rc, n.root);

@@ -9,6 +9,7 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/config.h"
+#include "manifests.h"
 
 namespace kuberdma::deviceplugin {
 namespace {
@@ -126,10 +127,9 @@ TEST_CASE("SR-IOV selectors: pfNames, rootDevices and functions keep PFs and VFs
 }
 
 TEST_CASE("The shipped resources select PFs only: never a PF and its VFs in one resource") {
-  auto text = ReadFile(std::string(KUBERDMA_DEPLOY) + "/manifests/10-configmap.yaml");
+  auto text = test_support::ShippedBlock("manifests/10-configmap.yaml", "device-plugin.json");
   REQUIRE(text);
-  auto start = text->find('{', text->find("device-plugin.json: |"));
-  auto cfg = ParseConfig(text->substr(start));
+  auto cfg = ParseConfig(*text);
   REQUIRE(cfg);
   sysfs::SysfsRoot root(Fx("sriov"));
   auto all = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);

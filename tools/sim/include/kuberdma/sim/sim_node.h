@@ -32,6 +32,7 @@ struct CniCall {
   std::string ifname;
   std::string config;
   std::string cni_path = "/opt/cni/bin";  // where delegated (IPAM) plugins are looked for
+  std::string args;                       // CNI_ARGS, as the runtime (and Multus) pass them
 };
 
 class SimNode {

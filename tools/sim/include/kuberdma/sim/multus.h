@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// What Multus v4 hands the `rdma` CNI for one pod, as a list of CNI calls: test support for the
+// namespace tests and the demo, so they drive the plugin with the objects deploy/ ships the way
+// Multus would, not with configs written for them.
+//
+//   MultusPod pod{.ns = "default", .name = "llm-trainer-0", .uid = "u1", .sandbox = "c0ffee",
+//                 .networks = ParseNetworksAnnotation(annotation), .allocated = {{"rdma/hca",
+//                 ids}}};
+//   for (const auto& call : MultusAdds(pod, nads, netns_path)) node.Run(rdma, call);
+//
+// What it reproduces (Multus v4.0 thick and thin plugins alike):
+//   - attachments in the annotation's order, each named by its "interface" or net<i> (from 1);
+//   - a NAD with k8s.v1.cni.cncf.io/resourceName gets the pod's i-th allocated device ID of that
+//     resource as "deviceID" (and "pciBusID") in its config, the next attachment of the same
+//     resource the next ID;
+//   - runtimeConfig only for the capabilities the NAD's config declares ("deviceID",
+//     "CNIDeviceInfoFile"); the device-info file is named by Multus, in its devinfo/cni directory;
+//   - CNI_ARGS: the runtime's IgnoreUnknown=1;K8S_POD_NAMESPACE=..;K8S_POD_NAME=..;
+//     K8S_POD_INFRA_CONTAINER_ID=..;K8S_POD_UID=.. followed by Multus's own copies of the same
+//     keys;
+//   - the runtime's DEL after a failed ADD re-sends every attachment's config (MultusDels).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/sim/sim_node.h"
+
+namespace kuberdma::sim {
+
+// A NetworkAttachmentDefinition as the cluster has it.
+struct Nad {
+  std::string name;
+  std::string ns = "default";
+  std::string resource;   // k8s.v1.cni.cncf.io/resourceName, "" when none
+  nlohmann::json config;  // spec.config, parsed
+};
+
+struct MultusPod {
+  std::string ns = "default";
+  std::string name;
+  std::string uid;
+  std::string sandbox;  // the sandbox (infra container) ID: CNI_CONTAINERID
+  std::vector<std::pair<std::string, std::string>> networks;  // NAD name, interface ("" = net<i>)
+  std::map<std::string, std::vector<std::string>> allocated;  // resource -> device IDs, in order
+};
+
+// The k8s.v1.cni.cncf.io/networks annotation's JSON list ([{"name":..,"interface":..}]), or a
+// plain comma-separated list of names. kInvalidArgument when it is neither.
+Result<std::vector<std::pair<std::string, std::string>>> ParseNetworksAnnotation(
+    const std::string& annotation);
+
+// The ADDs Multus makes for `pod` in `netns`, in order. `config_overrides` are merged into every
+// delegate config (a test keeps stateDir off the machine's /run/kube-rdma). kNotFound when the
+// pod names a NAD that is not in `nads`, kInvalidArgument when it attaches more of a resource than
+// it was allocated.
+Result<std::vector<CniCall>> MultusAdds(const MultusPod& pod, const std::vector<Nad>& nads,
+                                        const std::string& netns,
+                                        const nlohmann::json& config_overrides = {});
+
+// The DELs of the same attachments (what the runtime's DEL of the sandbox makes Multus send, also
+// after a failed ADD), in reverse order.
+std::vector<CniCall> MultusDels(const std::vector<CniCall>& adds);
+
+}  // namespace kuberdma::sim

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Multus v4 stand-in: delegate configs, device IDs, runtimeConfig and CNI_ARGS per attachment.
+#include "kuberdma/sim/multus.h"
+
+namespace kuberdma::sim {
+
+using nlohmann::json;
+
+namespace {
+
+const Nad* Find(const std::vector<Nad>& nads, const std::string& name) {
+  for (const auto& n : nads) {
+    if (n.name == name) return &n;
+  }
+  return nullptr;
+}
+
+std::string CniArgs(const MultusPod& pod) {
+  std::string keys = "K8S_POD_NAMESPACE=" + pod.ns + ";K8S_POD_NAME=" + pod.name +
+                     ";K8S_POD_INFRA_CONTAINER_ID=" + pod.sandbox + ";K8S_POD_UID=" + pod.uid;
+  // The runtime's, then Multus's own copies of the same keys (both reach the delegate).
+  return "IgnoreUnknown=1;" + keys + ";IgnoreUnknown=1;" + keys;
+}
+
+// runtimeConfig holds only what the NAD declares as capabilities.
+void AddRuntimeConfig(json& conf, const std::string& device_id, const std::string& info_file) {
+  auto caps = conf.find("capabilities");
+  if (caps == conf.end() || !caps->is_object()) return;
+  json rc = json::object();
+  if (caps->value("deviceID", false) && !device_id.empty()) rc["deviceID"] = device_id;
+  if (caps->value("CNIDeviceInfoFile", false)) rc["CNIDeviceInfoFile"] = info_file;
+  if (!rc.empty()) conf["runtimeConfig"] = rc;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> ParseNetworksAnnotation(
+    const std::string& annotation) {
+  std::vector<std::pair<std::string, std::string>> out;
+  json j = json::parse(annotation, nullptr, false);
+  if (j.is_array()) {
+    for (const auto& e : j) {
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) {
+        return Fail(ErrorCode::kInvalidArgument, "networks annotation entry without a name");
+      }
+      out.emplace_back(e["name"].get<std::string>(), e.value("interface", ""));
+    }
+    return out;
+  }
+  if (annotation.find_first_of("{[") != std::string::npos) {
+    return Fail(ErrorCode::kInvalidArgument, "networks annotation is neither a list nor names");
+  }
+  size_t pos = 0;
+  while (pos <= annotation.size()) {
+    size_t end = std::min(annotation.find(',', pos), annotation.size());
+    if (end > pos) out.emplace_back(annotation.substr(pos, end - pos), "");
+    pos = end + 1;
+  }
+  return out;
+}
+
+Result<std::vector<CniCall>> MultusAdds(const MultusPod& pod, const std::vector<Nad>& nads,
+                                        const std::string& netns, const json& config_overrides) {
+  std::vector<CniCall> calls;
+  std::map<std::string, size_t> used;  // resource -> IDs handed out so far
+  for (size_t i = 0; i < pod.networks.size(); ++i) {
+    const auto& [name, iface] = pod.networks[i];
+    const Nad* nad = Find(nads, name);
+    if (nad == nullptr) return Fail(ErrorCode::kNotFound, "no NetworkAttachmentDefinition " + name);
+    json conf = nad->config;
+    std::string ifname = iface.empty() ? "net" + std::to_string(i + 1) : iface;
+    std::string device_id;
+    if (!nad->resource.empty()) {
+      auto ids = pod.allocated.find(nad->resource);
+      size_t k = used[nad->resource]++;
+      if (ids == pod.allocated.end() || k >= ids->second.size()) {
+        return Fail(ErrorCode::kInvalidArgument, name + " attachment " + ifname +
+                                                     ": the pod was allocated fewer " +
+                                                     nad->resource + " devices than it attaches");
+      }
+      device_id = ids->second[k];
+      conf["deviceID"] = device_id;
+      conf["pciBusID"] = device_id;
+    }
+    AddRuntimeConfig(conf, device_id,
+                     "/var/run/k8s.cni.cncf.io/devinfo/cni/" + pod.ns + "-" + name + "-" +
+                         pod.sandbox + "-" + ifname + "-device-info.json");
+    if (config_overrides.is_object()) conf.update(config_overrides);
+    calls.push_back({.command = "ADD",
+                     .container_id = pod.sandbox,
+                     .netns = netns,
+                     .ifname = ifname,
+                     .config = conf.dump(),
+                     .args = CniArgs(pod)});
+  }
+  return calls;
+}
+
+std::vector<CniCall> MultusDels(const std::vector<CniCall>& adds) {
+  std::vector<CniCall> dels(adds.rbegin(), adds.rend());
+  for (auto& d : dels) d.command = "DEL";
+  return dels;
+}
+
+}  // namespace kuberdma::sim
