@@ -15,6 +15,7 @@
 #include "kuberdma/cni/ipam.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/sim/sim_node.h"
+#include "roce8_node.h"
 
 namespace kuberdma::sim {
 namespace {
@@ -22,8 +23,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const std::string kBin = KUBERDMA_RDMA_BIN;
-const std::string kRoce8 = std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8";
 const std::string kPlugins = KUBERDMA_CNI_PLUGINS_DIR;
 
 // A scratch directory for host-local's store and test IPAM scripts, removed at the end.
@@ -54,12 +53,6 @@ struct Scratch {
   std::string dir;
 };
 
-std::vector<std::string> Netdevs() {
-  std::vector<std::string> out;
-  for (int i = 1; i <= 8; ++i) out.push_back("ens" + std::to_string(i) + "f0np0");
-  return out;
-}
-
 std::string HostLocal(const SimNode& node, const Scratch& s, const std::string& version,
                       const std::string& range_extra = "", const std::string& type = "host-local",
                       const std::string& routes = R"([{"dst":"10.20.0.0/16"}])") {
@@ -89,7 +82,7 @@ TEST_CASE("host-local's address is on net1 with its routes, in the result, and r
   for (const std::string version : {"0.3.1", "1.0.0", "1.1.0"}) {
     INFO(version);
     Scratch s;
-    SimNode node(kRoce8, Netdevs());
+    SimNode node(kRoce8, Roce8Netdevs());
     std::string pod = node.AddPod("pod");
     auto add = node.Run(kBin, Call("ADD", "c1", pod, "net1", HostLocal(node, s, version)));
     INFO(add.out << add.err);
@@ -123,7 +116,7 @@ TEST_CASE("host-local's address is on net1 with its routes, in the result, and r
 
 TEST_CASE("static IPAM gives net1 its address and a default route through the gateway") {
   Scratch s;
-  SimNode node(kRoce8, Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string conf = R"({"cniVersion":"1.0.0","name":"roce-static","type":"rdma","linkState":"up",
     "stateDir":")" + node.state_dir() +
@@ -148,7 +141,7 @@ TEST_CASE("static IPAM gives net1 its address and a default route through the ga
 
 TEST_CASE("A failing IPAM fails ADD with its own code, and the device is home again") {
   Scratch s;
-  SimNode node(kRoce8, Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   // Refuses ADD as a busy pool would; DEL (of nothing) succeeds.
   std::string path =
@@ -177,7 +170,7 @@ TEST_CASE(
     "An exhausted range, and a route the kernel refuses, undo the ADD and release the "
     "address") {
   Scratch s;
-  SimNode node(kRoce8, Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string one = R"(,"rangeStart":"10.10.1.7","rangeEnd":"10.10.1.7")";
   REQUIRE(
@@ -204,7 +197,7 @@ TEST_CASE(
 
 TEST_CASE("A plugin killed right after IPAM ADD leaves state that DEL undoes, address and all") {
   Scratch s;
-  SimNode node(kRoce8, Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string path = s.Script("crash-ipam", "out=$(" + kPlugins +
                                                 "/host-local); rc=$?\n"
@@ -224,7 +217,7 @@ TEST_CASE("A plugin killed right after IPAM ADD leaves state that DEL undoes, ad
 
 TEST_CASE("DEL releases the address without state and after the pod's namespace died") {
   Scratch s;
-  SimNode node(kRoce8, Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string conf = HostLocal(node, s, "1.0.0");
   REQUIRE(node.Run(kBin, Call("ADD", "c7", pod, "net1", conf)).exit_code == 0);
@@ -249,7 +242,7 @@ TEST_CASE("DEL releases the address without state and after the pod's namespace 
 
 TEST_CASE("GC releases the address of every attachment that is no longer valid") {
   Scratch s;
-  SimNode node(kRoce8, Netdevs());
+  SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   std::string conf = HostLocal(node, s, "1.0.0");
   REQUIRE(node.Run(kBin, Call("ADD", "live", pod, "net1", conf)).exit_code == 0);

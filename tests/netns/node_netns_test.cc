@@ -5,11 +5,10 @@
 
 #include "kuberdma/dcb/dcb_ops.h"
 #include "kuberdma/sim/sim_node.h"
+#include "roce8_node.h"
 
 namespace kuberdma::sim {
 namespace {
-
-const std::string kRoce8 = std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8";
 
 TEST_CASE("DCB on a veth is unsupported, named as such; an absent netdev is not found") {
   SimNode node(kRoce8, {"ens1f0np0"});

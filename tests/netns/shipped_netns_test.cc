@@ -14,20 +14,12 @@
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/hca.h"
 #include "manifests.h"
+#include "roce8_node.h"
 
 namespace kuberdma::sim {
 namespace {
 
 using nlohmann::json;
-
-const std::string kBin = KUBERDMA_RDMA_BIN;
-const std::string kRoce8 = std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8";
-
-std::vector<std::string> Roce8Netdevs() {
-  std::vector<std::string> out;
-  for (int i = 1; i <= 8; ++i) out.push_back("ens" + std::to_string(i) + "f0np0");
-  return out;
-}
 
 struct Shipped {
   Shipped() {
