@@ -52,9 +52,12 @@ unit: build
 netns: build
 	@$(BUILD)/tests/netns_tests
 
-# The node-in-a-box demo (needs root: it creates network namespaces and veths).
-demo: build
-	@$(BUILD)/tools/demo/kuberdma-demo
+# The node-in-a-box demo (needs root: it creates network namespaces and veths), on the objects
+# the chart renders with ci/demo-values.yaml (deploy/render.sh; DEMO_VALUES picks another
+# rendering in $(BUILD)/rendered, e.g. DEMO_VALUES=roce-values).
+demo: build helm
+	@bash deploy/render.sh $(BUILD)/rendered >/dev/null
+	@$(BUILD)/tools/demo/kuberdma-demo --manifests $(BUILD)/rendered/$(or $(DEMO_VALUES),demo-values).yaml
 
 # Benchmarks print ratios against a named peer measured in the same run.
 bench: build

@@ -11,6 +11,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # deviceplugin/, proto/
   prometheus-cpp-dev                   # metrics (device plugin) and the Pushgateway client (validator)
   catch2                               # tests
+  libyaml-cpp-dev                      # tools/sim reads rendered manifests (demo, namespace tests)
   iproute2                             # namespace tests and their cleanup
   containernetworking-plugins          # host-device, the benchmark's peer
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests

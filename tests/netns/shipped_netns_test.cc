@@ -1,54 +1,64 @@
 // SPDX-License-Identifier: Apache-2.0
-// The shipped objects, run as Multus runs them: deploy/manifests' ConfigMap gives the device
-// plugin's resources, the kubelet's allocation gives device IDs, the shipped NAD and the shipped
-// StatefulSet's networks annotation give the attachments, and the Multus stand-in (tools/sim)
-// turns them into the CNI calls `rdma` gets, CNI_ARGS and all. Real namespaces, real binary.
+// The shipped objects, run as Multus runs them. deploy/render.sh renders the chart with its
+// default values and with each ci/ file, and deploy/manifests; from each rendering the device
+// plugin's ConfigMap gives the resources, the kubelet's allocation of what each pod template asks
+// for gives the device IDs, the rendered NADs and the pod's networks annotation give the
+// attachments, and the Multus stand-in (tools/sim) turns them into the CNI calls `rdma` gets,
+// CNI_ARGS and all. Real namespaces, the real binary, Debian's host-local for the IPAM sections.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/hca.h"
-#include "manifests.h"
 #include "roce8_node.h"
 
 namespace kuberdma::sim {
 namespace {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
+
+// Every rendering deploy/render.sh wrote (the CTest fixture runs it first).
+std::vector<std::string> Renderings() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(KUBERDMA_RENDERED, ec)) {
+    if (e.path().extension() == ".yaml") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  INFO("renderings in " KUBERDMA_RENDERED " (deploy/render.sh, run by CTest first)");
+  REQUIRE(out.size() >= 6);
+  return out;
+}
 
 struct Shipped {
-  Shipped() {
-    auto cm = test_support::ShippedBlock("manifests/10-configmap.yaml", "device-plugin.json");
-    auto conf =
-        test_support::ShippedBlock("manifests/30-networkattachmentdefinition.yaml", "config");
-    auto res = test_support::ShippedBlock("manifests/30-networkattachmentdefinition.yaml",
-                                          "k8s.v1.cni.cncf.io/resourceName");
-    auto nets =
-        test_support::ShippedBlock("manifests/40-statefulset.yaml", "k8s.v1.cni.cncf.io/networks");
+  explicit Shipped(const std::string& path) {
+    auto r = LoadRendered(path);
+    REQUIRE(r);
+    rendered = *r;
+    auto cm = rendered.ConfigMapData("device-plugin.json");
     REQUIRE(cm);
-    REQUIRE(conf);
-    REQUIRE(res);
-    REQUIRE(nets);
     auto cfg = deviceplugin::ParseConfig(*cm);
     REQUIRE(cfg);
     resources = cfg->resources;
-    json c = json::parse(*conf);
-    nad = Nad{.name = c["name"], .ns = "default", .resource = *res, .config = c};
-    auto parsed = ParseNetworksAnnotation(*nets);
-    REQUIRE(parsed);
-    networks = *parsed;
+    nads = rendered.Nads();
+    REQUIRE_FALSE(nads.empty());
   }
+  Rendered rendered;
   std::vector<deviceplugin::ResourceConfig> resources;
-  Nad nad;
-  std::vector<std::pair<std::string, std::string>> networks;
+  std::vector<Nad> nads;
 };
 
-// The kubelet's allocation of `n` slots of `resource`, as the plugin prefers them.
+// The kubelet's allocation of `n` slots of `resource`, as the plugin prefers them. Empty when
+// the ConfigMap has no such resource.
 std::vector<std::string> Allocate(const Shipped& s, const std::string& resource, size_t n) {
   sysfs::SysfsRoot root(kRoce8);
   for (const auto& rc : s.resources) {
@@ -59,62 +69,141 @@ std::vector<std::string> Allocate(const Shipped& s, const std::string& resource,
     for (const auto& d : r.Devices()) all.push_back(d.id);
     return r.Preferred(all, {}, n);
   }
-  FAIL("the shipped ConfigMap has no resource " << resource);
   return {};
 }
 
-TEST_CASE("The shipped StatefulSet's pod gets the HCAs the kubelet allocated, as Multus calls") {
-  Shipped s;
+// A pod to run from a rendering: each workload's first replica; with none (the default values
+// ship no workload), the smallest pod that uses every NAD: each attached once.
+std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
+  std::vector<std::pair<std::string, MultusPod>> out;
+  int n = 0;
+  for (const auto& w : s.rendered.Workloads()) {
+    if (w.networks.empty()) continue;
+    auto networks = ParseNetworksAnnotation(w.networks);
+    REQUIRE(networks);
+    MultusPod pod{.ns = w.ns,
+                  .name = w.name + "-0",
+                  .uid = "u-" + std::to_string(n),
+                  .sandbox = "c0ffee" + std::to_string(n++),
+                  .networks = *networks};
+    for (const auto& [res, count] : w.main.limits) {
+      auto ids = Allocate(s, res, static_cast<size_t>(count));
+      if (!ids.empty()) pod.allocated[res] = ids;
+    }
+    out.emplace_back(w.Describe(), pod);
+  }
+  if (!out.empty()) return out;
+  MultusPod pod{.name = "smallest-0", .uid = "u-s", .sandbox = "c0ffeeff"};
+  for (const auto& nad : s.nads) {
+    pod.networks.emplace_back(nad.name, "");
+    if (!nad.resource.empty()) pod.allocated[nad.resource].push_back("");
+  }
+  for (auto& [res, ids] : pod.allocated) ids = Allocate(s, res, ids.size());
+  out.emplace_back("a pod attaching each NAD once", pod);
+  return out;
+}
+
+// The NADs with node-local paths kept off this machine: host-local's store in the node's state.
+std::vector<Nad> OnNode(std::vector<Nad> nads, const SimNode& node) {
+  for (auto& n : nads) {
+    if (n.config.contains("ipam") && n.config["ipam"].value("type", "") == "host-local") {
+      n.config["ipam"]["dataDir"] = node.state_dir() + "/ipam";
+    }
+  }
+  return nads;
+}
+
+// Addresses host-local still holds (one file per address under dataDir/<network>/).
+size_t HeldAddresses(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    n += e.path().filename().string().find('.') != std::string::npos &&
+                 e.path().filename().string().rfind("last_reserved", 0) != 0
+             ? 1u
+             : 0u;
+  }
+  return n;
+}
+
+// Runs `pod`'s ADDs and DELs on a fresh node; checks the HCAs against the allocation.
+void RunPod(const Shipped& s, const MultusPod& pod) {
   SimNode node(kRoce8, Roce8Netdevs());
-  std::string netns = node.AddPod("trainer-0");
-  std::vector<std::string> ids = Allocate(s, s.nad.resource, s.networks.size());
-  REQUIRE(ids.size() == s.networks.size());
-  MultusPod pod{.name = "llm-trainer-0",
-                .uid = "u-1",
-                .sandbox = "c0ffee01",
-                .networks = s.networks,
-                .allocated = {{s.nad.resource, ids}}};
-  auto adds = MultusAdds(pod, {s.nad}, netns, {{"stateDir", node.state_dir()}});
+  std::string netns = node.AddPod(pod.name);
+  auto adds = MultusAdds(pod, OnNode(s.nads, node), netns, {{"stateDir", node.state_dir()}});
   REQUIRE(adds);
-  REQUIRE(adds->size() == 8);
+  REQUIRE(adds->size() == pod.networks.size());
   // The runtime's keys, then Multus's copies of the same keys: the plugin takes both.
-  CHECK_THAT(adds->front().args,
-             Catch::StartsWith("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;") &&
-                 Catch::Contains("K8S_POD_UID=u-1;IgnoreUnknown=1;K8S_POD_NAMESPACE=default;"));
-  std::vector<std::string> attached;
-  for (const auto& call : *adds) {
+  CHECK_THAT(adds->front().args, Catch::StartsWith("IgnoreUnknown=1;K8S_POD_NAMESPACE=" + pod.ns) &&
+                                     Catch::Contains(";IgnoreUnknown=1;K8S_POD_NAMESPACE="));
+  std::map<std::string, std::vector<std::string>> got;  // resource -> HCAs, in attachment order
+  std::set<std::string> hcas;
+  for (auto& call : *adds) {
+    call.cni_path = KUBERDMA_CNI_PLUGINS_DIR;
     auto r = node.Run(kBin, call);
-    INFO(call.ifname << ": " << r.out << r.err);
+    INFO(call.ifname << ": " << call.config << "\n" << r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    auto rec = cni::StateStore(node.state_dir()).Load(s.nad.name, pod.sandbox, call.ifname);
+    json conf = json::parse(call.config);
+    auto rec = cni::StateStore(node.state_dir()).Load(conf["name"], pod.sandbox, call.ifname);
     REQUIRE(rec);
     REQUIRE(*rec);
-    attached.push_back((*rec)->hca);
+    CHECK(hcas.insert((*rec)->hca).second);  // never one HCA twice
+    for (const auto& nad : s.nads) {
+      if (nad.name == conf["name"] && !nad.resource.empty())
+        got[nad.resource].push_back((*rec)->hca);
+    }
     CHECK(node.links().GetByName(node.Pod(netns), call.ifname));
+    if (conf.contains("ipam")) CHECK_FALSE(json::parse(r.out)["ips"].empty());
   }
-  // Slot i is HCA i's: the i-th attachment has exactly the i-th allocated HCA.
-  std::vector<std::string> want;
-  for (const auto& id : ids) want.push_back(id.substr(0, id.find_last_of('-')));
-  CHECK(attached == want);
-  for (const auto& call : MultusDels(*adds)) CHECK(node.Run(kBin, call).exit_code == 0);
+  // A per-HCA slot is its HCA: the i-th attachment of a resource has the i-th allocated HCA.
+  for (const auto& [res, ids] : pod.allocated) {
+    std::vector<std::string> want;
+    for (const auto& id : ids) {
+      auto slot = podenv::ParseSlot(id);
+      REQUIRE(slot);
+      if (slot->kind == podenv::SlotKind::kPerHca) want.push_back(slot->base);
+    }
+    if (!want.empty())
+      CHECK(got[res] == std::vector<std::string>(
+                            want.begin(), want.begin() + static_cast<long>(got[res].size())));
+  }
+  for (auto call : MultusDels(*adds)) {
+    call.cni_path = KUBERDMA_CNI_PLUGINS_DIR;
+    auto r = node.Run(kBin, call);
+    INFO(call.ifname << ": " << r.out << r.err);
+    CHECK(r.exit_code == 0);
+  }
   for (const auto& n : Roce8Netdevs()) CHECK(node.links().GetByName(node.node(), n));
+  CHECK(cni::StateStore(node.state_dir()).List()->empty());
+  CHECK(HeldAddresses(node.state_dir() + "/ipam") == 0);
+}
+
+TEST_CASE("Every shipped rendering's pods get the HCAs the kubelet allocated, as Multus calls") {
+  for (const auto& path : Renderings()) {
+    Shipped s(path);
+    for (const auto& [what, pod] : PodsOf(s)) {
+      INFO(path << ": " << what << " (" << s.rendered.Summary() << ")");
+      RunPod(s, pod);
+    }
+  }
 }
 
 TEST_CASE("Multus refuses more attachments than allocations; a NAD broken after ADD still DELs") {
-  Shipped s;
+  Shipped s(std::string(KUBERDMA_RENDERED) + "/manifests.yaml");
+  const Nad& nad = s.nads.front();
   SimNode node(kRoce8, Roce8Netdevs());
   std::string netns = node.AddPod("short");
   // Two slots for three attachments: Multus cannot build the third call.
   MultusPod pod{.name = "short-0",
                 .uid = "u-2",
                 .sandbox = "c0ffee02",
-                .networks = {{s.nad.name, ""}, {s.nad.name, ""}, {s.nad.name, ""}},
-                .allocated = {{s.nad.resource, Allocate(s, s.nad.resource, 2)}}};
-  CHECK_FALSE(MultusAdds(pod, {s.nad}, netns, {{"stateDir", node.state_dir()}}));
+                .networks = {{nad.name, ""}, {nad.name, ""}, {nad.name, ""}},
+                .allocated = {{nad.resource, Allocate(s, nad.resource, 2)}}};
+  CHECK_FALSE(MultusAdds(pod, {nad}, netns, {{"stateDir", node.state_dir()}}));
   // A NAD whose config breaks after the first ADD: the runtime's DEL re-sends it to every
   // attachment, and each DEL succeeds (the first restores its HCA from the record).
   pod.networks.pop_back();
-  auto adds = MultusAdds(pod, {s.nad}, netns, {{"stateDir", node.state_dir()}});
+  auto adds = MultusAdds(pod, {nad}, netns, {{"stateDir", node.state_dir()}});
   REQUIRE(adds);
   REQUIRE(node.Run(kBin, adds->front()).exit_code == 0);
   json broken = json::parse((*adds)[1].config);
@@ -129,36 +218,6 @@ TEST_CASE("Multus refuses more attachments than allocations; a NAD broken after 
   }
   for (const auto& n : Roce8Netdevs()) CHECK(node.links().GetByName(node.node(), n));
   CHECK(cni::StateStore(node.state_dir()).List()->empty());
-}
-
-TEST_CASE("Debian's host-local takes Multus's CNI_ARGS, duplicate keys and all") {
-  Shipped s;
-  SimNode node(kRoce8, Roce8Netdevs());
-  std::string netns = node.AddPod("roce");
-  // The shipped NAD as the chart's fabric roce renders a rail: plus one host-local subnet.
-  Nad rail = s.nad;
-  rail.name = "rdma-rail1";
-  rail.config["name"] = "rdma-rail1";
-  rail.config["cniVersion"] = "1.0.0";
-  rail.config["ipam"] = {{"type", "host-local"},
-                         {"dataDir", node.state_dir() + "/ipam"},
-                         {"ranges", {{{{"subnet", "10.10.1.0/24"}}}}}};
-  MultusPod pod{.name = "roce-0",
-                .uid = "u-3",
-                .sandbox = "c0ffee03",
-                .networks = {{"rdma-rail1", ""}},
-                .allocated = {{s.nad.resource, Allocate(s, s.nad.resource, 1)}}};
-  auto adds = MultusAdds(pod, {rail}, netns, {{"stateDir", node.state_dir()}});
-  REQUIRE(adds);
-  (*adds)[0].cni_path = KUBERDMA_CNI_PLUGINS_DIR;
-  auto add = node.Run(kBin, (*adds)[0]);
-  INFO(add.out << add.err);
-  REQUIRE(add.exit_code == 0);
-  json result = json::parse(add.out);
-  CHECK_THAT(result["ips"][0]["address"].get<std::string>(), Catch::StartsWith("10.10.1."));
-  auto del = MultusDels(*adds);
-  del[0].cni_path = KUBERDMA_CNI_PLUGINS_DIR;
-  CHECK(node.Run(kBin, del[0]).exit_code == 0);
 }
 
 }  // namespace

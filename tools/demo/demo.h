@@ -18,9 +18,9 @@ struct Options {
   std::string validate_bin;
   std::string doctor_bin;
   std::string fixture;
-  std::string cni_plugins = "/usr/lib/cni";  // host-local, the IPAM the NADs delegate to
-  int pods = 2;
-  std::string nccl = "auto";  // auto (a GPU is there), on, off
+  std::string cni_plugins = "/usr/lib/cni";  // host-local and bridge (the cluster network)
+  std::string manifests;                     // the rendering whose objects the node demo runs
+  std::string nccl = "auto";                 // auto (a GPU is there), on, off
   // --fleet: nodes, rails per node, the degraded node:rail (1-based), how it is degraded.
   int fleet = 0;
   int rails = 2;

@@ -3,7 +3,7 @@
 // simulated fleet of K nodes.
 //
 //   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--validate PATH] [--doctor PATH]
-//                 [--fixture DIR] [--cni-plugins DIR] [--pods N] [--nccl auto|on|off]
+//                 [--fixture DIR] [--cni-plugins DIR] [--manifests FILE] [--nccl auto|on|off]
 //   kuberdma-demo --fleet 4 [--rails 2] [--degrade NODE:RAIL|none] [--degrade-kind rate|loss]
 //                 [--degrade-gbps G] [--degrade-loss PCT] [--size 32M] [--nccl auto|on|off]
 #include <unistd.h>
@@ -22,7 +22,8 @@ int Run(int argc, char** argv) {
                             .device_plugin_bin = KUBERDMA_DP_BIN,
                             .validate_bin = KUBERDMA_VALIDATE_BIN,
                             .doctor_bin = KUBERDMA_DOCTOR_BIN,
-                            .fixture = KUBERDMA_FIXTURES "/sysfs/roce8"};
+                            .fixture = KUBERDMA_FIXTURES "/sysfs/roce8",
+                            .manifests = KUBERDMA_DEMO_MANIFESTS};
   CLI::App app{"kube-rdma demos: node-in-a-box, or a simulated fleet's acceptance (--fleet)"};
   app.set_version_flag("--version", kuberdma::kVersionLine);
   app.add_option("--rdma", o.rdma_bin, "the rdma CNI binary");
@@ -30,8 +31,10 @@ int Run(int argc, char** argv) {
   app.add_option("--validate", o.validate_bin, "the rdma-validate binary");
   app.add_option("--doctor", o.doctor_bin, "the rdma-doctor binary");
   app.add_option("--fixture", o.fixture, "sysfs fixture of the simulated node");
-  app.add_option("--cni-plugins", o.cni_plugins, "where host-local (the rails' IPAM) is");
-  app.add_option("--pods", o.pods, "pods sharing the node's HCAs")->check(CLI::Range(1, 8));
+  app.add_option("--cni-plugins", o.cni_plugins,
+                 "where host-local (the rails' IPAM) and bridge (the cluster network) are");
+  app.add_option("--manifests", o.manifests,
+                 "the objects the node demo runs: `helm template` output or deploy/render.sh's");
   app.add_option("--nccl", o.nccl, "NCCL AllReduce across the pods: auto (a GPU is here), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--fleet", o.fleet, "run an acceptance over a simulated fleet of this many nodes")

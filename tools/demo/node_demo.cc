@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// The node-in-a-box demo: a simulated 8-GPU node whose eight ConnectX-7 netdevs are real veths;
-// rdma-device-plugin registered with a kubelet stand-in that allocates HCAs for the pods; a RoCE
-// NAD per rail (the seed's config plus host-local IPAM, one subnet per rail) delivered to `rdma`
-// the way Multus calls it, with the allocated device IDs; the pods' interfaces and addresses;
-// rdma-validate in each pod (inventory always; where there is a GPU, an NCCL AllReduce across the
-// pods over their IPAM addresses, proven from every interface's counters); rdma-doctor on the
-// node and in a pod (GID table, RoCE checks); CHECK; then DEL, the plugin stopped, and proof that
-// every device and every address came home. Exits non-zero on any failure; leaves nothing behind.
+// The node-in-a-box demo: a simulated 8-GPU node whose eight ConnectX-7 netdevs are real veths,
+// running the objects a cluster is given, read from a rendering of the chart (`make demo`:
+// deploy/render.sh, ci/demo-values.yaml; --manifests for any other): the ConfigMap's device
+// plugin config (rdma-device-plugin registered with a kubelet stand-in that allocates HCAs for
+// what the pod template asks), the NADs and the pod template's networks annotation turned into
+// CNI calls by the Multus stand-in, after the cluster network's eth0 (Debian's bridge plugin);
+// the pods' interfaces and addresses; rdma-validate in each pod with the init container's
+// environment (inventory always; where there is a GPU, an NCCL AllReduce across the pods over
+// their IPAM addresses, proven from every interface's counters); rdma-doctor on the node and in a
+// pod (GID table, RoCE checks); CHECK; then DEL, the plugin stopped, and proof that every device
+// and every address came home. Exits non-zero on any failure; leaves nothing behind.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +26,9 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/sim/manifests.h"
+#include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/pod_view.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/hca.h"
@@ -37,10 +43,6 @@ using sim::CniCall;
 using sim::SimNode;
 namespace fs = std::filesystem;
 
-constexpr const char* kPluginConfig = R"({"configList":[
-  {"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
-  {"resourceName":"hca","rdmaHcaMax":8,"policy":"per-hca","selectors":{"vendors":["15b3"]}}]})";
-
 struct Attachment {
   int rail = 0;  // net<rail>
   std::string hca, netdev, cidr;
@@ -49,8 +51,11 @@ struct Attachment {
 
 struct Pod {
   std::string name, path;
-  std::vector<std::string> ids;
-  std::map<std::string, std::string> env;
+  std::vector<std::string> ids;  // the allocated slots of the NADs' resource
+  // The main container's environment: the pod spec's, then the device plugin's; and the init
+  // container's (the validator's), the same way.
+  std::map<std::string, std::string> env, init_env;
+  CniCall eth0;  // the cluster network's attachment
   std::vector<Attachment> attachments;
 };
 
@@ -61,11 +66,13 @@ class NodeDemo {
 
  private:
   bool ShowNode();
+  bool LoadObjects();
   void StartDevicePlugin();
   void AllocatePods();
   void Allocate(Pod& pod, std::vector<std::string>& free_ids);
   void AttachRails();
-  void Attach(Pod& pod, int rail);
+  void AttachClusterNetwork(Pod& pod);
+  void Attach(Pod& pod, const CniCall& call, const std::string& id);
   void ShowPods();
   void Validate();
   void RunNccl();
@@ -77,12 +84,12 @@ class NodeDemo {
                                     const std::string& out) const;
   void ShowNcclReports(const std::string& out);
   void Doctor();
-  void DoctorNode(const std::string& dpdir);
-  void DoctorPod();
+  void DoctorNode(const std::string& dpdir, bool attached);
+  std::string PodGpus() const;
+  void DoctorPod(const std::string& gpus);
   void CheckAll();
   void DetachAll();
   void StopDevicePlugin();
-  std::string RailConfig(int rail) const;
   std::string Dir(const std::string& name) const { return node_->state_dir() + "/" + name; }
   std::vector<std::string> FixtureEnv(const Pod* pod) const;
 
@@ -96,23 +103,14 @@ class NodeDemo {
   std::unique_ptr<deviceplugin::KubeletStandIn> kubelet_;
   pid_t plugin_ = -1;
   std::vector<std::string> free_ids_;
+  sim::Rendered rendered_;
+  sim::Workload workload_;      // the pod template the demo runs
+  std::vector<sim::Nad> nads_;  // the rendered NADs, node-local paths kept in the demo's state
+  std::string resource_;        // what the NADs' resourceName says
   std::vector<Pod> pods_;
   int checked_ = 0;
   int restored_ = 0;
 };
-
-// The seed article's NAD spec.config, plus host-local IPAM with one subnet per rail: RoCE v2
-// needs an address on every interface (its GIDs come from them).
-std::string NodeDemo::RailConfig(int rail) const {
-  json c = {{"cniVersion", "0.3.1"}, {"name", "rdma-rail" + std::to_string(rail)},
-            {"type", "rdma"},        {"pkey", "0xffff"},
-            {"linkState", "up"},     {"mtu", 9000}};
-  c["ipam"] = {{"type", "host-local"},
-               {"dataDir", Dir("ipam")},
-               {"ranges", {{{{"subnet", "10.10." + std::to_string(rail) + ".0/24"}}}}}};
-  c["stateDir"] = node_->state_dir();  // keeps the demo off this machine's /run/kube-rdma
-  return c.dump();
-}
 
 std::vector<std::string> NodeDemo::FixtureEnv(const Pod* pod) const {
   std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + o_.fixture});
@@ -145,11 +143,56 @@ bool NodeDemo::ShowNode() {
   return true;
 }
 
+// The objects the demo runs, from the rendering: the ConfigMap, the NADs, the first pod template
+// that attaches networks, and as many of its replicas as the node's HCAs hold.
+bool NodeDemo::LoadObjects() {
+  Heading(2, "The objects a cluster is given, from " + o_.manifests);
+  auto r = sim::LoadRendered(o_.manifests);
+  if (!r) {
+    std::fprintf(stderr, "%s\n  (`make demo` renders it: deploy/render.sh build/ci/rendered)\n",
+                 r.error().message().c_str());
+    return false;
+  }
+  rendered_ = std::move(*r);
+  std::printf("  objects: %s\n", rendered_.Summary().c_str());
+  for (const auto& w : rendered_.Workloads()) {
+    if (!w.networks.empty()) {
+      workload_ = w;
+      break;
+    }
+  }
+  for (auto n : rendered_.Nads()) {
+    if (n.config.contains("ipam") && n.config["ipam"].value("type", "") == "host-local") {
+      n.config["ipam"]["dataDir"] = Dir("ipam");
+    }
+    if (!n.resource.empty()) resource_ = n.resource;
+    nads_.push_back(std::move(n));
+  }
+  auto per_pod = workload_.main.limits.find(resource_);
+  if (workload_.name.empty() || resource_.empty() || per_pod == workload_.main.limits.end()) {
+    std::fprintf(stderr,
+                 "%s has no pod template that attaches a NAD with a resourceName and asks for "
+                 "that resource (render the chart with trainer.enabled=true)\n",
+                 o_.manifests.c_str());
+    return false;
+  }
+  int fit = static_cast<int>(netdevs_.size()) / std::max<int>(1, int(per_pod->second));
+  pods_.resize(static_cast<size_t>(std::min(workload_.replicas, fit)));
+  std::printf(
+      "  runs: %s (%d of its %d replicas fit this node's %zu HCAs at %s: %lld each)\n"
+      "  kept on this node, not the machine's: stateDir and host-local's dataDir (in %s)\n",
+      workload_.Describe().c_str(), int(pods_.size()), workload_.replicas, netdevs_.size(),
+      resource_.c_str(), static_cast<long long>(per_pod->second), node_->state_dir().c_str());
+  return !pods_.empty();
+}
+
 void NodeDemo::StartDevicePlugin() {
-  Heading(2, "rdma-device-plugin registers rdma/shared and rdma/hca with a kubelet stand-in");
+  Heading(3, "rdma-device-plugin, with the rendered ConfigMap, registers with a kubelet stand-in");
   std::string dpdir = Dir("kubelet");
+  auto config = rendered_.ConfigMapData("device-plugin.json");
+  if (!config) return fail_(config.error().message());
   (void)MakeDirs(dpdir + "/plugins");
-  (void)WriteFileAtomic(dpdir + "/device-plugin.json", kPluginConfig);
+  (void)WriteFileAtomic(dpdir + "/device-plugin.json", *config);
   kubelet_ = std::make_unique<deviceplugin::KubeletStandIn>(dpdir + "/plugins");
   plugin_ = ::fork();
   if (plugin_ == 0) {
@@ -161,43 +204,44 @@ void NodeDemo::StartDevicePlugin() {
             "-1", nullptr);
     ::_exit(127);
   }
-  bool up = kubelet_->WaitFor(
-      [&] {
-        return !kubelet_->Lists("rdma/shared").empty() && !kubelet_->Lists("rdma/hca").empty();
-      },
-      std::chrono::milliseconds(10000));
-  if (!up)
-    return fail_("the device plugin did not register (log: " + dpdir + "/device-plugin.log)");
-  for (const auto& r : kubelet_->registrations()) {
-    std::printf("  registered %-12s endpoint %s\n", r.resource_name().c_str(),
-                r.endpoint().c_str());
+  bool up = kubelet_->WaitFor([&] { return !kubelet_->Lists(resource_).empty(); },
+                              std::chrono::milliseconds(10000));
+  if (!up) {
+    return fail_("the device plugin did not register " + resource_ + " (log: " + dpdir +
+                 "/device-plugin.log)");
   }
-  const auto& list = kubelet_->Lists("rdma/hca").back();
-  std::printf(
-      "  rdma/shared: %d slots over all 8 HCAs; rdma/hca: %d slots, 8 per HCA, with NUMA "
-      "topology\n",
-      kubelet_->Lists("rdma/shared").back().devices_size(), list.devices_size());
-  for (const auto& d : list.devices()) {
+  for (const auto& r : kubelet_->registrations()) {
+    const auto& lists = kubelet_->Lists(r.resource_name());
+    std::printf("  registered %-12s %4d slot(s)  endpoint %s\n", r.resource_name().c_str(),
+                lists.empty() ? 0 : lists.back().devices_size(), r.endpoint().c_str());
+  }
+  for (const auto& d : kubelet_->Lists(resource_).back().devices()) {
     if (d.health() == "Healthy") free_ids_.push_back(d.id());
   }
+  DoctorNode(dpdir, false);
 }
 
 void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
-  int per_pod = static_cast<int>(netdevs_.size()) / o_.pods;
-  auto pref = kubelet_->Preferred("rdma/hca", free_ids, per_pod);
+  int per_pod = static_cast<int>(workload_.main.limits.at(resource_));
+  auto pref = kubelet_->Preferred(resource_, free_ids, per_pod);
   if (!pref) return fail_(pref.error().message());
   pod.ids = *pref;
   // Each slot's HCA is taken: later pods get other HCAs.
+  auto hca_of = [](const std::string& id) {
+    auto slot = podenv::ParseSlot(id);
+    return slot && slot->kind == podenv::SlotKind::kPerHca ? slot->base : id;
+  };
   for (const auto& id : *pref) {
-    std::string hca = id.substr(0, id.find('-'));
-    free_ids.erase(
-        std::remove_if(free_ids.begin(), free_ids.end(),
-                       [&](const std::string& f) { return f.substr(0, f.find('-')) == hca; }),
-        free_ids.end());
+    std::erase_if(free_ids, [&](const std::string& f) { return hca_of(f) == hca_of(id); });
   }
-  auto alloc = kubelet_->Allocate("rdma/hca", *pref);
+  auto alloc = kubelet_->Allocate(resource_, *pref);
   if (!alloc) return fail_(alloc.error().message());
-  pod.env = alloc->envs;
+  for (const auto& [k, v] : workload_.main.env) pod.env[k] = v;
+  for (const auto& [k, v] : alloc->envs) pod.env[k] = v;
+  if (!workload_.init_containers.empty()) {
+    for (const auto& [k, v] : workload_.init_containers.front().env) pod.init_env[k] = v;
+  }
+  for (const auto& [k, v] : alloc->envs) pod.init_env[k] = v;
   std::printf(
       "  %s  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, "
       "rdma_cm)\n",
@@ -212,22 +256,37 @@ void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
 }
 
 void NodeDemo::AllocatePods() {
-  Heading(3, "Pods ask for rdma/hca; the kubelet allocates NUMA-local HCAs");
-  for (int p = 0; p < o_.pods; ++p) {
-    Pod pod{.name = "trainer-" + std::to_string(p)};
+  Heading(4, "The pods ask for " + resource_ + " as the pod template does; the kubelet allocates");
+  for (size_t p = 0; p < pods_.size(); ++p) {
+    Pod& pod = pods_[p];
+    pod.name = workload_.name + "-" + std::to_string(p);
     pod.path = node_->AddPod(pod.name);
     Allocate(pod, free_ids_);
-    pods_.push_back(std::move(pod));
   }
 }
 
-void NodeDemo::Attach(Pod& pod, int rail) {
-  auto i = static_cast<size_t>(rail - 1);
-  std::string id = i < pod.ids.size() ? pod.ids[i] : "";
-  json conf = json::parse(RailConfig(rail));
-  if (!id.empty()) conf["runtimeConfig"] = {{"deviceID", id}};
-  CniCall call{"ADD",       pod.name + "-sandbox", pod.path, "net" + std::to_string(rail),
-               conf.dump(), o_.cni_plugins};
+// eth0, as the cluster's network gives every pod before Multus's attachments: Debian's bridge
+// plugin with host-local, a stand-in for flannel or calico.
+void NodeDemo::AttachClusterNetwork(Pod& pod) {
+  json conf = {{"cniVersion", "1.0.0"},
+               {"name", "cluster"},
+               {"type", "bridge"},
+               {"bridge", "cni0"},
+               {"isGateway", true}};
+  conf["ipam"] = {{"type", "host-local"},
+                  {"dataDir", Dir("ipam")},
+                  {"ranges", {{{{"subnet", "10.244.0.0/24"}}}}}};
+  pod.eth0 = CniCall{.command = "ADD",
+                     .container_id = pod.name + "-sandbox",
+                     .netns = pod.path,
+                     .ifname = "eth0",
+                     .config = conf.dump(),
+                     .cni_path = o_.cni_plugins};
+  auto r = node_->Run(o_.cni_plugins + "/bridge", pod.eth0);
+  if (r.exit_code != 0) fail_("the cluster network's ADD for " + pod.name + ": " + r.out + r.err);
+}
+
+void NodeDemo::Attach(Pod& pod, const CniCall& call, const std::string& id) {
   auto t0 = std::chrono::steady_clock::now();
   auto r = node_->Run(o_.rdma_bin, call);
   double ms =
@@ -235,7 +294,7 @@ void NodeDemo::Attach(Pod& pod, int rail) {
   if (r.exit_code != 0) return fail_("ADD " + pod.name + "/" + call.ifname + ": " + r.out + r.err);
   auto res = json::parse(r.out, nullptr, false);
   std::string mac = res.is_discarded() ? "" : res["interfaces"][0].value("mac", "");
-  Attachment a{.rail = rail, .call = call};
+  Attachment a{.rail = static_cast<int>(pod.attachments.size()) + 1, .call = call};
   a.cidr = res.is_discarded() || res["ips"].empty() ? "" : res["ips"][0].value("address", "");
   for (size_t h = 0; h < netdevs_.size(); ++h) {
     if (before_[netdevs_[h]].mac == mac) {
@@ -245,7 +304,8 @@ void NodeDemo::Attach(Pod& pod, int rail) {
   }
   std::printf("  %s %-5s deviceID %-9s <- %-6s (%s)  %-13s %.1f ms\n", pod.name.c_str(),
               call.ifname.c_str(), id.c_str(), a.hca.c_str(), a.netdev.c_str(), a.cidr.c_str(), ms);
-  if (!id.empty() && a.hca != id.substr(0, id.find('-'))) {
+  auto slot = podenv::ParseSlot(id);
+  if (slot && slot->kind == podenv::SlotKind::kPerHca && a.hca != slot->base) {
     fail_(pod.name + "/" + call.ifname + " got " + a.hca + ", not the allocated " + id);
   }
   if (a.cidr.empty()) fail_(pod.name + "/" + call.ifname + ": the result lists no IPAM address");
@@ -253,20 +313,34 @@ void NodeDemo::Attach(Pod& pod, int rail) {
 }
 
 void NodeDemo::AttachRails() {
-  Heading(4, "Multus delivers one RoCE NAD per rail to `rdma` for every attachment (CNI ADD)");
-  std::printf("  spec.config of rail 1: %s\n", RailConfig(1).c_str());
-  std::printf(
-      "  (the seed's NAD plus host-local IPAM, a subnet per rail; annotated\n"
-      "   k8s.v1.cni.cncf.io/resourceName: rdma/hca, so each attachment carries one\n"
-      "   allocated device ID in runtimeConfig.deviceID)\n");
-  int per_pod = static_cast<int>(netdevs_.size()) / o_.pods;
-  for (auto& pod : pods_) {
-    for (int rail = 1; rail <= per_pod; ++rail) Attach(pod, rail);
+  Heading(5, "Multus: eth0 from the cluster network, then the annotation's NADs through `rdma`");
+  std::printf("  k8s.v1.cni.cncf.io/networks: %s\n", workload_.networks.c_str());
+  for (const auto& n : nads_) {
+    std::printf("  NAD %s/%s (resourceName %s): %s\n", n.ns.c_str(), n.name.c_str(),
+                n.resource.c_str(), n.config.dump().c_str());
+  }
+  auto networks = sim::ParseNetworksAnnotation(workload_.networks);
+  if (!networks) return fail_(networks.error().message());
+  for (size_t p = 0; p < pods_.size(); ++p) {
+    Pod& pod = pods_[p];
+    AttachClusterNetwork(pod);
+    sim::MultusPod mp{.ns = workload_.ns,
+                      .name = pod.name,
+                      .uid = "uid-" + pod.name,
+                      .sandbox = pod.name + "-sandbox",
+                      .networks = *networks,
+                      .allocated = {{resource_, pod.ids}}};
+    auto calls = sim::MultusAdds(mp, nads_, pod.path, {{"stateDir", node_->state_dir()}});
+    if (!calls) return fail_("Multus cannot attach " + pod.name + ": " + calls.error().message());
+    for (size_t i = 0; i < calls->size(); ++i) {
+      (*calls)[i].cni_path = o_.cni_plugins;
+      Attach(pod, (*calls)[i], i < pod.ids.size() ? pod.ids[i] : "");
+    }
   }
 }
 
 void NodeDemo::ShowPods() {
-  Heading(5, "Inside the pods (read over rtnetlink from each pod's namespace)");
+  Heading(6, "Inside the pods (read over rtnetlink from each pod's namespace)");
   for (const auto& pod : pods_) {
     auto ns = node_->Pod(pod.path);
     auto links = node_->links().List(ns);
@@ -283,9 +357,16 @@ void NodeDemo::ShowPods() {
       }
       std::printf("  %s  %-5s mtu %-5u %-4s %-14s mac %s\n", pod.name.c_str(), l.name.c_str(),
                   l.mtu, l.admin_up ? "UP" : "DOWN", addrs.c_str(), l.mac.c_str());
-      if (l.mtu != 9000 || !l.admin_up)
-        fail_(l.name + " in " + pod.name + " is not mtu 9000 and up");
       if (addrs.empty()) fail_(l.name + " in " + pod.name + " has no IPv4 address");
+      // An attachment has what its NAD asks for.
+      for (const auto& a : pod.attachments) {
+        if (a.call.ifname != l.name) continue;
+        json conf = json::parse(a.call.config);
+        if (conf.contains("mtu") && l.mtu != conf["mtu"].get<uint32_t>())
+          fail_(l.name + " in " + pod.name + " is not mtu " + conf["mtu"].dump());
+        if (conf.value("linkState", "") == "up" && !l.admin_up)
+          fail_(l.name + " in " + pod.name + " is not up, as its NAD's linkState says");
+      }
     }
   }
   size_t home = 0;
@@ -294,12 +375,23 @@ void NodeDemo::ShowPods() {
 }
 
 void NodeDemo::Validate() {
-  Heading(6, "rdma-validate in each pod: inventory, then NCCL across the pods where a GPU is");
+  Heading(7, "rdma-validate in each pod: inventory, then NCCL across the pods where a GPU is");
+  std::string shipped;
+  for (const auto& a : workload_.init_containers.empty() ? std::vector<std::string>{}
+                                                         : workload_.init_containers[0].args) {
+    shipped += " " + a;
+  }
+  std::printf(
+      "  the pod template's init container runs:%s\n"
+      "  here, with its environment and the plugin's, but veths for HCAs: --inventory-only\n",
+      shipped.c_str());
   for (const auto& pod : pods_) {
     std::printf("  %s:\n", pod.name.c_str());
+    std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + o_.fixture});
+    for (const auto& [k, v] : pod.init_env) env.push_back(k + "=" + v);
     int rc = RunShown(node_->Pod(pod.path),
                       {o_.validate_bin, "--inventory-only", "--termination-log", "/nonexistent"},
-                      FixtureEnv(&pod), Dir("validate-" + pod.name + ".txt"));
+                      env, Dir("validate-" + pod.name + ".txt"));
     if (rc != 0) fail_("rdma-validate in " + pod.name + " exited " + std::to_string(rc));
   }
   int gpus = CountGpus();
@@ -339,7 +431,7 @@ std::vector<std::string> NodeDemo::RankArgs(int rank, const std::string& expect,
   std::string r = std::to_string(rank);
   // clang-format off
   return {o_.validate_bin, "--mode", "multi-pod", "--transport", "socket", "--expect", expect,
-          "--rank", r, "--world-size", std::to_string(o_.pods), "--comm-id", root_ip + ":29500",
+          "--rank", r, "--world-size", std::to_string(pods_.size()), "--comm-id", root_ip + ":29500",
           "--size", "64M", "--iters", "20", "--timeout", "60",
           "--json", out + "/rank" + r + ".json", "--log-dir", out + "/logs" + r,
           "--termination-log", "/nonexistent"};
@@ -353,16 +445,17 @@ void NodeDemo::RunNccl() {
   root_ip = root_ip.substr(0, root_ip.find('/'));
   std::printf("  cabling: net<i> of every pod on switch rail<i>; rank 0 bootstraps at %s:29500\n",
               root_ip.c_str());
-  if (gpus < o_.pods) {
+  int npods = static_cast<int>(pods_.size());
+  if (gpus < npods) {
     std::printf(
         "  GPUs shared: %d pods on %d GPU(s) (pod p uses GPU p mod %d); each rank's own "
         "NCCL_HOSTID keeps their traffic on the network\n",
-        o_.pods, gpus, gpus);
+        npods, gpus, gpus);
   }
   std::string out = Dir("nccl");
   (void)MakeDirs(out);
   std::vector<pid_t> ranks;
-  for (int p = 0; p < o_.pods; ++p) {
+  for (int p = 0; p < npods; ++p) {
     std::string r = std::to_string(p);
     (void)MakeDirs(out + "/logs" + r);
     std::vector<std::string> args = RankArgs(p, expect, root_ip, out);
@@ -370,21 +463,22 @@ void NodeDemo::RunNccl() {
     ranks.push_back(Start(node_->Pod(pods_[static_cast<size_t>(p)].path), args, env,
                           out + "/rank" + r + ".txt"));
   }
-  for (int p = 0; p < o_.pods; ++p) {
+  for (int p = 0; p < npods; ++p) {
     int rc = Wait(ranks[static_cast<size_t>(p)]);
     if (rc != 0)
-      fail_("NCCL validation in trainer-" + std::to_string(p) + ": exit " + std::to_string(rc));
+      fail_("NCCL validation in " + pods_[static_cast<size_t>(p)].name + ": exit " +
+            std::to_string(rc));
   }
   ShowNcclReports(out);
 }
 
 void NodeDemo::ShowNcclReports(const std::string& out) {
-  for (int p = 0; p < o_.pods; ++p) {
+  for (size_t p = 0; p < pods_.size(); ++p) {
     std::string r = std::to_string(p);
     auto text = ReadFile(out + "/rank" + r + ".json");
     json rep = text ? json::parse(*text, nullptr, false) : json();
     bool ok = rep.is_object() && rep.value("verdict", "") == "pass";
-    std::printf("  trainer-%d rank %d: %s", p, p,
+    std::printf("  %s rank %zu: %s", pods_[p].name.c_str(), p,
                 rep.is_object() ? rep.value("verdict", "?").c_str() : "no report");
     if (rep.is_object() && rep.contains("collective")) {
       std::printf(", AllReduce busbw %.2f GB/s\n", rep["collective"].value("busbwGBps", 0.0));
@@ -405,14 +499,17 @@ void NodeDemo::ShowNcclReports(const std::string& out) {
       std::printf("    ... NCCL log:\n%s\n",
                   log->substr(log->size() > 3000 ? log->size() - 3000 : 0).c_str());
     }
-    fail_("NCCL validation in trainer-" + r + " did not pass");
+    fail_("NCCL validation in " + pods_[p].name + " did not pass");
   }
 }
 
-void NodeDemo::DoctorNode(const std::string& dpdir) {
-  std::printf(
-      "  rdma-doctor node (the fixture's ens4f0np0 has ECN off on purpose; veths have no "
-      "DCB, so PFC is unknown):\n");
+// Before any pod, the node's own view: the fixture's ens4f0np0 has ECN off on purpose, and that
+// must be named. With the pods attached, the CNI records say where each netdev went, and nothing
+// fails (a pod's ECN switches are in its own sysfs: unknown from the node).
+void NodeDemo::DoctorNode(const std::string& dpdir, bool attached) {
+  std::printf("  rdma-doctor node (%s; veths have no DCB, so PFC is unknown):\n",
+              attached ? "the pods hold every netdev, the CNI records say where"
+                       : "before any pod: the fixture's ens4f0np0 has ECN off on purpose");
   std::vector<std::string> args = {o_.doctor_bin,         "--state-dir",      node_->state_dir(),
                                    "--device-plugin-dir", dpdir + "/plugins", "node"};
   (void)RunShown(node_->node(), args, FixtureEnv(nullptr), Dir("doctor-node.txt"));
@@ -430,12 +527,22 @@ void NodeDemo::DoctorNode(const std::string& dpdir) {
       fail_("rdma-doctor node: " + f.value("check", "") + ": " + f.value("message", ""));
     }
   }
-  if (!named) fail_("rdma-doctor node did not name ens4f0np0's missing ECN");
+  if (!named && !attached) fail_("rdma-doctor node did not name ens4f0np0's missing ECN");
 }
 
-void NodeDemo::DoctorPod() {
+// Pod 0's GPUs: the node's first ones (NUMA 0), as its allocation of HCAs is.
+std::string NodeDemo::PodGpus() const {
+  auto gpus = sysfs::DiscoverGpus(root_);
+  std::string mine;
+  for (size_t i = 0; gpus && i < gpus->size() / pods_.size(); ++i) {
+    mine += (mine.empty() ? "" : ",") + (*gpus)[i].address;
+  }
+  return mine;
+}
+
+void NodeDemo::DoctorPod(const std::string& gpus) {
   // The kernel derives each RoCE port's GIDs from its netdev's addresses; the fixture cannot, so
-  // the demo writes trainer-0's view of sysfs with the GIDs its IPAM addresses give.
+  // the demo writes pod 0's view of sysfs with the GIDs its IPAM addresses give.
   const Pod& pod = pods_.front();
   std::vector<sim::PodAttachment> view;
   for (const auto& a : pod.attachments) {
@@ -446,25 +553,22 @@ void NodeDemo::DoctorPod() {
   if (auto w = sim::WritePodView(o_.fixture, sysfs, view); !w) return fail_(w.error().message());
   std::printf("  rdma-doctor pod (%s: its addresses, and the GID table they give):\n",
               pod.name.c_str());
-  std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + sysfs, "NCCL_SOCKET_IFNAME=net1",
-                                          "NCCL_IB_TIMEOUT=22", "NCCL_IB_RETRY_CNT=7"});
+  // The trainer container's environment: the pod template's and the device plugin's.
+  std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + sysfs});
   for (const auto& [k, v] : pod.env) env.push_back(k + "=" + v);
-  if (RunShown(node_->Pod(pod.path), {o_.doctor_bin, "pod"}, env, Dir("doctor-pod.txt")) != 0) {
+  if (RunShown(node_->Pod(pod.path), {o_.doctor_bin, "pod", "--gpus", gpus}, env,
+               Dir("doctor-pod.txt")) != 0) {
     fail_("rdma-doctor pod found a failure");
   }
 }
 
 void NodeDemo::Doctor() {
-  Heading(7, "rdma-doctor on the node, in trainer-0, and the GPU-HCA topology seen from it");
-  DoctorNode(Dir("kubelet"));
-  DoctorPod();
-  std::printf("  rdma-doctor topo (trainer-0):\n");
-  // trainer-0 holds the node's first GPUs (NUMA 0), as its allocation of HCAs does.
-  auto gpus = sysfs::DiscoverGpus(root_);
-  std::string mine;
-  for (size_t i = 0; gpus && i < gpus->size() / static_cast<size_t>(o_.pods); ++i) {
-    mine += (mine.empty() ? "" : ",") + (*gpus)[i].address;
-  }
+  Heading(8, "rdma-doctor on the node, in " + pods_.front().name +
+                 ", and the GPU-HCA topology seen from it");
+  DoctorNode(Dir("kubelet"), true);
+  std::string mine = PodGpus();
+  DoctorPod(mine);
+  std::printf("  rdma-doctor topo (%s):\n", pods_.front().name.c_str());
   if (RunShown(node_->Pod(pods_[0].path), {o_.doctor_bin, "topo", "--gpus", mine},
                FixtureEnv(&pods_.front()), Dir("doctor-topo.txt")) != 0) {
     fail_("rdma-doctor topo found a failure");
@@ -472,7 +576,7 @@ void NodeDemo::Doctor() {
 }
 
 void NodeDemo::CheckAll() {
-  Heading(8, "CNI CHECK of every attachment (IPAM's addresses on the interface, host-local asked)");
+  Heading(9, "CNI CHECK of every attachment (IPAM's addresses on the interface, host-local asked)");
   size_t total = 0;
   for (const auto& pod : pods_) {
     for (auto c : pod.attachments) {
@@ -505,7 +609,7 @@ size_t HeldAddresses(const std::string& dir) {
 }
 
 void NodeDemo::DetachAll() {
-  Heading(9, "Pods deleted: CNI DEL gives every device and address back; the plugin stops");
+  Heading(10, "Pods deleted: CNI DEL gives every device and address back; the plugin stops");
   for (auto pod = pods_.rbegin(); pod != pods_.rend(); ++pod) {
     for (auto a = pod->attachments.rbegin(); a != pod->attachments.rend(); ++a) {
       CniCall c = a->call;
@@ -513,6 +617,10 @@ void NodeDemo::DetachAll() {
       auto r = node_->Run(o_.rdma_bin, c);
       if (r.exit_code != 0) fail_("DEL " + pod->name + "/" + c.ifname + ": " + r.out);
     }
+    CniCall eth0 = pod->eth0;
+    eth0.command = "DEL";
+    auto r = node_->Run(o_.cni_plugins + "/bridge", eth0);
+    if (r.exit_code != 0) fail_("the cluster network's DEL for " + pod->name + ": " + r.out);
   }
   for (const auto& [name, was] : before_) {
     auto now = node_->links().GetByName(node_->node(), name);
@@ -542,7 +650,7 @@ void NodeDemo::StopDevicePlugin() {
 
 int NodeDemo::Run() {
   std::printf("kube-rdma node-in-a-box demo\n");
-  if (!ShowNode()) return 2;
+  if (!ShowNode() || !LoadObjects()) return 2;
   StartDevicePlugin();
   AllocatePods();
   AttachRails();
@@ -557,7 +665,7 @@ int NodeDemo::Run() {
   std::printf(
       "\nSummary: %zu attachments across %d pods, %d checked, %d of %zu devices restored, "
       "every address released.\n",
-      attached, o_.pods, checked_, restored_, before_.size());
+      attached, int(pods_.size()), checked_, restored_, before_.size());
   std::printf("Verdict: %s\n", fail_.count() == 0 ? "PASS" : "FAIL");
   return fail_.count() == 0 ? 0 : 1;
 }

@@ -492,14 +492,14 @@ TEST_CASE("DEL with a config that no longer parses restores the device from its 
 }
 
 TEST_CASE("Every ID the shipped device plugin allocates, passed as Multus passes it, attaches") {
-  auto cm = test_support::ShippedBlock("manifests/10-configmap.yaml", "device-plugin.json");
-  auto nad_text =
-      test_support::ShippedBlock("manifests/30-networkattachmentdefinition.yaml", "config");
+  auto cm =
+      test_support::Shipped("manifests/10-configmap.yaml").ConfigMapData("device-plugin.json");
+  auto nads = test_support::Shipped("manifests/30-networkattachmentdefinition.yaml").Nads();
   REQUIRE(cm);
-  REQUIRE(nad_text);
+  REQUIRE(nads.size() == 1);
   auto cfg = deviceplugin::ParseConfig(*cm);
   REQUIRE(cfg);
-  json nad = json::parse(*nad_text);
+  json nad = nads.front().config;
   for (const auto& rc : cfg->resources) {
     Node n;
     deviceplugin::Resource res(rc, n.root);

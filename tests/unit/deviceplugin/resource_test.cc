@@ -127,7 +127,8 @@ TEST_CASE("SR-IOV selectors: pfNames, rootDevices and functions keep PFs and VFs
 }
 
 TEST_CASE("The shipped resources select PFs only: never a PF and its VFs in one resource") {
-  auto text = test_support::ShippedBlock("manifests/10-configmap.yaml", "device-plugin.json");
+  auto text =
+      test_support::Shipped("manifests/10-configmap.yaml").ConfigMapData("device-plugin.json");
   REQUIRE(text);
   auto cfg = ParseConfig(*text);
   REQUIRE(cfg);
