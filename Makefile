@@ -53,11 +53,15 @@ netns: build
 	@$(BUILD)/tests/netns_tests
 
 # The node-in-a-box demo (needs root: it creates network namespaces and veths), on the objects
-# the chart renders with ci/demo-values.yaml (deploy/render.sh; DEMO_VALUES picks another
-# rendering in $(BUILD)/rendered, e.g. DEMO_VALUES=roce-values).
+# the chart renders (deploy/render.sh): FABRIC=roce (default) ci/demo-values.yaml on the roce8
+# fixture, FABRIC=ib ci/demo-ib-values.yaml on ib8; DEMO_VALUES picks another rendering in
+# $(BUILD)/rendered (e.g. roce-values).
+FABRIC ?= roce
+DEMO_FIXTURE := tests/fixtures/sysfs/$(if $(filter ib,$(FABRIC)),ib8,roce8)
+DEMO_VALUES ?= $(if $(filter ib,$(FABRIC)),demo-ib-values,demo-values)
 demo: build helm
 	@bash deploy/render.sh $(BUILD)/rendered >/dev/null
-	@$(BUILD)/tools/demo/kuberdma-demo --manifests $(BUILD)/rendered/$(or $(DEMO_VALUES),demo-values).yaml
+	@$(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/$(DEMO_VALUES).yaml
 
 # Benchmarks print ratios against a named peer measured in the same run.
 bench: build

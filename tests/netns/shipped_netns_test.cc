@@ -133,8 +133,8 @@ void RunPod(const Shipped& s, const MultusPod& pod) {
   auto adds = MultusAdds(pod, OnNode(s.nads, node), netns, {{"stateDir", node.state_dir()}});
   REQUIRE(adds);
   REQUIRE(adds->size() == pod.networks.size());
-  // The runtime's keys, then Multus's copies of the same keys: the plugin takes both.
-  CHECK_THAT(adds->front().args, Catch::StartsWith("IgnoreUnknown=1;K8S_POD_NAMESPACE=" + pod.ns) &&
+  // Multus's keys, then the runtime's copies of the same keys: the plugin takes both.
+  CHECK_THAT(adds->front().args, Catch::StartsWith("IgnoreUnknown=true;K8S_POD_NAMESPACE=" + pod.ns) &&
                                      Catch::Contains(";IgnoreUnknown=1;K8S_POD_NAMESPACE="));
   std::map<std::string, std::vector<std::string>> got;  // resource -> HCAs, in attachment order
   std::set<std::string> hcas;

@@ -18,8 +18,9 @@ const Nad* Find(const std::vector<Nad>& nads, const std::string& name) {
 std::string CniArgs(const MultusPod& pod) {
   std::string keys = "K8S_POD_NAMESPACE=" + pod.ns + ";K8S_POD_NAME=" + pod.name +
                      ";K8S_POD_INFRA_CONTAINER_ID=" + pod.sandbox + ";K8S_POD_UID=" + pod.uid;
-  // The runtime's, then Multus's own copies of the same keys (both reach the delegate).
-  return "IgnoreUnknown=1;" + keys + ";IgnoreUnknown=1;" + keys;
+  // Multus's own keys first, then the runtime's it was given (both reach the delegate), as
+  // Multus v4.0.2 passes them (measured: docs/cni.md).
+  return "IgnoreUnknown=true;" + keys + ";IgnoreUnknown=1;" + keys;
 }
 
 // runtimeConfig holds only what the NAD declares as capabilities.

@@ -8,17 +8,18 @@
 //                 ids}}};
 //   for (const auto& call : MultusAdds(pod, nads, netns_path)) node.Run(rdma, call);
 //
-// What it reproduces (Multus v4.0 thick and thin plugins alike):
+// What it reproduces (Multus v4.0; checked against the v4.0.2 thin plugin, docs/cni.md):
 //   - attachments in the annotation's order, each named by its "interface" or net<i> (from 1);
 //   - a NAD with k8s.v1.cni.cncf.io/resourceName gets the pod's i-th allocated device ID of that
 //     resource as "deviceID" (and "pciBusID") in its config, the next attachment of the same
 //     resource the next ID;
 //   - runtimeConfig only for the capabilities the NAD's config declares ("deviceID",
 //     "CNIDeviceInfoFile"); the device-info file is named by Multus, in its devinfo/cni directory;
-//   - CNI_ARGS: the runtime's IgnoreUnknown=1;K8S_POD_NAMESPACE=..;K8S_POD_NAME=..;
-//     K8S_POD_INFRA_CONTAINER_ID=..;K8S_POD_UID=.. followed by Multus's own copies of the same
-//     keys;
-//   - the runtime's DEL after a failed ADD re-sends every attachment's config (MultusDels).
+//   - CNI_ARGS: Multus's IgnoreUnknown=true;K8S_POD_NAMESPACE=..;K8S_POD_NAME=..;
+//     K8S_POD_INFRA_CONTAINER_ID=..;K8S_POD_UID=.. followed by the runtime's IgnoreUnknown=1 and
+//     the same keys again (what Multus v4.0.2 passed when run against `rdma`, docs/cni.md);
+//   - after a failed ADD (Multus DELs the failing delegate itself first), the runtime's DEL
+//     re-sends every attachment's config (MultusDels).
 #pragma once
 
 #include <map>
