@@ -134,8 +134,9 @@ void RunPod(const Shipped& s, const MultusPod& pod) {
   REQUIRE(adds);
   REQUIRE(adds->size() == pod.networks.size());
   // Multus's keys, then the runtime's copies of the same keys: the plugin takes both.
-  CHECK_THAT(adds->front().args, Catch::StartsWith("IgnoreUnknown=true;K8S_POD_NAMESPACE=" + pod.ns) &&
-                                     Catch::Contains(";IgnoreUnknown=1;K8S_POD_NAMESPACE="));
+  CHECK_THAT(adds->front().args,
+             Catch::StartsWith("IgnoreUnknown=true;K8S_POD_NAMESPACE=" + pod.ns) &&
+                 Catch::Contains(";IgnoreUnknown=1;K8S_POD_NAMESPACE="));
   std::map<std::string, std::vector<std::string>> got;  // resource -> HCAs, in attachment order
   std::set<std::string> hcas;
   for (auto& call : *adds) {
