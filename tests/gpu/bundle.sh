@@ -3,8 +3,8 @@
 # Packs what tests/gpu/run.sh needs from a build tree into one small folder to carry to a GPU
 # machine that has glibc, libstdc++, libnl and NCCL but not gRPC, Protobuf, abseil or
 # prometheus-cpp: the binaries stripped of debug info in bin/, the shared libraries they need
-# that such a machine lacks in lib/, and the CNI reference plugin host-local (the demo's IPAM)
-# in cni/.
+# that such a machine lacks in lib/, the CNI reference plugins host-local (the demo's IPAM) and
+# bridge (its cluster network) in cni/, and the chart rendering the demo runs in rendered/.
 #   tests/gpu/bundle.sh [BUILD] [OUT]        (defaults: build/ci build/gpu-bundle)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +15,7 @@ BINS="cni/rdma deviceplugin/rdma-device-plugin tools/validator/rdma-validate too
 # On the GPU machine already (or the loader's own): never carried.
 PRESENT='^(linux-vdso|ld-linux|libc|libm|libpthread|librt|libdl|libstdc\+\+|libgcc_s|libnccl|libz|libnl-[a-z-]*3)\.so'
 rm -rf "$OUT"
-mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/cni"
+mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/cni" "$OUT/rendered"
 for b in $BINS; do
   objcopy --strip-debug "$BUILD/$b" "$OUT/bin/$(basename "$b")"
   { ldd "$BUILD/$b" 2>/dev/null || true; } | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
@@ -24,5 +24,6 @@ for b in $BINS; do
     fi
   done
 done
-cp /usr/lib/cni/host-local "$OUT/cni/"
+cp /usr/lib/cni/host-local /usr/lib/cni/bridge "$OUT/cni/"
+bash deploy/render.sh "$OUT/rendered" >/dev/null
 du -sh "$OUT"

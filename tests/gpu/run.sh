@@ -26,7 +26,8 @@ if [ "$GPUS" -lt 1 ]; then
 fi
 mkdir -p "$OUT"
 DEMO=(--rdma "$B/rdma" --device-plugin "$B/rdma-device-plugin" --validate "$B/rdma-validate"
-      --doctor "$B/rdma-doctor" --fixture "$PWD/tests/fixtures/sysfs/roce8" --cni-plugins "$BUNDLE/cni")
+      --doctor "$B/rdma-doctor" --fixture "$PWD/tests/fixtures/sysfs/roce8" --cni-plugins "$BUNDLE/cni"
+      --manifests "$BUNDLE/rendered/demo-values.yaml")
 failed=()
 step() {  # step NAME COMMAND...: runs it, its output to OUT/NAME.txt and here, its time and exit
   local name=$1; shift
