@@ -8,7 +8,9 @@
 # Steps (default: all): live (RDMA netlink against the kernel), e2e (rdma-validate pass/fail
 # scenarios and busbw against a bare NCCL loop), demo (node-in-a-box with NCCL), fleet (4 nodes x
 # 2 rails, node 3's rail 2 at 1 Gbit/s, must be named), fleet-healthy (the same, nothing
-# degraded: must pass), and on request fleet-loss (node 2's rail 1 dropping 5%: netem) and
+# degraded: must pass), fleet-odd (5 nodes x 2 rails, node 1's rail 2 at 1 Gbit/s: rank 0's node,
+# in an odd fleet), fleet-half (6 x 3, node 4's rail 3 at 0.7 Gbit/s, about half of what a healthy
+# rail carries here), and on request fleet-loss (node 2's rail 1 dropping 5%: netem) and
 # fleet-8x4 (8 nodes x 4 rails, node 6's rail 3 at 0.2 Gbit/s: on one GPU the 32 ranks of a
 # round share it and 16 cores, and every healthy rail runs near 1 Gbit/s, so the default 1 Gbit/s
 # limit would be no degradation at all).
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/../.."
 BUNDLE=$(realpath "${1:-build/gpu-bundle}")
 OUT=${2:-/tmp/kuberdma-gpu}
 shift $(( $# > 2 ? 2 : $# ))
-STEPS=${*:-live e2e demo fleet fleet-healthy}
+STEPS=${*:-live e2e demo fleet fleet-healthy fleet-odd fleet-half}
 B=$BUNDLE/bin
 export LD_LIBRARY_PATH=$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 GPUS=$(ls /dev | grep -cE '^nvidia[0-9]+$' || true)
@@ -47,6 +49,9 @@ for s in $STEPS; do
     demo) step demo "$B/kuberdma-demo" "${DEMO[@]}" --nccl on ;;
     fleet) step fleet "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 3:2 --keep ;;
     fleet-healthy) step fleet-healthy "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade none ;;
+    fleet-odd) step fleet-odd "$B/kuberdma-demo" "${DEMO[@]}" --fleet 5 --rails 2 --degrade 1:2 ;;
+    fleet-half) step fleet-half "$B/kuberdma-demo" "${DEMO[@]}" --fleet 6 --rails 3 --degrade 4:3 \
+                     --degrade-gbps 0.7 ;;
     fleet-loss) step fleet-loss "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 2:1 \
                      --degrade-kind loss --degrade-loss 5 ;;
     fleet-8x4) step fleet-8x4 "$B/kuberdma-demo" "${DEMO[@]}" --fleet 8 --rails 4 --degrade 6:3 \

@@ -129,7 +129,7 @@ std::vector<std::string> FleetDemo::NodeArgs(int node) const {
           "--expect", fleet_->Expect(), "--rank", std::to_string(node - 1),
           "--world-size", std::to_string(o_.fleet), "--comm-id", SimFleet::Address(1, 1) + ":29500",
           "--node-name", "node-" + n, "--size", o_.fleet_size, "--iters", "5", "--warmup", "2",
-          "--timeout", "60", "--pairs", "always", "--min-fleet-fraction", "0.5",
+          "--timeout", "60", "--pairs", "always",
           "--json", Dir("node-" + n + ".json"), "--log-dir", Dir("logs-node-" + n),
           "--termination-log", "/nonexistent"};
   // clang-format on
@@ -169,7 +169,8 @@ void FleetDemo::RunAcceptance() {
 void FleetDemo::JudgeNccl(const json& report) {
   std::vector<std::string> named;
   for (const auto& c : report.value("culprits", json::array())) {
-    named.push_back(c.value("node", "") + "/" + c.value("hca", "*"));
+    std::string node = c["node"].is_string() ? c["node"].get<std::string>() : "every node";
+    named.push_back(node + "/" + c.value("hca", "*"));
   }
   std::string want = "node-" + std::to_string(target_.node) + "/" + SimFleet::Ifname(target_.rail);
   if (target_.node == 0) {

@@ -71,6 +71,10 @@ void AddRunOptions(CLI::App& app, Cli& c) {
   app.add_option("--size", c.size, "AllReduce size (e.g. 256M)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
+  app.add_option("--repeats", o.repeats,
+                 "timed phases of --iters each, the figure their median (acceptance: 3 when not "
+                 "given)")
+      ->check(CLI::Range(0, 100));
   app.add_option("--timeout", o.timeout_s,
                  "seconds for communicator init and each collective phase")
       ->check(CLI::Range(1, 3600));

@@ -3,7 +3,9 @@
 #include "kuberdma/validator/acceptance.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "format.h"
 
@@ -33,12 +35,66 @@ double RateOf(const std::map<int, NodeInfo>& nodes, int rank, int rail) {
   return it->second.hcas[static_cast<size_t>(rail)].rate_gbps;
 }
 
-bool IsSlow(const RailMeasurement& m, double median, const std::map<int, NodeInfo>& nodes,
+bool IsSlow(const RailMeasurement& m, const Localisation& loc, const std::map<int, NodeInfo>& nodes,
             const Thresholds& t) {
   if (!m.ok) return true;
-  if (m.busbw_gbps < t.min_fleet_fraction * median) return true;
+  auto thr = loc.rail_threshold_gbps.find(m.rail);
+  if (thr != loc.rail_threshold_gbps.end() && m.busbw_gbps < thr->second) return true;
   double rate = std::min(RateOf(nodes, m.pair.a, m.rail), RateOf(nodes, m.pair.b, m.rail));
   return t.min_link_fraction > 0 && rate > 0 && m.busbw_gbps < t.min_link_fraction * rate / 8;
+}
+
+// The figure rails are compared with: the median of the rail medians (the best rail's with two
+// rails or fewer, where a median of two is their mean), and the spread of every measurement.
+std::pair<double, double> RailReference(const std::map<int, std::vector<double>>& by_rail,
+                                        const std::map<int, double>& medians) {
+  std::vector<double> meds, all;
+  for (const auto& [rail, med] : medians) meds.push_back(med);
+  for (const auto& [rail, v] : by_rail) all.insert(all.end(), v.begin(), v.end());
+  double ref = meds.size() >= 3 ? *Median(meds) : *std::max_element(meds.begin(), meds.end());
+  auto med_all = Median(all);
+  return {ref, med_all ? Spread(all, *med_all) : 0};
+}
+
+// The reference figures: rail medians; rails slow on every node (measured across at least three
+// nodes, every measurement below the threshold of the rails' reference); the pooled median and
+// spread of the other rails (with fewer than three nodes, the rails' reference and no spread: one
+// pair per round says nothing about the fleet); and each rail's threshold (a slow rail's from its
+// own median).
+void References(const std::vector<RailMeasurement>& m, const Thresholds& t, Localisation& loc) {
+  std::map<int, std::vector<double>> by_rail;
+  std::map<int, std::set<int>> rail_nodes;
+  std::set<int> nodes;
+  for (const auto& x : m) {
+    if (!x.ok) continue;
+    by_rail[x.rail].push_back(x.busbw_gbps);
+    rail_nodes[x.rail].insert({x.pair.a, x.pair.b});
+    nodes.insert({x.pair.a, x.pair.b});
+  }
+  if (by_rail.empty()) return;
+  for (const auto& [rail, v] : by_rail) loc.rail_median_gbps[rail] = *Median(v);
+  auto [ref, spread_all] = RailReference(by_rail, loc.rail_median_gbps);
+  std::vector<double> pooled;
+  double slow_below = SlowThreshold(ref, spread_all, t);
+  for (const auto& [rail, v] : by_rail) {
+    // Every pair slow on it, across three nodes or more: no one node explains that.
+    bool everywhere = rail_nodes[rail].size() >= 3 && by_rail.size() > 1 &&
+                      std::all_of(v.begin(), v.end(), [&](double x) { return x < slow_below; });
+    if (everywhere) {
+      loc.slow_rails.push_back(rail);
+    } else {
+      pooled.insert(pooled.end(), v.begin(), v.end());
+    }
+  }
+  loc.fleet_median_gbps = nodes.size() >= 3 ? Median(pooled).value_or(0) : ref;
+  loc.spread_gbps = nodes.size() >= 3 ? Spread(pooled, loc.fleet_median_gbps) : 0;
+  for (const auto& [rail, v] : by_rail) {
+    bool slow_rail =
+        std::find(loc.slow_rails.begin(), loc.slow_rails.end(), rail) != loc.slow_rails.end();
+    double med = slow_rail ? loc.rail_median_gbps[rail] : loc.fleet_median_gbps;
+    double spread = slow_rail ? Spread(v, med) : loc.spread_gbps;
+    loc.rail_threshold_gbps[rail] = SlowThreshold(med, spread, t);
+  }
 }
 
 struct RailStat {
@@ -49,7 +105,7 @@ struct RailStat {
 using Stats = std::map<std::pair<int, int>, RailStat>;  // (node, rail)
 
 std::string Why(const std::pair<int, int>& nk, const Stats& stats,
-                const std::map<int, NodeInfo>& nodes, double median) {
+                const std::map<int, NodeInfo>& nodes, const Localisation& loc) {
   std::string out = "rail " + std::to_string(nk.second + 1);
   if (auto h = HcaOf(nodes, nk.first, nk.second); !h.empty()) out += " (" + h + ")";
   out += " measured";
@@ -58,7 +114,13 @@ std::string Why(const std::pair<int, int>& nk, const Stats& stats,
     out += " " + (m->ok ? Gb(m->busbw_gbps) + " GB/s" : "a failure") + " with " +
            NameOf(nodes, peer) + " (round " + std::to_string(m->round + 1) + "),";
   }
-  return out + " against a fleet median of " + Gb(median) + " GB/s";
+  bool own =
+      std::find(loc.slow_rails.begin(), loc.slow_rails.end(), nk.second) != loc.slow_rails.end();
+  double median = own ? loc.rail_median_gbps.at(nk.second) : loc.fleet_median_gbps;
+  auto thr = loc.rail_threshold_gbps.find(nk.second);
+  return out + " against " + (own ? "its slow rail's median of " : "a fleet median of ") +
+         Gb(median) + " GB/s" +
+         (thr == loc.rail_threshold_gbps.end() ? "" : " (slow below " + Gb(thr->second) + ")");
 }
 
 void AddCulprit(Localisation& loc, const std::pair<int, int>& nk, bool certain, const Stats& stats,
@@ -73,7 +135,7 @@ void AddCulprit(Localisation& loc, const std::pair<int, int>& nk, bool certain, 
                           .rail = nk.second,
                           .hca = HcaOf(nodes, nk.first, nk.second),
                           .certain = certain,
-                          .why = Why(nk, stats, nodes, loc.fleet_median_gbps)});
+                          .why = Why(nk, stats, nodes, loc)});
 }
 
 // A node whose every rail is a culprit is one culprit: the node (GPU, PCIe, host), not a rail.
@@ -130,17 +192,81 @@ Round PairRound(const std::vector<int>& nodes, int r) {
   return out;
 }
 
+double Spread(const std::vector<double>& v, double median) {
+  std::vector<double> dev;
+  for (double x : v) dev.push_back(std::abs(x - median));
+  return 1.4826 * Median(dev).value_or(0);
+}
+
+namespace {
+
+// (node, rail) slow in exactly half of the measurements no certain culprit explains: one more
+// measurement would decide it.
+void FindUndecided(const Stats& stats, Localisation& loc) {
+  auto culprit = [&](int n, int rail) {
+    return std::any_of(loc.culprits.begin(), loc.culprits.end(), [&](const Culprit& c) {
+      return c.certain && (c.node == n || c.node < 0) && (c.rail == rail || c.rail < 0);
+    });
+  };
+  for (const auto& [nk, st] : stats) {
+    if (culprit(nk.first, nk.second)) continue;
+    int total = 0, slow = 0;
+    for (const RailMeasurement* m : st.seen) {
+      int peer = m->pair.a == nk.first ? m->pair.b : m->pair.a;
+      if (culprit(peer, m->rail)) continue;
+      ++total;
+      slow += std::any_of(loc.slow.begin(), loc.slow.end(),
+                          [&](const RailMeasurement& x) {
+                            return x.round == m->round && x.pair == m->pair && x.rail == m->rail;
+                          })
+                  ? 1
+                  : 0;
+    }
+    if (slow > 0 && 2 * slow == total) loc.undecided.push_back(nk);
+  }
+}
+
+}  // namespace
+
+int MinRounds(size_t nodes) {
+  if (nodes < 2) return 0;
+  if (nodes == 2) return 1;
+  return nodes % 2 == 0 ? 2 : 3;
+}
+
+double SlowThreshold(double median, double spread, const Thresholds& t) {
+  double adaptive = median - t.outlier_z * spread;
+  double hi = t.min_fleet_fraction * median;
+  double lo = std::min(t.floor_fraction * median, hi);  // a lower --min-fleet-fraction wins
+  return std::clamp(adaptive, lo, hi);
+}
+
+namespace {
+
+// A rail slow on every node: one culprit for the rail, not one per node.
+void AddSlowRails(Localisation& loc) {
+  for (int rail : loc.slow_rails) {
+    double best = 0;
+    for (const auto& [r, med] : loc.rail_median_gbps) best = std::max(best, med);
+    loc.culprits.push_back(
+        {.node = -1,
+         .rail = rail,
+         .certain = true,
+         .why = "rail " + std::to_string(rail + 1) + " measured a median of " +
+                Gb(loc.rail_median_gbps.at(rail)) + " GB/s on every pair, against " + Gb(best) +
+                " GB/s on the best rail: the rail's switch or cabling, not one node"});
+  }
+}
+
+}  // namespace
+
 Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int, NodeInfo>& nodes,
                       const Thresholds& t) {
   Localisation loc;
-  std::vector<double> ok;
-  for (const auto& x : m) {
-    if (x.ok) ok.push_back(x.busbw_gbps);
-  }
-  loc.fleet_median_gbps = Median(ok).value_or(0);
+  References(m, t, loc);
   Stats stats;
   for (const auto& x : m) {
-    bool slow = IsSlow(x, loc.fleet_median_gbps, nodes, t);
+    bool slow = IsSlow(x, loc, nodes, t);
     if (slow) loc.slow.push_back(x);
     for (int n : {x.pair.a, x.pair.b}) {
       auto& s = stats[{n, x.rail}];
@@ -149,9 +275,11 @@ Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int,
       s.seen.push_back(&x);
     }
   }
+  // Slow in most of its measurements (all of two, two of three, ...): one noisy figure neither
+  // makes a culprit nor hides one.
   auto candidate = [&](int n, int rail) {
     const auto& s = stats[{n, rail}];
-    return s.total > 0 && s.slow == s.total;
+    return s.total > 0 && 2 * s.slow > s.total;
   };
   for (const auto& x : loc.slow) {
     bool a = candidate(x.pair.a, x.rail);
@@ -164,7 +292,16 @@ Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int,
     }
   }
   MergeWholeNodes(loc, nodes);
+  AddSlowRails(loc);
+  FindUndecided(stats, loc);
   return loc;
+}
+
+bool Settled(const Localisation& loc) {
+  if (loc.slow.empty()) return true;
+  if (loc.ambiguous) return false;
+  return loc.undecided.empty() && std::all_of(loc.culprits.begin(), loc.culprits.end(),
+                                              [](const Culprit& c) { return c.certain; });
 }
 
 bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes,

@@ -25,8 +25,15 @@ bool ExplainedByPeer(const RailMeasurement& m, int rank, const Localisation& loc
 bool Involves(const RailMeasurement& m, int rank) { return m.pair.a == rank || m.pair.b == rank; }
 
 // Median over the rounds of the node's pair throughput (its rails together), leaving out the
-// pairs a culprit partner slowed down.
-std::optional<double> NodeBusbw(const Inputs& in, const Localisation& loc, int rank) {
+// pairs a culprit partner slowed down. The ring's figure only when no pair round ran at all: a
+// ring figure is never compared with pair figures.
+std::optional<double> NodeBusbw(const Inputs& in, const Localisation& loc, int rank,
+                                std::string* from) {
+  *from = "pairs";
+  if (in.measurements.empty()) {
+    *from = "ring";
+    return in.ring.ok ? std::optional<double>(in.ring.busbw_gbps) : std::nullopt;
+  }
   std::map<int, double> per_round;
   std::set<int> spoiled;
   for (const auto& m : in.measurements) {
@@ -37,9 +44,7 @@ std::optional<double> NodeBusbw(const Inputs& in, const Localisation& loc, int r
   for (int r : spoiled) per_round.erase(r);
   std::vector<double> v;
   for (const auto& [r, sum] : per_round) v.push_back(sum);
-  if (!v.empty()) return Median(v);
-  if (in.ring.ok) return in.ring.busbw_gbps;
-  return std::nullopt;
+  return Median(v);
 }
 
 std::optional<double> HcaBusbw(const Inputs& in, const Localisation& loc, int rank, int rail) {
@@ -82,28 +87,30 @@ void ShareProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
   }
 }
 
-void RelativeProblems(std::map<int, NodeVerdict>& verdicts, const Thresholds& t) {
+// Nodes against each other (pair figures only, the same robust threshold as the measurements),
+// and each HCA against its rail's threshold.
+void RelativeProblems(FleetReport& rep) {
+  const Thresholds& t = rep.in.thresholds;
   std::vector<double> node_bw;
-  std::vector<double> hca_bw;
-  for (const auto& [rank, v] : verdicts) {
-    if (v.busbw_gbps) node_bw.push_back(*v.busbw_gbps);
-    for (const auto& [h, bw] : v.hca_busbw) {
-      if (bw) hca_bw.push_back(*bw);
-    }
+  for (const auto& [rank, v] : rep.nodes) {
+    if (v.busbw_gbps && v.busbw_from == "pairs") node_bw.push_back(*v.busbw_gbps);
   }
   auto node_median = Median(node_bw);
-  auto hca_median = Median(hca_bw);
-  for (auto& [rank, v] : verdicts) {
-    if (node_median && v.busbw_gbps && *v.busbw_gbps < t.min_fleet_fraction * *node_median) {
+  double node_thr = node_median ? SlowThreshold(*node_median, Spread(node_bw, *node_median), t) : 0;
+  for (auto& [rank, v] : rep.nodes) {
+    if (node_median && v.busbw_gbps && v.busbw_from == "pairs" && *v.busbw_gbps < node_thr) {
       v.problems.push_back("busbw " + GbUnit(*v.busbw_gbps) + " is " +
                            Pct(*v.busbw_gbps / *node_median) + " of the fleet's median " +
                            GbUnit(*node_median));
     }
-    for (const auto& [h, bw] : v.hca_busbw) {
-      if (hca_median && bw && *bw < t.min_fleet_fraction * *hca_median) {
-        v.problems.push_back(h + ": busbw " + GbUnit(*bw) + " is " + Pct(*bw / *hca_median) +
-                             " of the fleet's median HCA " + GbUnit(*hca_median));
-      }
+    const NodeInfo& info = rep.in.nodes.at(rank);
+    for (size_t k = 0; k < info.hcas.size(); ++k) {
+      const auto& bw = v.hca_busbw[info.hcas[k].name];
+      auto thr = rep.localisation.rail_threshold_gbps.find(static_cast<int>(k));
+      if (!bw || thr == rep.localisation.rail_threshold_gbps.end() || *bw >= thr->second) continue;
+      v.problems.push_back(info.hcas[k].name + ": busbw " + GbUnit(*bw) + " is below its rail's " +
+                           GbUnit(thr->second) + " (the fleet's median " +
+                           GbUnit(rep.localisation.fleet_median_gbps) + ")");
     }
   }
 }
@@ -134,7 +141,7 @@ NodeVerdict JudgeNode(const FleetReport& rep, const NodeInfo& info) {
     if (info.problems.empty()) v.problems.emplace_back("did not take part");
     return v;
   }
-  v.busbw_gbps = NodeBusbw(rep.in, rep.localisation, info.rank);
+  v.busbw_gbps = NodeBusbw(rep.in, rep.localisation, info.rank, &v.busbw_from);
   for (size_t k = 0; k < info.hcas.size(); ++k) {
     v.hca_busbw[info.hcas[k].name] =
         HcaBusbw(rep.in, rep.localisation, info.rank, static_cast<int>(k));
@@ -156,8 +163,13 @@ FleetReport Evaluate(Inputs in) {
   rep.in = std::move(in);
   rep.localisation = Localise(rep.in.measurements, rep.in.nodes, rep.in.thresholds);
   RingProblems(rep);
+  for (const auto& c : rep.localisation.culprits) {
+    if (c.node < 0)
+      rep.problems.push_back("culprit: every node's rail " + std::to_string(c.rail + 1) + ": " +
+                             c.why);
+  }
   for (const auto& [rank, info] : rep.in.nodes) rep.nodes[rank] = JudgeNode(rep, info);
-  RelativeProblems(rep.nodes, rep.in.thresholds);
+  RelativeProblems(rep);
   for (const auto& [rank, info] : rep.in.nodes) {
     NodeVerdict& v = rep.nodes[rank];
     BaselineProblems(rep.in, info, v);
@@ -171,6 +183,17 @@ FleetReport Evaluate(Inputs in) {
 namespace {
 
 json OptionalNumber(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+// Who a culprit is, for people: a node's name, or every node for a rail slow everywhere.
+std::string Who(const Inputs& in, const Culprit& c) {
+  if (c.node < 0) return "every node";
+  return in.nodes.contains(c.node) ? in.nodes.at(c.node).name : "?";
+}
+
+std::string Where(const Culprit& c) {
+  if (c.rail < 0) return " (every rail)";
+  return (c.hca.empty() ? "" : " " + c.hca) + " (rail " + std::to_string(c.rail + 1) + ")";
+}
 
 json RoundsJson(const Inputs& in) {
   json rounds = json::array();
@@ -189,6 +212,12 @@ json RoundsJson(const Inputs& in) {
     rounds.push_back({{"round", r + 1}, {"pairs", pairs}});
   }
   return rounds;
+}
+
+json SlowRailsJson(const Localisation& loc) {
+  json out = json::array();
+  for (int r : loc.slow_rails) out.push_back(r + 1);
+  return out;
 }
 
 json NodeJson(const FleetReport& rep, const NodeInfo& info) {
@@ -214,6 +243,7 @@ json NodeJson(const FleetReport& rep, const NodeInfo& info) {
           {"address", info.address},
           {"verdict", v.verdict},
           {"busbwGBps", OptionalNumber(v.busbw_gbps)},
+          {"busbwFrom", v.busbw_from},
           {"hcas", hcas},
           {"problems", v.problems}};
 }
@@ -226,7 +256,7 @@ json FleetReport::ToJson() const {
   for (const auto& [rank, info] : in.nodes) nodes_json.push_back(NodeJson(*this, info));
   json culprits = json::array();
   for (const auto& c : localisation.culprits) {
-    culprits.push_back({{"node", in.nodes.contains(c.node) ? in.nodes.at(c.node).name : ""},
+    culprits.push_back({{"node", c.node < 0 ? json(nullptr) : json(Who(in, c))},
                         {"rank", c.node},
                         {"rail", c.rail < 0 ? json(nullptr) : json(c.rail + 1)},
                         {"hca", c.hca},
@@ -243,6 +273,8 @@ json FleetReport::ToJson() const {
            {{"minBusbwGBps", t.min_busbw_gbps},
             {"minLinkFraction", t.min_link_fraction},
             {"minFleetFraction", t.min_fleet_fraction},
+            {"floorFraction", t.floor_fraction},
+            {"outlierZ", t.outlier_z},
             {"minShare", t.min_share},
             {"baselineTolerance", t.baseline_tolerance}}},
           {"ring",
@@ -253,6 +285,8 @@ json FleetReport::ToJson() const {
             {"algbwGBps", in.ring.algbw_gbps}}},
           {"rounds", RoundsJson(in)},
           {"fleetMedianGBps", localisation.fleet_median_gbps},
+          {"fleetSpreadGBps", localisation.spread_gbps},
+          {"slowRails", SlowRailsJson(localisation)},
           {"culprits", culprits},
           {"ambiguous", localisation.ambiguous},
           {"baseline", in.baseline ? json{{"date", in.baseline->date}} : json(nullptr)},
@@ -266,10 +300,7 @@ std::string FleetReport::Summary() const {
   std::string s = "rdma-acceptance: " + verdict + ", " + std::to_string(in.nodes.size()) +
                   " node(s), ring busbw " + ring + " GB/s";
   for (const auto& c : localisation.culprits) {
-    std::string name = in.nodes.contains(c.node) ? in.nodes.at(c.node).name : "?";
-    s +=
-        std::string(c.certain ? "; culprit " : "; suspect ") + name +
-        (c.rail < 0 ? " (every rail)" : " " + c.hca + " (rail " + std::to_string(c.rail + 1) + ")");
+    s += std::string(c.certain ? "; culprit " : "; suspect ") + Who(in, c) + Where(c);
   }
   if (!problems.empty() && localisation.culprits.empty()) {
     s += ": " + problems.front() +
@@ -312,8 +343,8 @@ std::string FleetReport::Table() const {
     o += "\n";
   }
   for (const auto& c : localisation.culprits) {
-    o += std::string(c.certain ? "  culprit: " : "  suspect: ") + in.nodes.at(c.node).name +
-         (c.rail < 0 ? " (every rail)" : " " + c.hca) + ": " + c.why + "\n";
+    o += std::string(c.certain ? "  culprit: " : "  suspect: ") + Who(in, c) + Where(c) + ": " +
+         c.why + "\n";
   }
   for (const auto& p : problems) o += "  problem: " + p + "\n";
   return o + "  verdict: " + verdict + " (exit " + std::to_string(ExitCode()) + ")\n";

@@ -79,6 +79,8 @@ class NcclAgent final : public acceptance::NodeAgent {
                        .bytes = o.bytes,
                        .warmup = o.warmup,
                        .iters = o.iters,
+                       // Each pair figure is the median of three timed phases unless told.
+                       .repeats = o.repeats > 0 ? o.repeats : 3,
                        .timeout_s = o.timeout_s,
                        .env = v_.NcclEnv(inv_, &job.devices),
                        .log_dir = log_dir_,

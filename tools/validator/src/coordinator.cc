@@ -400,13 +400,6 @@ void FoldRound(const std::map<int, TaskResult>& results, const std::map<int, Tas
   for (auto& [tag, m] : by_tag) out.push_back(m);
 }
 
-bool Settled(const Localisation& loc) {
-  if (loc.slow.empty()) return true;
-  if (loc.ambiguous) return false;
-  return std::all_of(loc.culprits.begin(), loc.culprits.end(),
-                     [](const Culprit& c) { return c.certain; });
-}
-
 void Tell(Session& s, const FleetReport& rep) {
   for (auto& [rank, conn] : s.conns) {
     const NodeVerdict& v = rep.nodes.at(rank);
@@ -420,7 +413,11 @@ void Tell(Session& s, const FleetReport& rep) {
 void RunRounds(Session& s, Inputs& in, bool need_pairs) {
   if (s.cfg.pairs == PairPolicy::kNever || (s.cfg.pairs == PairPolicy::kAuto && !need_pairs))
     return;
-  for (int r = 0; r < std::min(s.cfg.max_rounds, kMaxRounds); ++r) {
+  // Every node meets two partners first (the bye rotates); then rounds stop once the slow
+  // measurements are explained.
+  int least = MinRounds(s.participants.size());
+  int most = std::max(least, std::min(s.cfg.max_rounds, kMaxRounds));
+  for (int r = 0; r < most; ++r) {
     Round round = PairRound(s.participants, r);
     if (round.empty()) break;
     std::map<int, NodeInfo> taking_part;
@@ -428,7 +425,7 @@ void RunRounds(Session& s, Inputs& in, bool need_pairs) {
     auto tasks = RoundTasks(s.cfg, taking_part, round, r);
     FoldRound(RunTasks(s, tasks), tasks, r, in.measurements);
     in.rounds.push_back(round);
-    if (Settled(Localise(in.measurements, s.nodes, s.cfg.thresholds))) break;
+    if (r + 1 >= least && Settled(Localise(in.measurements, s.nodes, s.cfg.thresholds))) break;
   }
 }
 

@@ -61,6 +61,7 @@ Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) 
   CollectiveParams p{.bytes = opts_.bytes,
                      .warmup = opts_.warmup,
                      .iters = opts_.iters,
+                     .repeats = std::max(1, opts_.repeats),
                      .timeout_s = opts_.timeout_s,
                      .env = NcclEnv(r)};
   int local = opts_.gpus > 0 ? opts_.gpus : std::max(1, GpuCount());

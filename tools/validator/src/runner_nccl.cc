@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -116,10 +117,12 @@ std::string InitComm(const CollectiveParams& p, int rank, ncclComm_t* comm, bool
   return "";
 }
 
-// The warm-up and the timed phase; the seconds per timed iteration, or an error (comm aborted).
+// The warm-up and the timed phases (`repeats` of them); the seconds per timed iteration of the
+// median phase, or an error (comm aborted).
 std::string Iterate(const CollectiveParams& p, ncclComm_t comm, Buffers& b, double* seconds,
                     bool* timed_out) {
-  for (int phase = 0; phase < 2; ++phase) {
+  std::vector<double> phases;
+  for (int phase = 0; phase <= std::max(1, p.repeats); ++phase) {
     int n = phase == 0 ? p.warmup : p.iters;
     auto t0 = Clock::now();
     auto deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
@@ -137,9 +140,11 @@ std::string Iterate(const CollectiveParams& p, ncclComm_t comm, Buffers& b, doub
       *timed_out = Clock::now() > deadline;
       return err;
     }
-    if (phase == 1)
-      *seconds = std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n);
+    if (phase > 0)
+      phases.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n));
   }
+  std::sort(phases.begin(), phases.end());
+  *seconds = phases[phases.size() / 2];
   return "";
 }
 

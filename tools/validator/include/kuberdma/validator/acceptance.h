@@ -6,7 +6,15 @@
 // threshold or a baseline, rounds of disjoint node pairs run in parallel, one 2-rank AllReduce per
 // rail at the same time, so that every (node, rail) is measured against different partners; a
 // (node, rail) whose every measurement is slow while its partners are fast elsewhere is the
-// culprit. At most three rounds follow the ring.
+// culprit. Every node meets at least two partners whatever the parity of the fleet (MinRounds:
+// the bye rotates), and at most kMaxRounds rounds follow the ring.
+//
+// Slow is relative to the fleet's own figures: a measurement is slow below
+// clamp(median - outlier_z * 1.4826 * MAD, floor_fraction * median, min_fleet_fraction * median)
+// of its reference (the median of every pair measurement, or a rail's own median when that rail
+// is slow on every node: a leaf switch, named as the rail). A tight fleet is held to 0.8 of its
+// median, a noisy one gets up to its spread's worth of slack, and half speed (0.5) is slow
+// however noisy the fleet is.
 //
 //   Round r = PairRound(participants, 0);                    // [(0,1), (2,3)]
 //   Localisation loc = Localise(measurements, nodes, thresholds);
@@ -22,14 +30,21 @@
 
 namespace kuberdma::validator::acceptance {
 
-inline constexpr int kMaxRounds = 3;
+inline constexpr int kMaxRounds = 4;
+
+// Rounds that give every one of `nodes` at least two different partners: 2 for an even fleet, 3
+// for an odd one (each round's bye meets two partners in the others), 1 for two nodes (one pair
+// is all there is), 0 for fewer.
+int MinRounds(size_t nodes);
 
 enum class PairPolicy { kAuto, kAlways, kNever };
 
 struct Thresholds {
   double min_busbw_gbps = 0;        // the ring's busbw, absolute; 0: none
   double min_link_fraction = 0;     // of the link rate (ring: a node's HCAs together; pairs: one)
-  double min_fleet_fraction = 0.8;  // of the fleet's median (pair rails, nodes, HCAs)
+  double min_fleet_fraction = 0.8;  // below this fraction of the median is slow, at least
+  double floor_fraction = 0.6;      // ... and below this one always, however noisy the fleet
+  double outlier_z = 3.5;           // robust z-score (median/MAD) beyond which a figure is slow
   double min_share = 0.5;           // each HCA's share of an even split of its node's ring bytes
   double baseline_tolerance = 0.1;  // a drop beyond this fraction of the baseline is a regression
 };
@@ -87,19 +102,31 @@ struct RailMeasurement {
 };
 
 struct Culprit {
-  int node = -1;
+  int node = -1;         // -1: every node (a rail slow everywhere: its switch or cabling)
   int rail = -1;         // -1: every rail of the node
   std::string hca;       // the node's HCA on that rail ("" for every rail)
   bool certain = false;  // a partner of it was fast on the same rail elsewhere
   std::string why;
 };
 
+// 1.4826 * the median absolute deviation of `v` from `median`: the standard deviation's robust
+// estimate (a few slow figures do not move it).
+double Spread(const std::vector<double>& v, double median);
+// Where "slow" starts for a set of figures with this median and spread (1.4826 * MAD).
+double SlowThreshold(double median, double spread, const Thresholds& t);
+
 struct Localisation {
-  double fleet_median_gbps = 0;
+  double fleet_median_gbps = 0;  // the reference: every pair measurement on rails not slow
+  double spread_gbps = 0;        // 1.4826 * their MAD
+  std::map<int, double> rail_median_gbps;
+  std::map<int, double> rail_threshold_gbps;  // slow below this, rail by rail
+  std::vector<int> slow_rails;                // slow on every node (each also a culprit)
   std::vector<RailMeasurement> slow;
   std::vector<Culprit> culprits;
   // Slow measurements no single (node, rail) explains yet: more rounds would tell.
   bool ambiguous = false;
+  // (node, rail) slow in exactly half of their measurements: one more would decide.
+  std::vector<std::pair<int, int>> undecided;
 };
 
 // The median of `v` (the mean of the middle two for an even count); nullopt when empty.
@@ -108,6 +135,10 @@ std::optional<double> Median(std::vector<double> v);
 // Which (node, rail) the measurements point at.
 Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int, NodeInfo>& nodes,
                       const Thresholds& t);
+
+// Whether more rounds would tell no more: nothing slow, or every culprit certain and no (node,
+// rail) slow in exactly half of its measurements.
+bool Settled(const Localisation& loc);
 
 // Whether the ring calls for pair rounds (policy auto): not verified, below a threshold, an HCA
 // that carried less than its share, or below the baseline's ring.
@@ -126,7 +157,8 @@ std::optional<Baseline> ParseBaseline(const nlohmann::json& report);
 
 struct NodeVerdict {
   std::string verdict = "pass";      // pass, fail
-  std::optional<double> busbw_gbps;  // median over its pairs (all rails), else the ring's
+  std::optional<double> busbw_gbps;  // median over its pairs (all rails); the ring's if none ran
+  std::string busbw_from = "pairs";  // pairs or ring: only figures of one kind are compared
   std::map<std::string, std::optional<double>> hca_busbw;  // median over its rail measurements
   std::vector<std::string> problems;
 };

@@ -19,7 +19,8 @@ struct CollectiveParams {
   size_t bytes = 256u << 20;
   int warmup = 3;
   int iters = 20;
-  int timeout_s = 60;                      // communicator init and each collective phase
+  int repeats = 1;     // timed phases of `iters`; seconds_per_iter is the median phase's
+  int timeout_s = 60;  // communicator init and each collective phase
   std::map<std::string, std::string> env;  // NCCL_* for the ranks (NCCL_DEBUG_FILE is set per rank)
   std::string log_dir;
   // Names this collective's log files (<log_dir>/nccl.<tag>.rank<r>.log) when several run at once;

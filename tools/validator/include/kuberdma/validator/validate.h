@@ -36,6 +36,7 @@ struct Options {
   size_t bytes = 256u << 20;  // AllReduce size: large enough to be bandwidth-bound
   int warmup = 3;
   int iters = 20;
+  int repeats = 0;  // timed phases of `iters` each, a figure their median; 0: 1 (3 in acceptance)
   int timeout_s = 60;
   double min_busbw_gbps = 0;      // absolute threshold; 0: none
   double min_busbw_fraction = 0;  // of the expected ports' summed link rate; 0: none
