@@ -1,18 +1,56 @@
 // SPDX-License-Identifier: Apache-2.0
-// The validator's bandwidth peer: a bare NCCL AllReduce loop (blocking init, no verification, no
-// counters, no log parsing) on the same environment. Prints {"busbw": GB/s, "seconds": s}.
+// The validator's bandwidth peer: a bare NCCL loop of one collective (blocking init, no
+// verification, no counters, no log parsing) on the same environment, sized as nccl-tests sizes
+// it (`bytes` is all_gather's output, reduce_scatter's and alltoall's input, the buffer of the
+// others). Prints {"rank": r, "collective": name, "busbw": GB/s, "seconds": s}.
 //
-//   NCCL_COMM_ID=10.1.0.1:29500 nccl_bare <rank> <world> <bytes> <iters>
+//   NCCL_COMM_ID=10.1.0.1:29500 nccl_bare <rank> <world> <bytes> <iters> [collective]
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+namespace {
+
+// One call of `c` over floats: n elements is the size column / 4.
+ncclResult_t Call(const std::string& c, float* send, float* recv, size_t n, int rank, int world,
+                  ncclComm_t comm, cudaStream_t s) {
+  auto w = static_cast<size_t>(world);
+  if (c == "all_reduce") return ncclAllReduce(send, recv, n, ncclFloat, ncclSum, comm, s);
+  if (c == "all_gather") return ncclAllGather(send, recv, n / w, ncclFloat, comm, s);
+  if (c == "reduce_scatter")
+    return ncclReduceScatter(send, recv, n / w, ncclFloat, ncclSum, comm, s);
+  if (c == "broadcast") return ncclBroadcast(send, recv, n, ncclFloat, 0, comm, s);
+  if (c == "reduce") return ncclReduce(send, recv, n, ncclFloat, ncclSum, 0, comm, s);
+  ncclGroupStart();
+  if (c == "alltoall") {
+    for (int p = 0; p < world; ++p) {
+      ncclSend(send + static_cast<size_t>(p) * (n / w), n / w, ncclFloat, p, comm, s);
+      ncclRecv(recv + static_cast<size_t>(p) * (n / w), n / w, ncclFloat, p, comm, s);
+    }
+  } else {  // sendrecv: a ring
+    ncclSend(send, n, ncclFloat, (rank + 1) % world, comm, s);
+    ncclRecv(recv, n, ncclFloat, (rank + world - 1) % world, comm, s);
+  }
+  return ncclGroupEnd();
+}
+
+double BusFactor(const std::string& c, int world) {
+  double n = world;
+  if (c == "all_reduce") return 2 * (n - 1) / n;
+  if (c == "all_gather" || c == "reduce_scatter" || c == "alltoall") return (n - 1) / n;
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: NCCL_COMM_ID=addr:port %s <rank> <world> <bytes> <iters>\n",
+    std::fprintf(stderr,
+                 "usage: NCCL_COMM_ID=addr:port %s <rank> <world> <bytes> <iters> [collective]\n",
                  argv[0]);
     return 2;
   }
@@ -20,27 +58,31 @@ int main(int argc, char** argv) {
   int world = std::atoi(argv[2]);
   size_t bytes = std::strtoull(argv[3], nullptr, 10);
   int iters = std::atoi(argv[4]);
-  size_t count = bytes / sizeof(float);
+  std::string c = argc > 5 ? argv[5] : "all_reduce";
+  size_t n = bytes / sizeof(float) / static_cast<size_t>(world) * static_cast<size_t>(world);
   float* send = nullptr;
   float* recv = nullptr;
   cudaSetDevice(0);
-  cudaMalloc(&send, bytes);
-  cudaMalloc(&recv, bytes);
-  cudaMemset(send, 0, bytes);
+  cudaMalloc(&send, n * sizeof(float));
+  cudaMalloc(&recv, n * sizeof(float));
+  cudaMemset(send, 0, n * sizeof(float));
   cudaStream_t s;
   cudaStreamCreate(&s);
   ncclUniqueId id;
   ncclGetUniqueId(&id);
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, world, id, rank) != ncclSuccess) return 1;
-  for (int i = 0; i < 3; ++i) ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, s);
+  for (int i = 0; i < 3; ++i) {
+    if (Call(c, send, recv, n, rank, world, comm, s) != ncclSuccess) return 1;
+  }
   cudaStreamSynchronize(s);
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, s);
+  for (int i = 0; i < iters; ++i) (void)Call(c, send, recv, n, rank, world, comm, s);
   cudaStreamSynchronize(s);
   double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-  double busbw = static_cast<double>(bytes) / sec / 1e9 * 2.0 * (world - 1) / world;
-  std::printf("{\"rank\":%d,\"busbw\":%.4f,\"seconds\":%.6f}\n", rank, busbw, sec);
+  double busbw = static_cast<double>(n * sizeof(float)) / sec / 1e9 * BusFactor(c, world);
+  std::printf("{\"rank\":%d,\"collective\":\"%s\",\"busbw\":%.4f,\"seconds\":%.6f}\n", rank,
+              c.c_str(), busbw, sec);
   ncclCommDestroy(comm);
   return 0;
 }

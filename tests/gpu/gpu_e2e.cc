@@ -63,7 +63,8 @@ pid_t SpawnInPod(const SimNode& node, const std::string& pod, const std::vector<
 std::vector<RankRun> Validate(const SimNode& node, const std::vector<std::string>& pods,
                               const std::string& bin, const std::string& out,
                               const std::string& tag, const std::string& size,
-                              const std::string& nccl_devices, int timeout) {
+                              const std::string& nccl_devices, int timeout,
+                              const std::vector<std::string>& extra = {}) {
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     std::vector<std::string> argv = {bin,
@@ -93,6 +94,7 @@ std::vector<RankRun> Validate(const SimNode& node, const std::vector<std::string
       argv.push_back("--nccl-devices");
       argv.push_back(nccl_devices);
     }
+    argv.insert(argv.end(), extra.begin(), extra.end());
     std::filesystem::create_directories(out + "/" + tag + ".logs" + std::to_string(r));
     pids.push_back(SpawnInPod(node, pods[static_cast<size_t>(r)], argv, r,
                               out + "/" + tag + ".rank" + std::to_string(r) + ".txt"));
@@ -111,6 +113,66 @@ std::vector<RankRun> Validate(const SimNode& node, const std::vector<std::string
 bool Mentions(const RankRun& r, const std::string& what) {
   return r.report.is_object() && r.report.contains("problems") &&
          r.report["problems"].dump().find(what) != std::string::npos;
+}
+
+// busbw of the bare loop's rank 0 for `collective`, run in both pods.
+double Bare(const SimNode& node, const std::vector<std::string>& pods, const std::string& bare,
+            const std::string& out, const std::string& collective, size_t bytes) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    pids.push_back(SpawnInPod(
+        node, pods[static_cast<size_t>(r)],
+        {"/usr/bin/env", "NCCL_COMM_ID=10.1.0.1:29502", "NCCL_NET=Socket",
+         "NCCL_SOCKET_IFNAME==net1,net2", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1",
+         "NCCL_SHM_DISABLE=1", "NCCL_NVLS_ENABLE=0", "NCCL_HOSTID=bare-r" + std::to_string(r), bare,
+         std::to_string(r), "2", std::to_string(bytes), "20", collective},
+        r, out + "/bare." + collective + ".rank" + std::to_string(r) + ".txt"));
+  }
+  for (auto p : pids) Wait(p);
+  auto text = kuberdma::ReadFile(out + "/bare." + collective + ".rank0.txt");
+  auto pos = text ? text->find("{\"rank\"") : std::string::npos;
+  if (pos == std::string::npos) return 0;
+  auto j = json::parse(text->substr(pos, text->find('\n', pos) - pos), nullptr, false);
+  return j.is_discarded() ? 0 : j.value("busbw", 0.0);
+}
+
+// Every collective through rdma-validate (a two-size sweep, out of place and in place, every
+// result checked) and through the bare loop, side by side; then other datatypes and ops.
+template <typename Check>
+void Collectives(const SimNode& node, const std::vector<std::string>& pods,
+                 const std::string& validate, const std::string& bare, const std::string& out,
+                 Check& check) {
+  std::printf("\nscenario collectives: each one swept 8M..64M, checked, against the bare loop\n");
+  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast",
+                        "reduce", "sendrecv"}) {
+    auto runs = Validate(node, pods, validate, out, std::string("coll-") + c, "64M", "", 60,
+                         {"--collective", c, "-b", "8M", "-e", "64M", "-f", "8"});
+    const json& rep = runs[0].report;
+    double busbw = rep.is_object() ? rep["collective"].value("busbwGBps", 0.0) : 0;
+    uint64_t wrong = 0;
+    if (rep.is_object()) {
+      for (const auto& sz : rep["collectives"][0]["sizes"]) {
+        wrong += sz["outOfPlace"].value("wrong", uint64_t{0});
+        if (sz["inPlace"].is_object()) wrong += sz["inPlace"].value("wrong", uint64_t{0});
+      }
+    }
+    double bare_bw = Bare(node, pods, bare, out, c, size_t{64} << 20);
+    check(runs[0].exit_code == 0 && runs[1].exit_code == 0 && wrong == 0,
+          std::string(c) + ": both ranks pass, 0 wrong elements; busbw " + std::to_string(busbw) +
+              " GB/s, bare " + std::to_string(bare_bw) + " GB/s, ratio " +
+              std::to_string(bare_bw > 0 ? busbw / bare_bw : 0));
+    if (c == std::string("alltoall")) std::fputs(runs[0].out.c_str(), stdout);
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--collective", "all_reduce", "-d", "bfloat16", "-o", "max"},
+        {"--collective", "all_reduce", "-d", "int8", "-o", "sum"},
+        {"--collective", "reduce_scatter", "-d", "half", "-o", "avg"},
+        {"--collective", "broadcast", "-d", "double", "-r", "1"}}) {
+    std::string tag = "coll";
+    for (const auto& a : args) tag += "-" + (a[0] == '-' ? a.substr(a.find_first_not_of('-')) : a);
+    auto runs = Validate(node, pods, validate, out, tag, "16M", "", 60, args);
+    check(runs[0].exit_code == 0 && runs[1].exit_code == 0, tag + ": both ranks pass, checked");
+  }
 }
 
 }  // namespace
@@ -229,6 +291,8 @@ int main(int argc, char** argv) {
         "  busbw: rdma-validate %.3f GB/s, bare NCCL loop %.3f GB/s, ratio %.3f (target >= 0.95)\n",
         busbw, bare_bw, bare_bw > 0 ? busbw / bare_bw : 0);
   }
+
+  if (!bare.empty()) Collectives(node, pods, validate, bare, out, check);
 
   std::printf("\nscenario left-out: NCCL told to use net1 only\n");
   auto left = Validate(node, pods, validate, out, "leftout", "64M", "net1", 30);

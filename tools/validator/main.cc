@@ -17,6 +17,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "kuberdma/base/files.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/validator/acceptance_run.h"
@@ -42,6 +43,11 @@ struct Cli {
   Options o;
   std::string mode = "single", transport = "ib", size = "256M", json_path,
               term = "/dev/termination-log";
+  // nccl-tests' knobs: the collective(s), a sweep, the datatype, op and root, the check, CSV.
+  std::string collective = "all_reduce", min_bytes, max_bytes, step_bytes, datatype = "float",
+              op = "sum", csv_path;
+  double step_factor = 0;
+  int check = 1;
 };
 
 // Whether NCCL runs at all: only the inventory, or NCCL required.
@@ -52,6 +58,61 @@ void AddNcclRequirement(CLI::App& app, Options& o) {
                "fail (exit 1) when NCCL cannot run here (no CUDA device, no libnccl) instead of "
                "passing on the inventory; the shipped init containers and Job set it")
       ->excludes(inventory);
+}
+
+// nccl-tests' options, under its short names too.
+void AddCollectiveOptions(CLI::App& app, Cli& c) {
+  app.add_option("--collective", c.collective,
+                 "all_reduce (default), all_gather, reduce_scatter, alltoall, broadcast, reduce, "
+                 "sendrecv, a comma list, or all");
+  app.add_option("-b,--minbytes", c.min_bytes, "sweep: the first size (nccl-tests' -b)");
+  app.add_option("-e,--maxbytes", c.max_bytes, "sweep: the last size (nccl-tests' -e)");
+  app.add_option("-f,--stepfactor", c.step_factor, "sweep: multiply the size by this (-f)");
+  app.add_option("-i,--stepbytes", c.step_bytes, "sweep: add this to the size (-i)");
+  app.add_option("-d,--datatype", c.datatype,
+                 "int8 uint8 int32 uint32 int64 uint64 half bfloat16 float (default) double");
+  app.add_option("-o,--op", c.op, "the reductions' op: sum (default) prod max min avg");
+  app.add_option("-r,--root", c.o.spec.root, "broadcast's and reduce's root rank (default 0)");
+  app.add_option("-c,--check", c.check,
+                 "count wrong result elements after each size (1, default; 0: off)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("--csv", c.csv_path, "also write the per-size table as CSV to this file");
+}
+
+bool Refuse(const kuberdma::Error& e) {
+  std::fprintf(stderr, "rdma-validate: %s\n", e.message().c_str());
+  return false;
+}
+
+// The collective options into `o`; false (after saying why) when they do not parse.
+bool ParseCollectiveOptions(Cli& c) {
+  Options& o = c.o;
+  o.collectives.clear();
+  std::string list = c.collective == "all" ? "" : c.collective;
+  if (c.collective == "all") o.collectives = AllCollectives();
+  for (size_t at = 0; at < list.size();) {
+    size_t end = std::min(list.find(',', at), list.size());
+    auto k = ParseCollective(list.substr(at, end - at));
+    if (!k) return Refuse(k.error());
+    o.collectives.push_back(*k);
+    at = end + 1;
+  }
+  auto t = ParseDataType(c.datatype);
+  auto op = ParseRedOp(c.op);
+  if (!t) return Refuse(t.error());
+  if (!op) return Refuse(op.error());
+  o.spec.type = *t;
+  o.spec.op = *op;
+  o.check = c.check == 1;
+  if (c.min_bytes.empty() && c.max_bytes.empty()) return true;
+  size_t lo = ParseSize(c.min_bytes.empty() ? c.max_bytes : c.min_bytes);
+  size_t hi = ParseSize(c.max_bytes.empty() ? c.min_bytes : c.max_bytes);
+  size_t step = c.step_bytes.empty() ? 0 : ParseSize(c.step_bytes);
+  auto sizes = SweepSizes(lo, hi, c.step_factor > 0 ? c.step_factor : (step > 0 ? 0 : 2), step);
+  if (!sizes) return Refuse(sizes.error());
+  o.sizes = *sizes;
+  o.bytes = o.sizes.back();
+  return true;
 }
 
 void AddRunOptions(CLI::App& app, Cli& c) {
@@ -68,7 +129,8 @@ void AddRunOptions(CLI::App& app, Cli& c) {
   app.add_option(
       "--nccl-devices", o.nccl_devices,
       "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
-  app.add_option("--size", c.size, "AllReduce size (e.g. 256M)");
+  app.add_option("--size", c.size, "the collective's size without a sweep (e.g. 256M)");
+  AddCollectiveOptions(app, c);
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
   app.add_option("--repeats", o.repeats,
@@ -170,7 +232,8 @@ int Run(int argc, char** argv) {
                                 : (c.mode == "multi-pod" ? Mode::kMultiPod : Mode::kAcceptance);
   c.o.transport = c.transport == "ib" ? Transport::kIb : Transport::kSocket;
   c.o.bytes = ParseSize(c.size);
-  if (c.o.bytes < 4096) {
+  if (!ParseCollectiveOptions(c)) return 2;
+  if (c.o.bytes < 4096 && c.o.sizes.empty()) {
     std::fprintf(stderr,
                  "rdma-validate: --size %s is too small to measure bandwidth (at least 4K)\n",
                  c.size.c_str());
@@ -182,6 +245,14 @@ int Run(int argc, char** argv) {
   if (c.o.mode == Mode::kAcceptance) return Acceptance(v, c);
   Report r = v.Run();
   Write(c.json_path, c.term, r.Table(), r.ToJson(), r.Summary());
+  if (!c.csv_path.empty()) {
+    std::string csv;
+    for (const auto& run : r.runs) csv += ResultCsv(run.spec, run.nranks, run.sizes);
+    if (auto w = kuberdma::WriteFileAtomic(c.csv_path, csv); !w) {
+      std::fprintf(stderr, "rdma-validate: --csv %s: %s\n", c.csv_path.c_str(),
+                   w.error().message().c_str());
+    }
+  }
   return r.exit_code;
 }
 

@@ -200,6 +200,32 @@ TEST_CASE("A run's report is the next run's baseline; drops beyond the tolerance
   CHECK_FALSE(ParseBaseline(nlohmann::json{{"verdict", "pass"}}));
 }
 
+TEST_CASE("A baseline is compared only with a run of the same collective and size") {
+  Inputs in = Run(4, 2, 1, {});
+  in.collective = "all_gather";
+  in.bytes = 1 << 30;
+  FleetReport first = Evaluate(in);
+  auto baseline = ParseBaseline(first.ToJson());
+  REQUIRE(baseline);
+  CHECK(baseline->collective == "all_gather");
+  CHECK(baseline->bytes == (1u << 30));
+  Inputs later = Run(4, 2, 1, {});
+  for (auto& m : later.measurements) m.busbw_gbps *= 0.5;  // far slower, but another collective
+  later.ring.busbw_gbps = 0.7;
+  later.baseline = baseline;
+  later.collective = "all_reduce";
+  later.bytes = 1 << 30;
+  FleetReport other = Evaluate(later);
+  CHECK(other.verdict == "pass");
+  REQUIRE(other.notes.size() == 1);
+  CHECK_THAT(other.notes[0],
+             Catch::Contains("measured all_gather") && Catch::Contains("not compared"));
+  later.collective = "all_gather";  // like with like: the halving is a regression
+  CHECK(Evaluate(later).verdict == "fail");
+  later.bytes = 1 << 20;  // another size: not compared
+  CHECK(Evaluate(later).verdict == "pass");
+}
+
 TEST_CASE("A node that never reached the coordinator fails, and says why") {
   Inputs in = Run(3, 1, 1, {});
   in.nodes[2].ok = false;

@@ -325,10 +325,27 @@ bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes
   return baseline_ring_gbps && ring.busbw_gbps < (1 - t.baseline_tolerance) * *baseline_ring_gbps;
 }
 
+bool BaselineComparable(const Inputs& in, std::string* why) {
+  if (!in.baseline) return false;
+  const Baseline& b = *in.baseline;
+  bool same =
+      b.collective == in.collective && (b.bytes == 0 || in.bytes == 0 || b.bytes == in.bytes);
+  if (!same) {
+    *why = "the baseline of " + b.date + " measured " + b.collective +
+           (b.bytes > 0 ? " at " + std::to_string(b.bytes) + " bytes" : "") + ", this run " +
+           in.collective + " at " + std::to_string(in.bytes) + " bytes: not compared";
+  }
+  return same;
+}
+
 std::optional<Baseline> ParseBaseline(const json& report) {
   if (!report.is_object() || report.value("kind", "") != "kuberdma-acceptance") return std::nullopt;
   Baseline b;
   b.date = report.value("date", "");
+  if (report.contains("collective") && report["collective"].is_object()) {
+    b.collective = report["collective"].value("name", "all_reduce");
+    b.bytes = report["collective"].value("bytes", uint64_t{0});
+  }
   if (report.contains("ring") && report["ring"].contains("busbwGBps") &&
       report["ring"]["busbwGBps"].is_number()) {
     b.ring_gbps = report["ring"]["busbwGBps"].get<double>();

@@ -65,7 +65,9 @@ void RingProblems(FleetReport& rep) {
     rep.problems.push_back("ring busbw " + GbUnit(in.ring.busbw_gbps) + " is below the threshold " +
                            GbUnit(t.min_busbw_gbps));
   }
-  if (in.baseline && in.baseline->ring_gbps && in.ring.ok &&
+  std::string why;
+  if (in.baseline && !BaselineComparable(in, &why)) rep.notes.push_back(why);
+  if (in.baseline && BaselineComparable(in, &why) && in.baseline->ring_gbps && in.ring.ok &&
       in.ring.busbw_gbps < (1 - t.baseline_tolerance) * *in.baseline->ring_gbps) {
     rep.problems.push_back("regression: ring busbw " + GbUnit(in.ring.busbw_gbps) + " against " +
                            GbUnit(*in.baseline->ring_gbps) + " in the baseline of " +
@@ -116,7 +118,8 @@ void RelativeProblems(FleetReport& rep) {
 }
 
 void BaselineProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
-  if (!in.baseline) return;
+  std::string why;
+  if (!BaselineComparable(in, &why)) return;
   double keep = 1 - in.thresholds.baseline_tolerance;
   auto was = in.baseline->nodes.find(info.name);
   if (v.busbw_gbps && was != in.baseline->nodes.end() && *v.busbw_gbps < keep * was->second) {
@@ -289,7 +292,12 @@ json FleetReport::ToJson() const {
           {"slowRails", SlowRailsJson(localisation)},
           {"culprits", culprits},
           {"ambiguous", localisation.ambiguous},
-          {"baseline", in.baseline ? json{{"date", in.baseline->date}} : json(nullptr)},
+          {"collective", {{"name", in.collective}, {"bytes", in.bytes}}},
+          {"baseline", in.baseline ? json{{"date", in.baseline->date},
+                                          {"collective", in.baseline->collective},
+                                          {"bytes", in.baseline->bytes}}
+                                   : json(nullptr)},
+          {"notes", notes},
           {"nodes", nodes_json},
           {"problems", problems}};
 }
@@ -347,6 +355,7 @@ std::string FleetReport::Table() const {
          c.why + "\n";
   }
   for (const auto& p : problems) o += "  problem: " + p + "\n";
+  for (const auto& n : notes) o += "  note: " + n + "\n";
   return o + "  verdict: " + verdict + " (exit " + std::to_string(ExitCode()) + ")\n";
 }
 

@@ -60,7 +60,7 @@ class NcclAgent final : public acceptance::NodeAgent {
     std::vector<CollectiveParams> params;
     for (const auto& job : task.jobs) params.push_back(Params(job));
     Snapshot before = v_.ReadCounters(inv_);
-    auto outcomes = RunAllReduces(params);
+    auto outcomes = RunCollectives(params);
     Snapshot after = v_.ReadCounters(inv_);
     TaskResult r;
     for (size_t i = 0; i < task.jobs.size(); ++i)
@@ -75,8 +75,13 @@ class NcclAgent final : public acceptance::NodeAgent {
  private:
   CollectiveParams Params(const acceptance::Job& job) const {
     const Options& o = v_.options();
+    CollectiveSpec spec = o.spec;
+    spec.kind = o.collectives.empty() ? Collective::kAllReduce : o.collectives.front();
     CollectiveParams p{.nranks = job.nranks,
+                       .spec = spec,
                        .bytes = o.bytes,
+                       .sizes = o.sizes,
+                       .check = o.check,
                        .warmup = o.warmup,
                        .iters = o.iters,
                        // Each pair figure is the median of three timed phases unless told.
@@ -102,16 +107,19 @@ class NcclAgent final : public acceptance::NodeAgent {
     JobResult r{
         .tag = job.tag, .ok = !out.ranks.empty() && !out.timed_out, .timed_out = out.timed_out};
     double seconds = 0;
+    size_t bytes = p.sizes.empty() ? p.bytes : p.sizes.back();
     for (const auto& rk : out.ranks) {
       if (!rk.ok) {
         r.ok = false;
         if (r.error.empty()) r.error = "rank " + std::to_string(rk.rank) + ": " + rk.error;
       }
       seconds = std::max(seconds, rk.seconds_per_iter);
+      if (!rk.sizes.empty()) bytes = rk.sizes.back().bytes;  // after the shape's rounding
     }
     if (out.ranks.empty()) r.error = "no rank ran (is NCCL available?)";
     if (r.ok && seconds > 0) {
-      Bandwidth bw = AllReduceBandwidth(p.bytes, seconds, p.nranks);
+      // The largest size's figure, with the collective's own bus factor.
+      Bandwidth bw = CollectiveBandwidth(p.spec.kind, bytes, seconds, p.nranks);
       r.busbw_gbps = bw.busbw_gbps;
       r.algbw_gbps = bw.algbw_gbps;
     }
@@ -191,14 +199,18 @@ Result<acceptance::Config> MakeConfig(const Validator& v,
   KUBERDMA_ASSIGN_OR_RETURN(RankInfo ri, DetectRank(getenv, HostName(), o.rank, o.world_size));
   const char* env_comm = getenv("NCCL_COMM_ID");
   std::string comm = !o.comm_id.empty() ? o.comm_id : (env_comm != nullptr ? env_comm : "");
-  acceptance::Config cfg{.world = ri.world_size,
-                         .rank = ri.rank,
-                         .local_ranks = o.gpus > 0 ? o.gpus : std::max(1, GpuCount()),
-                         .timeout_s = o.timeout_s,
-                         .join_timeout_s = o.join_timeout_s,
-                         .pairs = Policy(o.pairs),
-                         .transport = o.transport == Transport::kIb ? "ib" : "socket",
-                         .nccl_version = NcclVersion()};
+  acceptance::Config cfg{
+      .world = ri.world_size,
+      .rank = ri.rank,
+      .local_ranks = o.gpus > 0 ? o.gpus : std::max(1, GpuCount()),
+      .timeout_s = o.timeout_s,
+      .join_timeout_s = o.join_timeout_s,
+      .pairs = Policy(o.pairs),
+      .transport = o.transport == Transport::kIb ? "ib" : "socket",
+      .nccl_version = NcclVersion(),
+      .collective =
+          std::string(Name(o.collectives.empty() ? Collective::kAllReduce : o.collectives.front())),
+      .bytes = o.sizes.empty() ? o.bytes : o.sizes.back()};
   if (!SplitHostPort(comm, &cfg.comm_host, &cfg.nccl_port)) {
     return Fail(ErrorCode::kInvalidArgument,
                 "acceptance mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id), got '" +

@@ -70,12 +70,16 @@ Result<PortCounters> ReadPortCounters(const sysfs::SysfsRoot& root, const std::s
   return c;
 }
 
-Bandwidth AllReduceBandwidth(uint64_t bytes, double seconds, int nranks) {
+Bandwidth CollectiveBandwidth(Collective c, uint64_t bytes, double seconds, int nranks) {
   Bandwidth b;
   if (seconds <= 0 || nranks <= 0) return b;
   b.algbw_gbps = static_cast<double>(bytes) / seconds / 1e9;
-  b.busbw_gbps = b.algbw_gbps * 2.0 * (nranks - 1) / nranks;
+  b.busbw_gbps = b.algbw_gbps * BusFactor(c, nranks);
   return b;
+}
+
+Bandwidth AllReduceBandwidth(uint64_t bytes, double seconds, int nranks) {
+  return CollectiveBandwidth(Collective::kAllReduce, bytes, seconds, nranks);
 }
 
 namespace {

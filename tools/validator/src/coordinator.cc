@@ -442,6 +442,8 @@ Result<FleetReport> Coordinate(const Config& cfg, NodeAgent& local) {
   Inputs in{.thresholds = cfg.thresholds,
             .baseline = cfg.baseline,
             .nccl_version = cfg.nccl_version,
+            .collective = cfg.collective,
+            .bytes = cfg.bytes,
             .date = IsoNow(),
             .transport = cfg.transport};
   bool ring_possible = !s.participants.empty() && s.participants.front() == 0;

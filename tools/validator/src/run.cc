@@ -58,7 +58,10 @@ Report Validator::Skip(Report r, const std::string& why, int exit_code) const {
 }
 
 Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) {
-  CollectiveParams p{.bytes = opts_.bytes,
+  CollectiveParams p{.spec = opts_.spec,
+                     .bytes = opts_.bytes,
+                     .sizes = opts_.sizes,
+                     .check = opts_.check,
                      .warmup = opts_.warmup,
                      .iters = opts_.iters,
                      .repeats = std::max(1, opts_.repeats),
@@ -95,6 +98,51 @@ Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) 
   return p;
 }
 
+namespace {
+
+// A collective's table: for each size, the slowest rank's time and every rank's wrong elements.
+CollectiveRun Fold(const CollectiveParams& p, const CollectiveOutcome& run) {
+  CollectiveRun out{.spec = p.spec, .nranks = p.nranks};
+  for (const auto& rk : run.ranks) {
+    for (size_t i = 0; i < rk.sizes.size(); ++i) {
+      if (out.sizes.size() <= i)
+        out.sizes.push_back({.bytes = rk.sizes[i].bytes, .count = rk.sizes[i].count});
+      SizeResult& s = out.sizes[i];
+      s.out_of_place.seconds = std::max(s.out_of_place.seconds, rk.sizes[i].out_of_place.seconds);
+      s.out_of_place.wrong += rk.sizes[i].out_of_place.wrong;
+      if (rk.sizes[i].in_place) {
+        if (!s.in_place) s.in_place = PlaceResult{};
+        s.in_place->seconds = std::max(s.in_place->seconds, rk.sizes[i].in_place->seconds);
+        s.in_place->wrong += rk.sizes[i].in_place->wrong;
+      }
+    }
+  }
+  return out;
+}
+
+// `run` into `all`: a rank is ok and up only if it was in every collective; the first
+// collective's time is the one judged.
+void Merge(const CollectiveOutcome& run, CollectiveOutcome& all) {
+  bool first = all.ranks.empty() && all.log_files.empty();
+  all.timed_out = all.timed_out || run.timed_out;
+  all.log_files.insert(all.log_files.end(), run.log_files.begin(), run.log_files.end());
+  if (first) {
+    all.ranks = run.ranks;
+    return;
+  }
+  for (auto& a : all.ranks) {
+    for (const auto& b : run.ranks) {
+      if (a.rank != b.rank) continue;
+      a.init_ok = a.init_ok && b.init_ok;
+      a.verified = a.verified && b.verified;
+      if (a.ok && !b.ok) a.error = b.error;
+      a.ok = a.ok && b.ok;
+    }
+  }
+}
+
+}  // namespace
+
 void Validator::RunAndJudge(Report& r, CollectiveParams p) {
   std::string dir = LogDir();
   if (auto made = MakeDirs(dir); !made) {
@@ -103,12 +151,24 @@ void Validator::RunAndJudge(Report& r, CollectiveParams p) {
   }
   p.log_dir = dir;
   Snapshot before = ReadCounters(r);
-  CollectiveOutcome run = RunAllReduce(p);
+  CollectiveOutcome all;  // every collective's ranks and logs, judged together
+  for (size_t c = 0; c < opts_.collectives.size(); ++c) {
+    p.spec.kind = opts_.collectives[c];
+    p.tag = opts_.collectives.size() > 1 ? std::string(Name(p.spec.kind)) : "";
+    if (auto ok = Check(p.spec, p.nranks); !ok) {
+      r.problems.push_back(std::string(Name(p.spec.kind)) + ": " + ok.error().message());
+      continue;
+    }
+    CollectiveOutcome run = RunCollective(p);
+    r.runs.push_back(Fold(p, run));
+    Merge(run, all);
+    if (run.timed_out) break;  // the next collective would wait on the same stalled peer
+  }
   Snapshot after = ReadCounters(r);
   NcclLog log;
-  for (const auto& f : run.log_files) (void)log.AddFile(f);  // unreadable: judged as unseen
+  for (const auto& f : all.log_files) (void)log.AddFile(f);  // unreadable: judged as unseen
   if (r.nccl_version.empty()) r.nccl_version = NcclVersion();
-  Judge(r, before, after, run, log);
+  Judge(r, before, after, all, log);
 }
 
 std::optional<Report> Validator::WithoutNccl(Report& r) const {

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The NCCL runner: one forked process per local rank, results back over a pipe as one JSON line.
+// The NCCL runner: one forked process per local rank, results back over a pipe as one JSON line;
+// one loop for every collective, size and place.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <poll.h>
@@ -8,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -58,43 +62,12 @@ bool StreamDone(cudaStream_t s, ncclComm_t comm, Clock::time_point deadline, std
     }
     if (Clock::now() > deadline) {
       *err =
-          "the AllReduce did not complete before the deadline (a peer stalled or a NIC dropped "
+          "the collective did not complete before the deadline (a peer stalled or a NIC dropped "
           "traffic)";
       return false;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-}
-
-// A rank's device buffers, filled with deterministic data: (rank+1)*((i%7)+1).
-struct Buffers {
-  size_t count = 0;
-  float* send = nullptr;
-  float* recv = nullptr;
-  cudaStream_t stream = nullptr;
-  std::vector<float> host;
-  ~Buffers() {
-    if (send != nullptr) cudaFree(send);
-    if (recv != nullptr) cudaFree(recv);
-    if (stream != nullptr) cudaStreamDestroy(stream);
-  }
-};
-
-std::string Prepare(const CollectiveParams& p, int rank, int gpu, Buffers* b) {
-  if (cudaSetDevice(gpu) != cudaSuccess) return "cannot use GPU " + std::to_string(gpu);
-  b->count = p.bytes / sizeof(float);
-  b->host.resize(b->count);
-  for (size_t i = 0; i < b->count; ++i) {
-    b->host[i] = static_cast<float>((rank + 1) * static_cast<int>((i % 7) + 1));
-  }
-  if (cudaMalloc(&b->send, b->count * sizeof(float)) != cudaSuccess ||
-      cudaMalloc(&b->recv, b->count * sizeof(float)) != cudaSuccess) {
-    return "cannot allocate " + std::to_string(2 * p.bytes) + " bytes on GPU " +
-           std::to_string(gpu);
-  }
-  cudaMemcpy(b->send, b->host.data(), b->count * sizeof(float), cudaMemcpyHostToDevice);
-  cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
-  return "";
 }
 
 // A non-blocking communicator, up before the deadline or aborted; "" on success.
@@ -117,35 +90,282 @@ std::string InitComm(const CollectiveParams& p, int rank, ncclComm_t* comm, bool
   return "";
 }
 
-// The warm-up and the timed phases (`repeats` of them); the seconds per timed iteration of the
-// median phase, or an error (comm aborted).
-std::string Iterate(const CollectiveParams& p, ncclComm_t comm, Buffers& b, double* seconds,
-                    bool* timed_out) {
-  std::vector<double> phases;
-  for (int phase = 0; phase <= std::max(1, p.repeats); ++phase) {
-    int n = phase == 0 ? p.warmup : p.iters;
-    auto t0 = Clock::now();
-    auto deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
-    for (int i = 0; i < n; ++i) {
-      ncclResult_t r = ncclAllReduce(b.send, b.recv, b.count, ncclFloat, ncclSum, comm, b.stream);
-      if (r == ncclInProgress) r = Settle(comm, deadline, timed_out);
-      if (r != ncclSuccess) {
-        ncclCommAbort(comm);
-        return std::string("ncclAllReduce: ") + (*timed_out ? "timed out" : ncclGetErrorString(r));
+ncclDataType_t NcclType(DataType t) {
+  switch (t) {
+    case DataType::kInt8:
+      return ncclInt8;
+    case DataType::kUint8:
+      return ncclUint8;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kUint32:
+      return ncclUint32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kUint64:
+      return ncclUint64;
+    case DataType::kFloat16:
+      return ncclFloat16;
+    case DataType::kBfloat16:
+      return ncclBfloat16;
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat64:
+      return ncclFloat64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t NcclOp(RedOp o) {
+  switch (o) {
+    case RedOp::kSum:
+      return ncclSum;
+    case RedOp::kProd:
+      return ncclProd;
+    case RedOp::kMax:
+      return ncclMax;
+    case RedOp::kMin:
+      return ncclMin;
+    case RedOp::kAvg:
+      return ncclAvg;
+  }
+  return ncclSum;
+}
+
+// One element of type `t` at `p`, from and to a double (the host side of fill and check).
+void Store(DataType t, void* p, double v) {
+  switch (t) {
+    case DataType::kInt8:
+      *static_cast<int8_t*>(p) = static_cast<int8_t>(v);
+      break;
+    case DataType::kUint8:
+      *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+      break;
+    case DataType::kInt32:
+      *static_cast<int32_t*>(p) = static_cast<int32_t>(v);
+      break;
+    case DataType::kUint32:
+      *static_cast<uint32_t*>(p) = static_cast<uint32_t>(v);
+      break;
+    case DataType::kInt64:
+      *static_cast<int64_t*>(p) = static_cast<int64_t>(v);
+      break;
+    case DataType::kUint64:
+      *static_cast<uint64_t*>(p) = static_cast<uint64_t>(v);
+      break;
+    case DataType::kFloat16:
+      *static_cast<__half*>(p) = __float2half(static_cast<float>(v));
+      break;
+    case DataType::kBfloat16:
+      *static_cast<__nv_bfloat16*>(p) = __float2bfloat16(static_cast<float>(v));
+      break;
+    case DataType::kFloat32:
+      *static_cast<float*>(p) = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      *static_cast<double*>(p) = v;
+      break;
+  }
+}
+
+double Load(DataType t, const void* p) {
+  switch (t) {
+    case DataType::kInt8:
+      return *static_cast<const int8_t*>(p);
+    case DataType::kUint8:
+      return *static_cast<const uint8_t*>(p);
+    case DataType::kInt32:
+      return *static_cast<const int32_t*>(p);
+    case DataType::kUint32:
+      return *static_cast<const uint32_t*>(p);
+    case DataType::kInt64:
+      return static_cast<double>(*static_cast<const int64_t*>(p));
+    case DataType::kUint64:
+      return static_cast<double>(*static_cast<const uint64_t*>(p));
+    case DataType::kFloat16:
+      return __half2float(*static_cast<const __half*>(p));
+    case DataType::kBfloat16:
+      return __bfloat162float(*static_cast<const __nv_bfloat16*>(p));
+    case DataType::kFloat32:
+      return *static_cast<const float*>(p);
+    case DataType::kFloat64:
+      return *static_cast<const double*>(p);
+  }
+  return 0;
+}
+
+constexpr size_t kChunk = 16u << 20;  // host staging for fill and check, bytes
+
+// A rank's device buffers, sized for the sweep's largest shape (in-place forms use `recv`, which
+// is large enough for either end), and its stream.
+struct Buffers {
+  char* send = nullptr;
+  char* recv = nullptr;
+  cudaStream_t stream = nullptr;
+  ~Buffers() {
+    if (send != nullptr) cudaFree(send);
+    if (recv != nullptr) cudaFree(recv);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+std::vector<size_t> Sizes(const CollectiveParams& p) {
+  return p.sizes.empty() ? std::vector<size_t>{p.bytes} : p.sizes;
+}
+
+std::string Prepare(const CollectiveParams& p, int gpu, Buffers* b) {
+  if (cudaSetDevice(gpu) != cudaSuccess) return "cannot use GPU " + std::to_string(gpu);
+  size_t ts = TypeSize(p.spec.type);
+  size_t send = 0, recv = 0;
+  for (size_t bytes : Sizes(p)) {
+    Shape sh = ShapeOf(p.spec, bytes, p.nranks);
+    send = std::max(send, sh.send * ts);
+    recv = std::max({recv, sh.recv * ts, sh.send * ts});
+  }
+  if (cudaMalloc(&b->send, std::max<size_t>(send, 1)) != cudaSuccess ||
+      cudaMalloc(&b->recv, std::max<size_t>(recv, 1)) != cudaSuccess) {
+    return "cannot allocate " + std::to_string(send + recv) + " bytes on GPU " +
+           std::to_string(gpu);
+  }
+  cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
+  return "";
+}
+
+// Writes rank `rank`'s send data (elements [0, n)) to device memory `dst`.
+void Fill(const CollectiveSpec& s, int rank, char* dst, size_t n) {
+  size_t ts = TypeSize(s.type);
+  std::vector<char> host(std::min(n * ts, kChunk));
+  for (size_t at = 0; at < n;) {
+    size_t k = std::min(n - at, host.size() / ts);
+    for (size_t i = 0; i < k; ++i) Store(s.type, host.data() + i * ts, SendValue(s, rank, at + i));
+    cudaMemcpy(dst + at * ts, host.data(), k * ts, cudaMemcpyHostToDevice);
+    at += k;
+  }
+}
+
+// Elements of `src` (the result, `sh.recv` long) that are not what the collective must give.
+uint64_t Wrong(const CollectiveSpec& s, const Shape& sh, int nranks, int rank, const char* src) {
+  size_t ts = TypeSize(s.type);
+  std::vector<char> host(std::min(std::max<size_t>(sh.recv, 1) * ts, kChunk));
+  uint64_t wrong = 0;
+  for (size_t at = 0; at < sh.recv;) {
+    size_t k = std::min(sh.recv - at, host.size() / ts);
+    cudaMemcpy(host.data(), src + at * ts, k * ts, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < k; ++i) {
+      auto want = ExpectedValue(s, sh, nranks, rank, at + i);
+      if (!want) continue;
+      double got = Load(s.type, host.data() + i * ts);
+      if (std::abs(got - *want) > Tolerance(s, nranks, *want)) ++wrong;
+    }
+    at += k;
+  }
+  return wrong;
+}
+
+// The buffers one call uses: out of place, the two; in place, NCCL's in-place layout in `recv`.
+struct Place {
+  const char* send;
+  char* recv;
+};
+Place Layout(const CollectiveSpec& s, const Shape& sh, int rank, const Buffers& b, bool in_place) {
+  if (!in_place) return {b.send, b.recv};
+  size_t ts = TypeSize(s.type);
+  auto r = static_cast<size_t>(rank);
+  switch (s.kind) {
+    case Collective::kAllGather:
+      return {b.recv + r * sh.send * ts, b.recv};
+    case Collective::kReduceScatter:
+      return {b.recv, b.recv + r * sh.recv * ts};
+    default:
+      return {b.recv, b.recv};
+  }
+}
+
+// Enqueues one collective on the stream.
+ncclResult_t Launch(const CollectiveSpec& s, const Shape& sh, int nranks, int rank, Place at,
+                    ncclComm_t comm, cudaStream_t st) {
+  ncclDataType_t t = NcclType(s.type);
+  ncclRedOp_t op = NcclOp(s.op);
+  size_t ts = TypeSize(s.type);
+  switch (s.kind) {
+    case Collective::kAllReduce:
+      return ncclAllReduce(at.send, at.recv, sh.send, t, op, comm, st);
+    case Collective::kAllGather:
+      return ncclAllGather(at.send, at.recv, sh.send, t, comm, st);
+    case Collective::kReduceScatter:
+      return ncclReduceScatter(at.send, at.recv, sh.recv, t, op, comm, st);
+    case Collective::kBroadcast:
+      return ncclBroadcast(at.send, at.recv, sh.send, t, s.root, comm, st);
+    case Collective::kReduce:
+      return ncclReduce(at.send, at.recv, sh.send, t, op, s.root, comm, st);
+    case Collective::kAllToAll: {
+      size_t piece = sh.send / static_cast<size_t>(nranks);
+      ncclGroupStart();
+      for (int peer = 0; peer < nranks; ++peer) {
+        auto off = static_cast<size_t>(peer) * piece * ts;
+        ncclSend(at.send + off, piece, t, peer, comm, st);
+        ncclRecv(at.recv + off, piece, t, peer, comm, st);
       }
+      return ncclGroupEnd();
     }
-    std::string err;
-    if (!StreamDone(b.stream, comm, deadline, &err)) {
+    case Collective::kSendRecv: {
+      ncclGroupStart();
+      ncclSend(at.send, sh.send, t, (rank + 1) % nranks, comm, st);
+      ncclRecv(at.recv, sh.recv, t, (rank + nranks - 1) % nranks, comm, st);
+      return ncclGroupEnd();
+    }
+  }
+  return ncclInvalidArgument;
+}
+
+// `n` calls, then the stream drained; "" or what went wrong (the communicator is then aborted).
+std::string Calls(const CollectiveParams& p, const Shape& sh, int rank, Place at, ncclComm_t comm,
+                  cudaStream_t st, int n, bool* timed_out) {
+  auto deadline = Clock::now() + std::chrono::seconds(p.timeout_s);
+  for (int i = 0; i < n; ++i) {
+    ncclResult_t r = Launch(p.spec, sh, p.nranks, rank, at, comm, st);
+    if (r == ncclInProgress) r = Settle(comm, deadline, timed_out);
+    if (r != ncclSuccess) {
       ncclCommAbort(comm);
-      *timed_out = Clock::now() > deadline;
-      return err;
+      return std::string(Name(p.spec.kind)) + ": " +
+             (*timed_out ? "timed out" : ncclGetErrorString(r));
     }
-    if (phase > 0)
-      phases.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / std::max(1, n));
+  }
+  std::string err;
+  if (!StreamDone(st, comm, deadline, &err)) {
+    ncclCommAbort(comm);
+    *timed_out = Clock::now() > deadline;
+    return err;
+  }
+  return "";
+}
+
+// One size in one place: the warm-up, `repeats` timed phases (the median's seconds per call),
+// then fresh data, one call, and the check.
+std::string RunPlace(const CollectiveParams& p, const Shape& sh, int rank, Buffers& b,
+                     bool in_place, ncclComm_t comm, PlaceResult* out, bool* timed_out) {
+  Place at = Layout(p.spec, sh, rank, b, in_place);
+  auto fill = [&] { Fill(p.spec, rank, const_cast<char*>(at.send), sh.send); };
+  fill();
+  if (auto e = Calls(p, sh, rank, at, comm, b.stream, p.warmup, timed_out); !e.empty()) return e;
+  std::vector<double> phases;
+  for (int k = 0; k < std::max(1, p.repeats); ++k) {
+    auto t0 = Clock::now();
+    if (auto e = Calls(p, sh, rank, at, comm, b.stream, p.iters, timed_out); !e.empty()) return e;
+    phases.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
+                     std::max(1, p.iters));
   }
   std::sort(phases.begin(), phases.end());
-  *seconds = phases[phases.size() / 2];
+  out->seconds = phases[phases.size() / 2];
+  if (!p.check) return "";
+  fill();
+  if (auto e = Calls(p, sh, rank, at, comm, b.stream, 1, timed_out); !e.empty()) return e;
+  out->wrong = Wrong(p.spec, sh, p.nranks, rank, at.recv);
   return "";
+}
+
+nlohmann::json PlaceJson(const PlaceResult& r) {
+  return {{"seconds", r.seconds}, {"wrong", r.wrong}};
 }
 
 nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
@@ -156,26 +376,39 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
     return out;
   };
   Buffers b;
-  if (auto e = Prepare(p, rank, gpu, &b); !e.empty()) return fail(e);
+  if (auto e = Prepare(p, gpu, &b); !e.empty()) return fail(e);
   ncclComm_t comm = nullptr;
   bool timed_out = false;
   if (auto e = InitComm(p, rank, &comm, &timed_out); !e.empty()) return fail(e, timed_out);
   out["initOk"] = true;
+  nlohmann::json sizes = nlohmann::json::array();
+  uint64_t wrong = 0;
   double seconds = 0;
-  if (auto e = Iterate(p, comm, b, &seconds, &timed_out); !e.empty()) return fail(e, timed_out);
-  cudaMemcpy(b.host.data(), b.recv, b.count * sizeof(float), cudaMemcpyDeviceToHost);
-  // 1 + 2 + ... + n: every rank r contributed (r+1) times the element's factor.
-  const float tri = static_cast<float>(p.nranks) * static_cast<float>(p.nranks + 1) / 2.0F;
-  size_t bad = 0;
-  for (size_t i = 0; i < b.count; ++i)
-    bad += b.host[i] != tri * static_cast<float>((i % 7) + 1) ? 1u : 0u;
+  for (size_t bytes : Sizes(p)) {
+    Shape sh = ShapeOf(p.spec, bytes, p.nranks);
+    PlaceResult oop;
+    if (auto e = RunPlace(p, sh, rank, b, false, comm, &oop, &timed_out); !e.empty())
+      return fail(e, timed_out);
+    nlohmann::json j = {{"bytes", sh.bytes}, {"count", sh.count}, {"oop", PlaceJson(oop)}};
+    wrong += oop.wrong;
+    seconds = oop.seconds;
+    if (sh.in_place) {
+      PlaceResult ip;
+      if (auto e = RunPlace(p, sh, rank, b, true, comm, &ip, &timed_out); !e.empty())
+        return fail(e, timed_out);
+      j["ip"] = PlaceJson(ip);
+      wrong += ip.wrong;
+    }
+    sizes.push_back(j);
+  }
   ncclCommDestroy(comm);
-  out["verified"] = bad == 0;
-  out["ok"] = bad == 0;
+  out["sizes"] = sizes;
+  out["verified"] = p.check && wrong == 0;
+  out["ok"] = wrong == 0;
   out["secondsPerIter"] = seconds;
-  if (bad != 0) {
-    out["error"] =
-        std::to_string(bad) + " of " + std::to_string(b.count) + " elements have a wrong sum";
+  if (wrong != 0) {
+    out["error"] = std::to_string(wrong) + " element(s) of the " + std::string(Name(p.spec.kind)) +
+                   " results are wrong";
   }
   return out;
 }
@@ -260,6 +493,17 @@ RankOutcome Finish(Child& k, bool* timed_out) {
   ro.ok = j.value("ok", false);
   ro.verified = j.value("verified", false);
   ro.seconds_per_iter = j.value("secondsPerIter", 0.0);
+  for (const auto& x : j.value("sizes", nlohmann::json::array())) {
+    if (!x.is_object()) continue;
+    SizeResult sr{.bytes = x.value("bytes", size_t{0}), .count = x.value("count", size_t{0})};
+    auto place = [](const nlohmann::json& p) {
+      return PlaceResult{.seconds = p.value("seconds", 0.0),
+                         .wrong = p.value("wrong", uint64_t{0})};
+    };
+    if (x.contains("oop") && x["oop"].is_object()) sr.out_of_place = place(x["oop"]);
+    if (x.contains("ip") && x["ip"].is_object()) sr.in_place = place(x["ip"]);
+    ro.sizes.push_back(sr);
+  }
   ro.error = j.value("error", "");
   if (j.value("timedOut", false)) *timed_out = true;
   return ro;
@@ -307,7 +551,7 @@ std::string NcclVersion() {
          std::to_string(v % 100);
 }
 
-std::vector<CollectiveOutcome> RunAllReduces(const std::vector<CollectiveParams>& jobs) {
+std::vector<CollectiveOutcome> RunCollectives(const std::vector<CollectiveParams>& jobs) {
   std::vector<CollectiveOutcome> out(jobs.size());
   std::vector<Child> kids;
   int longest = 0;
@@ -328,6 +572,6 @@ std::vector<CollectiveOutcome> RunAllReduces(const std::vector<CollectiveParams>
   return out;
 }
 
-CollectiveOutcome RunAllReduce(const CollectiveParams& p) { return RunAllReduces({p}).front(); }
+CollectiveOutcome RunCollective(const CollectiveParams& p) { return RunCollectives({p}).front(); }
 
 }  // namespace kuberdma::validator

@@ -16,9 +16,9 @@ std::string NcclVersion() { return ""; }
 
 int GpuCount() { return 0; }
 
-CollectiveOutcome RunAllReduce(const CollectiveParams& /*unused*/) { return {}; }
+CollectiveOutcome RunCollective(const CollectiveParams& /*unused*/) { return {}; }
 
-std::vector<CollectiveOutcome> RunAllReduces(const std::vector<CollectiveParams>& jobs) {
+std::vector<CollectiveOutcome> RunCollectives(const std::vector<CollectiveParams>& jobs) {
   return std::vector<CollectiveOutcome>(jobs.size());
 }
 

@@ -275,7 +275,13 @@ std::vector<std::string> Validator::JudgeCollective(Report& r, const CollectiveO
     r.problems.push_back("communicator init did not complete for local rank(s) " +
                          Join(missing_init) + others);
   }
-  if (r.verified && r.seconds_per_iter > 0) {
+  if (r.verified && !r.runs.empty() && !r.runs.front().sizes.empty()) {
+    const CollectiveRun& first = r.runs.front();
+    const SizeResult& last = first.sizes.back();
+    r.seconds_per_iter = last.out_of_place.seconds;
+    r.bandwidth =
+        CollectiveBandwidth(first.spec.kind, last.bytes, last.out_of_place.seconds, first.nranks);
+  } else if (r.verified && r.seconds_per_iter > 0) {
     r.bandwidth = AllReduceBandwidth(r.opts.bytes, r.seconds_per_iter, r.world_size);
   }
   return missing_init;
@@ -427,6 +433,12 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
 
 namespace {
 
+json RunsJson(const std::vector<CollectiveRun>& runs) {
+  json out = json::array();
+  for (const auto& r : runs) out.push_back(ResultJson(r.spec, r.nranks, r.sizes));
+  return out;
+}
+
 json DeviceJson(const DeviceResult& d) {
   json j = {{"name", d.name},
             {"present", d.present},
@@ -478,6 +490,7 @@ json Report::ToJson() const {
             {"algbwGBps", bandwidth.algbw_gbps},
             {"busbwGBps", bandwidth.busbw_gbps},
             {"thresholdGBps", threshold_gbps}}},
+          {"collectives", RunsJson(runs)},
           {"problems", problems},
           {"warnings", warnings}};
 }
@@ -522,10 +535,20 @@ std::string Report::Table() const {
     o << "  NCCL " << nccl_version << ": network " << (nccl_network.empty() ? "?" : nccl_network)
       << ", devices [" << Join(nccl_devices, " ") << "]"
       << (nccl_bypasses.empty() ? "" : ", bypasses: " + Join(nccl_bypasses)) << "\n";
-    o << "  AllReduce " << Bytes(opts.bytes) << " x " << opts.iters << ": "
-      << (verified ? "sum verified" : "NOT verified") << ", algbw " << Gb(bandwidth.algbw_gbps)
-      << " GB/s, busbw " << Gb(bandwidth.busbw_gbps) << " GB/s"
+    std::string what = runs.empty() ? "AllReduce" : std::string(Name(runs.front().spec.kind));
+    size_t bytes =
+        runs.empty() || runs.front().sizes.empty() ? opts.bytes : runs.front().sizes.back().bytes;
+    o << "  " << (what == "all_reduce" ? "AllReduce" : what) << " " << Bytes(bytes) << " x "
+      << opts.iters << ": " << (verified ? "result verified" : "NOT verified") << ", algbw "
+      << Gb(bandwidth.algbw_gbps) << " GB/s, busbw " << Gb(bandwidth.busbw_gbps) << " GB/s"
       << (threshold_gbps > 0 ? " (threshold " + Gb(threshold_gbps) + ")" : "") << "\n";
+    // nccl-tests' table, per collective, when there is more than the one figure above.
+    bool table = runs.size() > 1 || (!runs.empty() && runs.front().sizes.size() > 1) ||
+                 (!runs.empty() && runs.front().spec.kind != Collective::kAllReduce);
+    for (const auto& run : table ? runs : std::vector<CollectiveRun>{}) {
+      o << "  # " << Name(run.spec.kind) << ", " << run.nranks << " ranks\n"
+        << ResultTable(run.spec, run.nranks, run.sizes);
+    }
   }
   for (const auto& p : problems) o << "  problem: " << p << "\n";
   for (const auto& w : warnings) o << "  warning: " << w << "\n";

@@ -151,6 +151,8 @@ struct Baseline {
   std::map<std::string, double> nodes;
   std::map<std::string, std::map<std::string, double>> hcas;
   std::string date;
+  std::string collective = "all_reduce";  // what it measured: only like is compared with like
+  uint64_t bytes = 0;                     // 0: not recorded (a report from before sweeps)
 };
 // Reads a fleet report written by an earlier run. Empty on a document that is not one.
 std::optional<Baseline> ParseBaseline(const nlohmann::json& report);
@@ -171,9 +173,15 @@ struct Inputs {
   Thresholds thresholds;
   std::optional<Baseline> baseline;
   std::string nccl_version;
+  std::string collective = "all_reduce";
+  uint64_t bytes = 0;
   std::string date;  // ISO 8601
   std::string transport;
 };
+
+// Whether `in`'s baseline measured what this run measures (the collective and, where both say,
+// the size); `why` says what differs when not.
+bool BaselineComparable(const Inputs& in, std::string* why);
 
 struct FleetReport {
   std::string verdict = "pass";
@@ -181,6 +189,7 @@ struct FleetReport {
   Localisation localisation;
   std::map<int, NodeVerdict> nodes;
   std::vector<std::string> problems;  // every problem, fleet-wide and per node
+  std::vector<std::string> notes;     // said, not failing (a baseline of another collective)
 
   nlohmann::json ToJson() const;
   std::string Summary() const;  // one line, for the termination log

@@ -16,6 +16,7 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/sysfs/sysfs.h"
+#include "kuberdma/validator/collective.h"
 
 namespace kuberdma::validator {
 
@@ -51,8 +52,9 @@ const std::vector<std::string>& IbErrorCounters();
 
 struct Bandwidth {
   double algbw_gbps = 0;  // GB/s: bytes / time
-  double busbw_gbps = 0;  // GB/s: algbw * 2(n-1)/n for AllReduce
+  double busbw_gbps = 0;  // GB/s: algbw * the collective's bus factor (2(n-1)/n for AllReduce)
 };
+Bandwidth CollectiveBandwidth(Collective c, uint64_t bytes, double seconds, int nranks);
 Bandwidth AllReduceBandwidth(uint64_t bytes, double seconds, int nranks);
 
 // ---- Ranks ----

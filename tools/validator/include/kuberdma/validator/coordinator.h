@@ -77,6 +77,8 @@ struct Config {
   std::optional<Baseline> baseline;
   std::string transport;
   std::string nccl_version;
+  std::string collective = "all_reduce";  // what every job runs, and at what size, for the report
+  uint64_t bytes = 0;
 };
 
 // What a node hears at the end.

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The NCCL AllReduce runner. Each local rank runs in a forked process (so a hung NCCL can be
-// killed) with the environment the validator chose; it initialises a non-blocking communicator with
-// a deadline (ncclCommAbort on timeout), AllReduces deterministic data, verifies the sum, and times
-// the iterations. Compiled only where CUDA and NCCL are found; elsewhere NcclAvailable() says why.
+// The NCCL runner, one loop for every collective (collective.h). Each local rank runs in a forked
+// process (so a hung NCCL can be killed) with the environment the validator chose; it initialises
+// a non-blocking communicator with a deadline (ncclCommAbort on timeout), and for each size runs
+// the collective out of place and in place: warm-up, timed phases, then once more on fresh
+// deterministic data whose result it checks element by element. Compiled only where CUDA and NCCL
+// are found; elsewhere NcclAvailable() says why.
 #pragma once
 
 #include <cstddef>
@@ -10,13 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/validator/collective.h"
+
 namespace kuberdma::validator {
 
 struct CollectiveParams {
   int nranks = 1;
-  std::vector<int> ranks;  // global ranks run by this process
-  std::vector<int> gpus;   // the local GPU of each
-  size_t bytes = 256u << 20;
+  std::vector<int> ranks;     // global ranks run by this process
+  std::vector<int> gpus;      // the local GPU of each
+  CollectiveSpec spec;        // all_reduce of floats, summed, unless told
+  size_t bytes = 256u << 20;  // the size when `sizes` is empty
+  std::vector<size_t> sizes;  // a sweep, in order
+  bool check = true;          // count wrong elements after each size
   int warmup = 3;
   int iters = 20;
   int repeats = 1;     // timed phases of `iters`; seconds_per_iter is the median phase's
@@ -34,7 +41,8 @@ struct RankOutcome {
   bool init_ok = false;   // the communicator came up before the deadline
   bool ok = false;
   bool verified = false;
-  double seconds_per_iter = 0;
+  double seconds_per_iter = 0;  // the last size's, out of place
+  std::vector<SizeResult> sizes;
   std::string error;
 };
 
@@ -50,9 +58,9 @@ bool NcclAvailable(std::string* why);
 int GpuCount();
 // The NCCL version this binary was built against ("2.28.3"), or "".
 std::string NcclVersion();
-CollectiveOutcome RunAllReduce(const CollectiveParams& p);
-// Runs several AllReduces at the same time, each its own communicator with its ranks in their own
-// processes (ranks of different collectives may share a GPU); the outcomes in `jobs`' order.
-std::vector<CollectiveOutcome> RunAllReduces(const std::vector<CollectiveParams>& jobs);
+CollectiveOutcome RunCollective(const CollectiveParams& p);
+// Runs several collectives at the same time, each its own communicator with its ranks in their
+// own processes (ranks of different collectives may share a GPU); the outcomes in `jobs`' order.
+std::vector<CollectiveOutcome> RunCollectives(const std::vector<CollectiveParams>& jobs);
 
 }  // namespace kuberdma::validator

@@ -19,6 +19,7 @@
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/validator/checks.h"
+#include "kuberdma/validator/collective.h"
 #include "kuberdma/validator/nccl_log.h"
 #include "kuberdma/validator/runner.h"
 
@@ -33,7 +34,13 @@ struct Options {
   std::string expect;         // comma list of HCAs (ib) or netdevs (socket); else from env
   std::string nccl_devices;   // what NCCL is told to use, when it should differ from `expect`
                               // (reproduces a workload's misconfiguration); default: expected
-  size_t bytes = 256u << 20;  // AllReduce size: large enough to be bandwidth-bound
+  size_t bytes = 256u << 20;  // the size without a sweep: large enough to be bandwidth-bound
+  // What runs: each collective in turn (all_reduce by default), over `sizes` (a sweep, nccl-tests'
+  // -b/-e/-f/-i; empty: `bytes`), in `spec`'s datatype, op and root, each result checked.
+  std::vector<Collective> collectives = {Collective::kAllReduce};
+  CollectiveSpec spec;
+  std::vector<size_t> sizes;
+  bool check = true;
   int warmup = 3;
   int iters = 20;
   int repeats = 0;  // timed phases of `iters` each, a figure their median; 0: 1 (3 in acceptance)
@@ -85,6 +92,13 @@ struct DeviceResult {
   std::vector<std::string> notes;
 };
 
+// One collective's figures over its sizes (the slowest rank's time, every rank's wrong elements).
+struct CollectiveRun {
+  CollectiveSpec spec;
+  int nranks = 0;
+  std::vector<SizeResult> sizes;
+};
+
 struct Report {
   std::string verdict = "error";  // pass, fail, error, timeout
   int exit_code = 2;
@@ -102,7 +116,8 @@ struct Report {
   bool ran_collective = false;
   bool verified = false;
   double seconds_per_iter = 0;
-  Bandwidth bandwidth;
+  Bandwidth bandwidth;              // the first collective's largest size, out of place
+  std::vector<CollectiveRun> runs;  // every collective, every size
   double threshold_gbps = 0;
   std::vector<std::string> problems;  // each one fails the validation
   std::vector<std::string>
