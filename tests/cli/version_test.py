@@ -88,5 +88,24 @@ if report.get("verdict") == "inventory-only":  # NCCL cannot run on this machine
 else:
     print(f"skip --require-nccl: NCCL can run here (verdict {report.get('verdict')!r})")
 
+# nccl-tests' options parse (the chart's acceptance arguments among them); bad ones are exit 2
+# with the reason, before anything runs.
+good = ["--collective", "all_gather", "-b", "128M", "-e", "1G", "-f", "2", "-d", "bfloat16",
+        "-o", "max", "-c", "1", "--inventory-only"]
+r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--json", "-"] + good,
+                   capture_output=True, text=True, timeout=60, env=venv)
+checks += 1
+check(r.returncode == 0 and json.loads(r.stdout).get("verdict") == "inventory-only",
+      f"rdma-validate takes nccl-tests' options (exit {r.returncode})")
+for bad, why in [(["--collective", "allreduce"], "unknown collective"),
+                 (["-b", "1M", "-e", "64K"], "a sweep needs"),
+                 (["-b", "1M", "-e", "64M", "-f", "1"], "step factor"),
+                 (["-d", "float8"], "unknown datatype"),
+                 (["-o", "xor"], "unknown reduction")]:
+    r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--inventory-only"] + bad,
+                       capture_output=True, text=True, timeout=60, env=venv)
+    checks += 1
+    check(r.returncode == 2 and why in r.stderr, f"rdma-validate {' '.join(bad)}: exit 2, {why!r}")
+
 print(f"{checks - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

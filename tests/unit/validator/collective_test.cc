@@ -183,5 +183,30 @@ TEST_CASE("The table, the CSV and the JSON carry nccl-tests' columns, N/A where 
   CHECK(j["sizes"][0]["outOfPlace"]["busbwGBps"] == Approx(1.048576 * 0.75));
 }
 
+TEST_CASE("An all_gather sweep prints nccl-tests' table layout (golden, synthetic timings)") {
+  CollectiveSpec s{.kind = Collective::kAllGather, .type = DataType::kFloat32};
+  std::vector<SizeResult> r = {{.bytes = 134217728,
+                                .count = 33554432,
+                                .out_of_place = {.seconds = 0.0012},
+                                .in_place = PlaceResult{.seconds = 0.00125}},
+                               {.bytes = 268435456,
+                                .count = 67108864,
+                                .out_of_place = {.seconds = 0.0023, .wrong = 3},
+                                .in_place = PlaceResult{.seconds = 0.0024}}};
+  // 16 ranks: busbw is 15/16 of algbw; 128 MiB in 1.2 ms is 111.85 GB/s.
+  const std::string golden =
+      "#                                                              out-of-place                 "
+      "      in-place\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong\n"
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+      "(us)  (GB/s)  (GB/s)\n"
+      "   134217728      33554432     float    none      -1   1200.0  111.85  104.86      0   "
+      "1250.0  107.37  100.66      0\n"
+      "   268435456      67108864     float    none      -1   2300.0  116.71  109.42      3   "
+      "2400.0  111.85  104.86      0\n";
+  CHECK(ResultTable(s, 16, r) == golden);
+}
+
 }  // namespace
 }  // namespace kuberdma::validator

@@ -91,7 +91,10 @@ template:
       - name: rdma-validate
         image: {{ include "kube-rdma.image" (dict "image" $a.image "chart" .chart) }}
         command: ["/usr/local/bin/rdma-validate"]
-        {{- $args := list "--mode" "acceptance" "--transport" $a.transport "--size" $a.size "--iters" (toString $a.iters) "--timeout" (toString $a.timeoutSeconds) "--pairs" $a.pairs "--min-fleet-fraction" (toString $a.minFleetFraction) }}
+        {{- $args := list "--mode" "acceptance" "--transport" $a.transport "--collective" $a.collective "--size" $a.size "--iters" (toString $a.iters) "--timeout" (toString $a.timeoutSeconds) "--pairs" $a.pairs "--min-fleet-fraction" (toString $a.minFleetFraction) }}
+        {{- if $a.sweep.minBytes }}
+        {{- $args = concat $args (list "-b" $a.sweep.minBytes "-e" (default $a.sweep.minBytes $a.sweep.maxBytes) "-f" (toString $a.sweep.stepFactor)) }}
+        {{- end }}
         {{- if $a.baseline.configMap }}
         {{- $args = concat $args (list "--baseline" "/etc/kuberdma-acceptance/baseline.json" "--baseline-tolerance" (toString $a.baseline.tolerance)) }}
         {{- end }}
