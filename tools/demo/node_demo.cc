@@ -327,8 +327,7 @@ void NodeDemo::AttachRails() {
   }
   auto networks = sim::ParseNetworksAnnotation(workload_.networks);
   if (!networks) return fail_(networks.error().message());
-  for (size_t p = 0; p < pods_.size(); ++p) {
-    Pod& pod = pods_[p];
+  for (Pod& pod : pods_) {
     AttachClusterNetwork(pod);
     sim::MultusPod mp{.ns = workload_.ns,
                       .name = pod.name,

@@ -77,6 +77,10 @@ void AddCollectiveOptions(CLI::App& app, Cli& c) {
                  "count wrong result elements after each size (1, default; 0: off)")
       ->check(CLI::Range(0, 1));
   app.add_option("--csv", c.csv_path, "also write the per-size table as CSV to this file");
+  app.add_option("--repeats", c.o.repeats,
+                 "timed phases of --iters each, the figure their median (acceptance: 3 when not "
+                 "given)")
+      ->check(CLI::Range(0, 100));
 }
 
 bool Refuse(const kuberdma::Error& e) {
@@ -130,13 +134,8 @@ void AddRunOptions(CLI::App& app, Cli& c) {
       "--nccl-devices", o.nccl_devices,
       "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
   app.add_option("--size", c.size, "the collective's size without a sweep (e.g. 256M)");
-  AddCollectiveOptions(app, c);
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
-  app.add_option("--repeats", o.repeats,
-                 "timed phases of --iters each, the figure their median (acceptance: 3 when not "
-                 "given)")
-      ->check(CLI::Range(0, 100));
   app.add_option("--timeout", o.timeout_s,
                  "seconds for communicator init and each collective phase")
       ->check(CLI::Range(1, 3600));
@@ -222,6 +221,7 @@ int Run(int argc, char** argv) {
   app.set_version_flag("--version", kuberdma::kVersionLine);
   Cli c;
   AddRunOptions(app, c);
+  AddCollectiveOptions(app, c);
   AddAcceptanceOptions(app, c);
   try {
     app.parse(argc, argv);

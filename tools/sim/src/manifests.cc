@@ -19,9 +19,11 @@ namespace {
 json Scalar(const YAML::Node& n) {
   const std::string& s = n.Scalar();
   if (n.Tag() == "!") return s;
-  static const std::regex kNull("~|null|Null|NULL|"), kTrue("true|True|TRUE"),
-      kFalse("false|False|FALSE"), kInt("[-+]?[0-9]+"),
-      kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  static const std::regex kNull("~|null|Null|NULL|");
+  static const std::regex kTrue("true|True|TRUE");
+  static const std::regex kFalse("false|False|FALSE");
+  static const std::regex kInt("[-+]?[0-9]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
   if (std::regex_match(s, kNull)) return nullptr;
   if (std::regex_match(s, kTrue)) return true;
   if (std::regex_match(s, kFalse)) return false;

@@ -48,7 +48,8 @@ bool IsSlow(const RailMeasurement& m, const Localisation& loc, const std::map<in
 // rails or fewer, where a median of two is their mean), and the spread of every measurement.
 std::pair<double, double> RailReference(const std::map<int, std::vector<double>>& by_rail,
                                         const std::map<int, double>& medians) {
-  std::vector<double> meds, all;
+  std::vector<double> meds;
+  std::vector<double> all;
   for (const auto& [rail, med] : medians) meds.push_back(med);
   for (const auto& [rail, v] : by_rail) all.insert(all.end(), v.begin(), v.end());
   double ref = meds.size() >= 3 ? *Median(meds) : *std::max_element(meds.begin(), meds.end());
@@ -210,7 +211,8 @@ void FindUndecided(const Stats& stats, Localisation& loc) {
   };
   for (const auto& [nk, st] : stats) {
     if (culprit(nk.first, nk.second)) continue;
-    int total = 0, slow = 0;
+    int total = 0;
+    int slow = 0;
     for (const RailMeasurement* m : st.seen) {
       int peer = m->pair.a == nk.first ? m->pair.b : m->pair.a;
       if (culprit(peer, m->rail)) continue;

@@ -253,12 +253,11 @@ json NodeJson(const FleetReport& rep, const NodeInfo& info) {
 
 }  // namespace
 
-json FleetReport::ToJson() const {
-  const Thresholds& t = in.thresholds;
-  json nodes_json = json::array();
-  for (const auto& [rank, info] : in.nodes) nodes_json.push_back(NodeJson(*this, info));
+namespace {
+
+json CulpritsJson(const Inputs& in, const Localisation& loc) {
   json culprits = json::array();
-  for (const auto& c : localisation.culprits) {
+  for (const auto& c : loc.culprits) {
     culprits.push_back({{"node", c.node < 0 ? json(nullptr) : json(Who(in, c))},
                         {"rank", c.node},
                         {"rail", c.rail < 0 ? json(nullptr) : json(c.rail + 1)},
@@ -266,20 +265,39 @@ json FleetReport::ToJson() const {
                         {"certain", c.certain},
                         {"why", c.why}});
   }
+  return culprits;
+}
+
+json ThresholdsJson(const Thresholds& t) {
+  return {{"minBusbwGBps", t.min_busbw_gbps},
+          {"minLinkFraction", t.min_link_fraction},
+          {"minFleetFraction", t.min_fleet_fraction},
+          {"floorFraction", t.floor_fraction},
+          {"outlierZ", t.outlier_z},
+          {"minShare", t.min_share},
+          {"baselineTolerance", t.baseline_tolerance}};
+}
+
+json BaselineJson(const Inputs& in) {
+  if (!in.baseline) return nullptr;
+  return {{"date", in.baseline->date},
+          {"collective", in.baseline->collective},
+          {"bytes", in.baseline->bytes}};
+}
+
+}  // namespace
+
+json FleetReport::ToJson() const {
+  json nodes_json = json::array();
+  for (const auto& [rank, info] : in.nodes) nodes_json.push_back(NodeJson(*this, info));
   return {{"version", 1},
           {"kind", "kuberdma-acceptance"},
           {"date", in.date},
           {"verdict", verdict},
           {"transport", in.transport},
           {"ncclVersion", in.nccl_version},
-          {"thresholds",
-           {{"minBusbwGBps", t.min_busbw_gbps},
-            {"minLinkFraction", t.min_link_fraction},
-            {"minFleetFraction", t.min_fleet_fraction},
-            {"floorFraction", t.floor_fraction},
-            {"outlierZ", t.outlier_z},
-            {"minShare", t.min_share},
-            {"baselineTolerance", t.baseline_tolerance}}},
+          {"collective", {{"name", in.collective}, {"bytes", in.bytes}}},
+          {"thresholds", ThresholdsJson(in.thresholds)},
           {"ring",
            {{"ran", in.ring.ran},
             {"ok", in.ring.ok},
@@ -290,13 +308,9 @@ json FleetReport::ToJson() const {
           {"fleetMedianGBps", localisation.fleet_median_gbps},
           {"fleetSpreadGBps", localisation.spread_gbps},
           {"slowRails", SlowRailsJson(localisation)},
-          {"culprits", culprits},
+          {"culprits", CulpritsJson(in, localisation)},
           {"ambiguous", localisation.ambiguous},
-          {"collective", {{"name", in.collective}, {"bytes", in.bytes}}},
-          {"baseline", in.baseline ? json{{"date", in.baseline->date},
-                                          {"collective", in.baseline->collective},
-                                          {"bytes", in.baseline->bytes}}
-                                   : json(nullptr)},
+          {"baseline", BaselineJson(in)},
           {"notes", notes},
           {"nodes", nodes_json},
           {"problems", problems}};

@@ -221,7 +221,7 @@ Result<std::vector<size_t>> SweepSizes(size_t min, size_t max, double factor, si
                 "a sweep needs a step factor above 1 (-f) or a step in bytes (-i)");
   }
   std::vector<size_t> out;
-  for (double size = static_cast<double>(min); size <= static_cast<double>(max) * (1 + 1e-9);) {
+  for (auto size = static_cast<double>(min); size <= static_cast<double>(max) * (1 + 1e-9);) {
     out.push_back(static_cast<size_t>(size));
     if (out.size() > 1000) return Fail(ErrorCode::kInvalidArgument, "a sweep of over 1000 sizes");
     if (min == max) break;

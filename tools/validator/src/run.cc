@@ -152,8 +152,8 @@ void Validator::RunAndJudge(Report& r, CollectiveParams p) {
   p.log_dir = dir;
   Snapshot before = ReadCounters(r);
   CollectiveOutcome all;  // every collective's ranks and logs, judged together
-  for (size_t c = 0; c < opts_.collectives.size(); ++c) {
-    p.spec.kind = opts_.collectives[c];
+  for (Collective kind : opts_.collectives) {
+    p.spec.kind = kind;
     p.tag = opts_.collectives.size() > 1 ? std::string(Name(p.spec.kind)) : "";
     if (auto ok = Check(p.spec, p.nranks); !ok) {
       r.problems.push_back(std::string(Name(p.spec.kind)) + ": " + ok.error().message());

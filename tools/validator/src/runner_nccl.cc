@@ -216,7 +216,8 @@ std::vector<size_t> Sizes(const CollectiveParams& p) {
 std::string Prepare(const CollectiveParams& p, int gpu, Buffers* b) {
   if (cudaSetDevice(gpu) != cudaSuccess) return "cannot use GPU " + std::to_string(gpu);
   size_t ts = TypeSize(p.spec.type);
-  size_t send = 0, recv = 0;
+  size_t send = 0;
+  size_t recv = 0;
   for (size_t bytes : Sizes(p)) {
     Shape sh = ShapeOf(p.spec, bytes, p.nranks);
     send = std::max(send, sh.send * ts);
@@ -368,6 +369,27 @@ nlohmann::json PlaceJson(const PlaceResult& r) {
   return {{"seconds", r.seconds}, {"wrong", r.wrong}};
 }
 
+// Every size, out of place then in place; "" or the error (the communicator then aborted).
+std::string RunSizes(const CollectiveParams& p, int rank, Buffers& b, ncclComm_t comm,
+                     nlohmann::json* sizes, uint64_t* wrong, double* seconds, bool* timed_out) {
+  for (size_t bytes : Sizes(p)) {
+    Shape sh = ShapeOf(p.spec, bytes, p.nranks);
+    PlaceResult oop;
+    if (auto e = RunPlace(p, sh, rank, b, false, comm, &oop, timed_out); !e.empty()) return e;
+    nlohmann::json j = {{"bytes", sh.bytes}, {"count", sh.count}, {"oop", PlaceJson(oop)}};
+    *wrong += oop.wrong;
+    *seconds = oop.seconds;
+    if (sh.in_place) {
+      PlaceResult ip;
+      if (auto e = RunPlace(p, sh, rank, b, true, comm, &ip, timed_out); !e.empty()) return e;
+      j["ip"] = PlaceJson(ip);
+      *wrong += ip.wrong;
+    }
+    sizes->push_back(j);
+  }
+  return "";
+}
+
 nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
   nlohmann::json out = {{"rank", rank}, {"initOk", false}, {"ok", false}, {"verified", false}};
   auto fail = [&](const std::string& e, bool timed_out = false) {
@@ -384,22 +406,8 @@ nlohmann::json RunRank(const CollectiveParams& p, int rank, int gpu) {
   nlohmann::json sizes = nlohmann::json::array();
   uint64_t wrong = 0;
   double seconds = 0;
-  for (size_t bytes : Sizes(p)) {
-    Shape sh = ShapeOf(p.spec, bytes, p.nranks);
-    PlaceResult oop;
-    if (auto e = RunPlace(p, sh, rank, b, false, comm, &oop, &timed_out); !e.empty())
-      return fail(e, timed_out);
-    nlohmann::json j = {{"bytes", sh.bytes}, {"count", sh.count}, {"oop", PlaceJson(oop)}};
-    wrong += oop.wrong;
-    seconds = oop.seconds;
-    if (sh.in_place) {
-      PlaceResult ip;
-      if (auto e = RunPlace(p, sh, rank, b, true, comm, &ip, &timed_out); !e.empty())
-        return fail(e, timed_out);
-      j["ip"] = PlaceJson(ip);
-      wrong += ip.wrong;
-    }
-    sizes.push_back(j);
+  if (auto e = RunSizes(p, rank, b, comm, &sizes, &wrong, &seconds, &timed_out); !e.empty()) {
+    return fail(e, timed_out);
   }
   ncclCommDestroy(comm);
   out["sizes"] = sizes;

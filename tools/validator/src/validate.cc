@@ -505,6 +505,28 @@ std::string Report::Summary() const {
   return s;
 }
 
+std::string Report::CollectiveLines() const {
+  std::ostringstream o;
+  o << "  NCCL " << nccl_version << ": network " << (nccl_network.empty() ? "?" : nccl_network)
+    << ", devices [" << Join(nccl_devices, " ") << "]"
+    << (nccl_bypasses.empty() ? "" : ", bypasses: " + Join(nccl_bypasses)) << "\n";
+  std::string what = runs.empty() ? "AllReduce" : std::string(Name(runs.front().spec.kind));
+  size_t bytes =
+      runs.empty() || runs.front().sizes.empty() ? opts.bytes : runs.front().sizes.back().bytes;
+  o << "  " << (what == "all_reduce" ? "AllReduce" : what) << " " << Bytes(bytes) << " x "
+    << opts.iters << ": " << (verified ? "result verified" : "NOT verified") << ", algbw "
+    << Gb(bandwidth.algbw_gbps) << " GB/s, busbw " << Gb(bandwidth.busbw_gbps) << " GB/s"
+    << (threshold_gbps > 0 ? " (threshold " + Gb(threshold_gbps) + ")" : "") << "\n";
+  // nccl-tests' table, per collective, when there is more than the one figure above.
+  bool table = runs.size() > 1 || (!runs.empty() && runs.front().sizes.size() > 1) ||
+               (!runs.empty() && runs.front().spec.kind != Collective::kAllReduce);
+  for (const auto& run : table ? runs : std::vector<CollectiveRun>{}) {
+    o << "  # " << Name(run.spec.kind) << ", " << run.nranks << " ranks\n"
+      << ResultTable(run.spec, run.nranks, run.sizes);
+  }
+  return o.str();
+}
+
 std::string Report::Table() const {
   std::ostringstream o;
   o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
@@ -531,25 +553,7 @@ std::string Report::Table() const {
     }
     for (const auto& n : d.notes) o << "      note: " << n << "\n";
   }
-  if (ran_collective) {
-    o << "  NCCL " << nccl_version << ": network " << (nccl_network.empty() ? "?" : nccl_network)
-      << ", devices [" << Join(nccl_devices, " ") << "]"
-      << (nccl_bypasses.empty() ? "" : ", bypasses: " + Join(nccl_bypasses)) << "\n";
-    std::string what = runs.empty() ? "AllReduce" : std::string(Name(runs.front().spec.kind));
-    size_t bytes =
-        runs.empty() || runs.front().sizes.empty() ? opts.bytes : runs.front().sizes.back().bytes;
-    o << "  " << (what == "all_reduce" ? "AllReduce" : what) << " " << Bytes(bytes) << " x "
-      << opts.iters << ": " << (verified ? "result verified" : "NOT verified") << ", algbw "
-      << Gb(bandwidth.algbw_gbps) << " GB/s, busbw " << Gb(bandwidth.busbw_gbps) << " GB/s"
-      << (threshold_gbps > 0 ? " (threshold " + Gb(threshold_gbps) + ")" : "") << "\n";
-    // nccl-tests' table, per collective, when there is more than the one figure above.
-    bool table = runs.size() > 1 || (!runs.empty() && runs.front().sizes.size() > 1) ||
-                 (!runs.empty() && runs.front().spec.kind != Collective::kAllReduce);
-    for (const auto& run : table ? runs : std::vector<CollectiveRun>{}) {
-      o << "  # " << Name(run.spec.kind) << ", " << run.nranks << " ranks\n"
-        << ResultTable(run.spec, run.nranks, run.sizes);
-    }
-  }
+  if (ran_collective) o << CollectiveLines();
   for (const auto& p : problems) o << "  problem: " << p << "\n";
   for (const auto& w : warnings) o << "  warning: " << w << "\n";
   o << "  verdict: " << verdict << " (exit " << exit_code << ")\n";

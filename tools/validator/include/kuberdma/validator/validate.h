@@ -125,7 +125,8 @@ struct Report {
 
   nlohmann::json ToJson() const;
   std::string Table() const;
-  std::string Summary() const;  // one line, for /dev/termination-log
+  std::string CollectiveLines() const;  // what NCCL chose, the figure, nccl-tests' tables
+  std::string Summary() const;          // one line, for /dev/termination-log
 };
 
 // The counters of every expected device at one moment.
