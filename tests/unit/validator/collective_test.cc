@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 
+#include "kuberdma/validator/runner.h"
+
 namespace kuberdma::validator {
 namespace {
 
@@ -206,6 +208,13 @@ TEST_CASE("An all_gather sweep prints nccl-tests' table layout (golden, syntheti
       "   268435456      67108864     float    none      -1   2300.0  116.71  109.42      3   "
       "2400.0  111.85  104.86      0\n";
   CHECK(ResultTable(s, 16, r) == golden);
+}
+
+TEST_CASE("The watchdog waits for every phase a sweep has, each under its own deadline") {
+  CHECK(Phases({}) == 7);  // init, then warm-up, timed, checked call, out of place and in place
+  CHECK(Phases({.check = false}) == 5);
+  // The seed's sweep (7 sizes) with three repeats: init + 7 x 2 x (warm-up + 3 + check).
+  CHECK(Phases({.sizes = std::vector<size_t>(7, 1), .repeats = 3}) == 71);
 }
 
 }  // namespace

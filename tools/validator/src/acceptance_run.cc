@@ -217,6 +217,9 @@ Result<acceptance::Config> MakeConfig(const Validator& v,
                     comm + "'");
   }
   cfg.coord_port = o.coord_port > 0 ? o.coord_port : cfg.nccl_port + 1;
+  // As the agent builds its jobs (NcclAgent::Params): three repeats unless told.
+  cfg.task_phases =
+      Phases({.sizes = o.sizes, .check = o.check, .repeats = o.repeats > 0 ? o.repeats : 3});
   cfg.thresholds = {.min_busbw_gbps = o.min_busbw_gbps,
                     .min_link_fraction = o.min_busbw_fraction,
                     .min_fleet_fraction = o.min_fleet_fraction,

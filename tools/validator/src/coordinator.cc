@@ -153,7 +153,7 @@ std::chrono::seconds JoinWait(const Config& c) {
                                                    : std::max(120, 5 * c.timeout_s));
 }
 std::chrono::seconds TaskWait(const Config& c) {
-  return std::chrono::seconds(3 * c.timeout_s + 30);
+  return std::chrono::seconds(std::max(3, c.task_phases) * c.timeout_s + 30);
 }
 
 }  // namespace

@@ -568,10 +568,10 @@ std::vector<CollectiveOutcome> RunCollectives(const std::vector<CollectiveParams
       out[j].log_files.push_back(LogFile(jobs[j], jobs[j].ranks[i]));
       if (!StartRank(jobs[j], j, i, &kids)) break;
     }
-    longest = std::max(longest, jobs[j].timeout_s);
+    longest = std::max(longest, jobs[j].timeout_s * Phases(jobs[j]));
   }
-  // The process-level watchdog behind the in-rank deadlines: init + warmup + timed phases.
-  Collect(kids, Clock::now() + std::chrono::seconds(3 * longest + 15));
+  // The process-level watchdog behind the in-rank deadlines.
+  Collect(kids, Clock::now() + std::chrono::seconds(longest + 15));
   for (auto& k : kids) {
     bool timed_out = false;
     out[k.job].ranks.push_back(Finish(k, &timed_out));

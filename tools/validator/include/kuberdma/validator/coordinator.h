@@ -70,6 +70,7 @@ struct Config {
   int nccl_port = 29500;   // the ring's NCCL_COMM_ID port; pair rounds use nccl_port + 16*r + rail
   int coord_port = 29501;  // the coordinator's listening port
   int timeout_s = 60;      // NCCL phases; a task's wait is derived from it
+  int task_phases = 3;     // phases of timeout_s a task's ranks may take (runner.h's Phases)
   int join_timeout_s = 0;  // how long rank 0 waits for the pods to arrive; 0: max(120, 5 x timeout)
   Thresholds thresholds;
   PairPolicy pairs = PairPolicy::kAlways;  // a baseline for every node, not only for a slow ring

@@ -7,6 +7,7 @@
 // are found; elsewhere NcclAvailable() says why.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -51,6 +52,14 @@ struct CollectiveOutcome {
   bool timed_out = false;
   std::vector<std::string> log_files;
 };
+
+// How many phases, each under its own `timeout_s` deadline, a rank of `p` goes through: the
+// communicator's init, then per size and place the warm-up, the timed phases and the checked call.
+// The process watchdog behind those deadlines waits this many timeouts (and 15 s).
+inline int Phases(const CollectiveParams& p) {
+  auto sizes = static_cast<int>(p.sizes.empty() ? 1 : p.sizes.size());
+  return 1 + sizes * 2 * (std::max(1, p.repeats) + (p.check ? 2 : 1));
+}
 
 // Whether this build can run NCCL at all; `why` says what is missing when not.
 bool NcclAvailable(std::string* why);
