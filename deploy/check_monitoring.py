@@ -25,6 +25,7 @@ RULE = os.path.join(HERE, "monitoring", "20-prometheusrule.yaml")
 TESTS = os.path.join(ROOT, "tests", "deploy", "alerts_test.yaml")
 # Where the exported metric families are declared.
 SOURCES = [os.path.join(ROOT, "deviceplugin", "src", "metrics.cc"),
+           os.path.join(ROOT, "deviceplugin", "src", "port_counters.cc"),
            os.path.join(ROOT, "tools", "validator", "src", "push_samples.cc")]
 failures = []
 

@@ -101,6 +101,8 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
         m->http_, HttpEndpoint::Start(
                       static_cast<uint16_t>(m->opts_.metrics_port), m->metrics_,
                       [raw] { return raw->running_.load(); }, m->opts_.metrics_address));
+    m->port_counters_ = std::make_shared<PortCounters>(m->opts_.sysfs);
+    m->http_->Serve(m->port_counters_);
   }
   return m;
 }

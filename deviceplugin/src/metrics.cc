@@ -192,6 +192,10 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(uint16_t port, const M
 }
 
 HttpEndpoint::HttpEndpoint(std::function<bool()> healthy) : healthy_(std::move(healthy)) {}
+
+void HttpEndpoint::Serve(const std::shared_ptr<prometheus::Collectable>& c) {
+  exposer_->RegisterCollectable(c);
+}
 HttpEndpoint::~HttpEndpoint() = default;
 
 }  // namespace kuberdma::deviceplugin

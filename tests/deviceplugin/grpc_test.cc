@@ -175,6 +175,40 @@ TEST_CASE(
   CHECK_THAT(HttpGet(n.mgr->metrics_port(), "/nothing").first, Catch::Contains("404"));
 }
 
+TEST_CASE(
+    "Port counters are read from sysfs on each scrape: bytes from 4-byte words, hw_counters") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  std::string port = n.dir + "/root/sys/class/infiniband/mlx5_2/ports/1/";
+  REQUIRE(WriteFileAtomic(port + "counters/port_xmit_data", "1000\n"));
+  REQUIRE(WriteFileAtomic(port + "counters/link_downed", "3\n"));
+  fs::create_directories(port + "hw_counters");
+  REQUIRE(WriteFileAtomic(port + "hw_counters/np_cnp_sent", "7\n"));
+  REQUIRE(WriteFileAtomic(port + "hw_counters/out_of_sequence", "12a"));  // truncated: left out
+  n.Start();
+  REQUIRE(n.mgr->metrics_port() != 0);
+  auto [status, body] = HttpGet(n.mgr->metrics_port(), "/metrics");
+  CHECK_THAT(status, Catch::Contains("200"));
+  const std::string labels = R"({hca="mlx5_2",netdev="ens3f0np0",port="1",rail="3"})";
+  CHECK_THAT(body, Catch::Contains(
+                       "# TYPE kuberdma_infiniband_port_data_transmitted_bytes_total counter"));
+  CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_port_data_transmitted_bytes_total" +
+                                   labels + " 4000"));
+  CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_link_downed_total" + labels + " 3"));
+  CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_np_cnp_sent_total" + labels + " 7"));
+  CHECK_THAT(body, !Catch::Contains("kuberdma_infiniband_out_of_sequence_total"));
+  // Every HCA's every port, the other ports at the fixture's zero.
+  CHECK_THAT(
+      body,
+      Catch::Contains(
+          R"(kuberdma_infiniband_port_data_received_bytes_total{hca="mlx5_7",netdev="ens8f0np0",port="1",rail="8"} 0)"));
+  // Read on scrape, not cached: a new value is the next scrape's.
+  REQUIRE(WriteFileAtomic(port + "counters/port_xmit_data", "2500\n"));
+  auto again = HttpGet(n.mgr->metrics_port(), "/metrics").second;
+  CHECK_THAT(again, Catch::Contains("kuberdma_infiniband_port_data_transmitted_bytes_total" +
+                                    labels + " 10000"));
+}
+
 // A TCP connection to the endpoint, closed when destroyed.
 struct Conn {
   explicit Conn(uint16_t port) : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {

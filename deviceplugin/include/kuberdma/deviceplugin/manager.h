@@ -20,6 +20,7 @@
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/metrics.h"
+#include "kuberdma/deviceplugin/port_counters.h"
 #include "kuberdma/deviceplugin/server.h"
 #include "kuberdma/events/kernel_events.h"
 #include "kuberdma/sysfs/hca.h"
@@ -85,7 +86,8 @@ class Manager {
   std::map<std::string, std::unique_ptr<ResourceServer>> servers_;  // by full resource name
   std::map<std::string, bool> registered_;
   std::unique_ptr<HttpEndpoint> http_;
-  UniqueFd wake_;  // eventfd
+  std::shared_ptr<PortCounters> port_counters_;  // read on scrape
+  UniqueFd wake_;                                // eventfd
   UniqueFd inotify_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<bool> running_{false};

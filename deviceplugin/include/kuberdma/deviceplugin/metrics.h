@@ -24,6 +24,7 @@
 namespace prometheus {
 class Registry;
 class Exposer;
+class Collectable;
 }  // namespace prometheus
 
 namespace kuberdma::deviceplugin {
@@ -84,6 +85,8 @@ class HttpEndpoint {
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;
   uint16_t port() const { return port_; }
   bool Healthy() const { return healthy_(); }
+  // Also serves what `c` collects on each scrape (PortCounters); kept alive by the caller.
+  void Serve(const std::shared_ptr<prometheus::Collectable>& c);
 
  private:
   explicit HttpEndpoint(std::function<bool()> healthy);
