@@ -10,6 +10,7 @@
 promtool comes from Debian's prometheus package (.ci/install-promtool.sh).
 Usage: check_monitoring.py [--promtool BIN]
 """
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RULE = os.path.join(HERE, "monitoring", "20-prometheusrule.yaml")
 TESTS = os.path.join(ROOT, "tests", "deploy", "alerts_test.yaml")
+DASHBOARD = os.path.join(HERE, "monitoring", "30-grafana-dashboard.yaml")
 # Where the exported metric families are declared.
 SOURCES = [os.path.join(ROOT, "deviceplugin", "src", "metrics.cc"),
            os.path.join(ROOT, "deviceplugin", "src", "port_counters.cc"),
@@ -67,8 +69,36 @@ def main(argv):
         check(r.returncode == 0, f"promtool check rules: {(r.stdout + r.stderr).strip().splitlines()[-1]}")
         r = subprocess.run([promtool, "test", "rules", "alerts_test.yaml"], cwd=tmp, capture_output=True, text=True)
         check(r.returncode == 0, "promtool test rules alerts_test.yaml" + ("" if r.returncode == 0 else f":\n{r.stdout}{r.stderr}"))
+        check_dashboard(promtool, tmp, known)
     print(f"{len(failures)} failed" if failures else "all monitoring checks passed")
     return 1 if failures else 0
+
+
+def check_dashboard(promtool, tmp, known):
+    """The dashboard is valid JSON, every panel that queries has a PromQL expression that promtool
+    parses (each as a recording rule, with the dashboard's $node variable at its "All" value) and
+    that names only metrics our binaries export."""
+    cm = yaml.safe_load(open(DASHBOARD))
+    check(cm["metadata"].get("labels", {}).get("grafana_dashboard") == "1",
+          "the dashboard ConfigMap carries Grafana's sidecar label grafana_dashboard")
+    try:
+        dash = json.loads(cm["data"]["kube-rdma.json"])
+    except (KeyError, ValueError) as e:
+        check(False, f"the dashboard is JSON: {e}")
+        return
+    exprs = [t["expr"] for p in dash.get("panels", []) for t in p.get("targets", [])]
+    check(len(exprs) >= 10, f"the dashboard queries ({len(exprs)} expressions)")
+    for e in exprs:
+        used = set(re.findall(r"\bkuberdma_[a-z_]+", e))
+        check(used and used <= known, f"dashboard: {sorted(used)} exported by our binaries")
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"kuberdma:dashboard_{i}", "expr": e.replace("$node", ".*")}
+        for i, e in enumerate(exprs)]}]}
+    with open(os.path.join(tmp, "dashboard.yaml"), "w") as f:
+        yaml.safe_dump(rules, f)
+    r = subprocess.run([promtool, "check", "rules", "dashboard.yaml"], cwd=tmp, capture_output=True, text=True)
+    check(r.returncode == 0, "promtool parses every dashboard expression" +
+          ("" if r.returncode == 0 else f": {r.stdout}{r.stderr}"))
 
 
 if __name__ == "__main__":
