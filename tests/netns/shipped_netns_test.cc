@@ -14,6 +14,7 @@
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/sim_node.h"
@@ -103,34 +104,13 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
   return out;
 }
 
-// The NADs with node-local paths kept off this machine: host-local's store in the node's state.
-std::vector<Nad> OnNode(std::vector<Nad> nads, const SimNode& node) {
-  for (auto& n : nads) {
-    if (n.config.contains("ipam") && n.config["ipam"].value("type", "") == "host-local") {
-      n.config["ipam"]["dataDir"] = node.state_dir() + "/ipam";
-    }
-  }
-  return nads;
-}
-
-// Addresses host-local still holds (one file per address under dataDir/<network>/).
-size_t HeldAddresses(const std::string& dir) {
-  size_t n = 0;
-  std::error_code ec;
-  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
-    n += e.path().filename().string().find('.') != std::string::npos &&
-                 e.path().filename().string().rfind("last_reserved", 0) != 0
-             ? 1u
-             : 0u;
-  }
-  return n;
-}
-
 // Runs `pod`'s ADDs and DELs on a fresh node; checks the HCAs against the allocation.
 void RunPod(const Shipped& s, const MultusPod& pod) {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string netns = node.AddPod(pod.name);
-  auto adds = MultusAdds(pod, OnNode(s.nads, node), netns, {{"stateDir", node.state_dir()}});
+  // Node-local paths kept off this machine: the plugin's state and host-local's store.
+  auto adds = MultusAdds(pod, WithHostLocalStore(s.nads, node.state_dir() + "/ipam"), netns,
+                         {{"stateDir", node.state_dir()}});
   REQUIRE(adds);
   REQUIRE(adds->size() == pod.networks.size());
   // Multus's keys, then the runtime's copies of the same keys: the plugin takes both.
@@ -176,7 +156,7 @@ void RunPod(const Shipped& s, const MultusPod& pod) {
   }
   for (const auto& n : Roce8Netdevs()) CHECK(node.links().GetByName(node.node(), n));
   CHECK(cni::StateStore(node.state_dir()).List()->empty());
-  CHECK(HeldAddresses(node.state_dir() + "/ipam") == 0);
+  CHECK(HostLocalHeld(node.state_dir() + "/ipam") == 0);
 }
 
 TEST_CASE("Every shipped rendering's pods get the HCAs the kubelet allocated, as Multus calls") {

@@ -27,6 +27,7 @@
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/pod_view.h"
@@ -165,12 +166,9 @@ bool NodeDemo::LoadObjects() {
       break;
     }
   }
-  for (auto n : rendered_.Nads()) {
-    if (n.config.contains("ipam") && n.config["ipam"].value("type", "") == "host-local") {
-      n.config["ipam"]["dataDir"] = Dir("ipam");
-    }
+  nads_ = sim::WithHostLocalStore(rendered_.Nads(), Dir("ipam"));
+  for (const auto& n : nads_) {
     if (!n.resource.empty()) resource_ = n.resource;
-    nads_.push_back(std::move(n));
   }
   auto per_pod = workload_.main.limits.find(resource_);
   if (workload_.name.empty() || resource_.empty() || per_pod == workload_.main.limits.end()) {
@@ -611,18 +609,6 @@ void NodeDemo::CheckAll() {
   std::printf("  %d of %zu attachments verified\n", checked_, total);
 }
 
-// Addresses host-local still holds for the demo's rails (one file per address in its store).
-size_t HeldAddresses(const std::string& dir) {
-  size_t n = 0;
-  std::error_code ec;
-  for (const auto& net : fs::directory_iterator(dir, ec)) {
-    for (const auto& e : fs::directory_iterator(net.path(), ec)) {
-      n += link::ParseAddress(e.path().filename().string()) ? 1u : 0u;
-    }
-  }
-  return n;
-}
-
 void NodeDemo::DetachAll() {
   Heading(10, "Pods deleted: CNI DEL gives every device and address back; the plugin stops");
   for (auto pod = pods_.rbegin(); pod != pods_.rend(); ++pod) {
@@ -648,7 +634,7 @@ void NodeDemo::DetachAll() {
       fail_(name + " not restored");
     }
   }
-  size_t held = HeldAddresses(Dir("ipam"));
+  size_t held = sim::HostLocalHeld(Dir("ipam"));
   std::printf("  host-local holds %zu address(es) after DEL\n", held);
   if (held != 0) fail_("host-local still holds " + std::to_string(held) + " address(es)");
 }
