@@ -235,9 +235,9 @@ TEST_CASE("A node that never reached the coordinator fails, and says why") {
   CHECK_THAT(rep.problems.back(), Catch::Contains("node-3: did not take part: never connected"));
 }
 
-// A simulated fleet as the coordinator runs it: MinRounds rounds, then more (up to kMaxRounds)
-// until the slow measurements are explained. A pair's rail measures the slower end's factor of
-// `base` (GB/s), times (1 + noise * a standard normal) from `seed`.
+// A simulated fleet as the coordinator runs it (AnotherRound: MinRounds rounds, then more, up
+// to kMaxRounds, until the slow measurements are explained). A pair's rail measures the slower
+// end's factor of `base` (GB/s), times (1 + noise * a standard normal) from `seed`.
 struct SimFleet {
   int k = 4;
   int rails = 2;
@@ -259,8 +259,8 @@ struct SimFleet {
     Inputs in{.nodes = Fleet(k, rails), .date = "2026-12-01T12:00:00Z", .transport = "socket"};
     in.ring = {.ran = true, .ok = true, .busbw_gbps = base, .algbw_gbps = base, .ranks = k};
     std::mt19937 rng(seed);
-    int least = MinRounds(static_cast<size_t>(k));
-    for (int r = 0; r < std::max(least, kMaxRounds); ++r) {
+    Localisation loc;
+    for (int r = 0; AnotherRound(r, static_cast<size_t>(k), kMaxRounds, loc); ++r) {
       Round round = PairRound(Ranks(k), r);
       for (const Pair& p : round) {
         for (int rail = 0; rail < rails; ++rail) {
@@ -269,7 +269,7 @@ struct SimFleet {
         }
       }
       in.rounds.push_back(round);
-      if (r + 1 >= least && Settled(Localise(in.measurements, in.nodes, in.thresholds))) break;
+      loc = Localise(in.measurements, in.nodes, in.thresholds);
     }
     return in;
   }

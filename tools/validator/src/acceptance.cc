@@ -102,6 +102,7 @@ struct RailStat {
   int total = 0;
   int slow = 0;
   std::vector<const RailMeasurement*> seen;
+  std::vector<bool> seen_slow;  // whether each of `seen` was slow
 };
 using Stats = std::map<std::pair<int, int>, RailStat>;  // (node, rail)
 
@@ -213,16 +214,12 @@ void FindUndecided(const Stats& stats, Localisation& loc) {
     if (culprit(nk.first, nk.second)) continue;
     int total = 0;
     int slow = 0;
-    for (const RailMeasurement* m : st.seen) {
+    for (size_t i = 0; i < st.seen.size(); ++i) {
+      const RailMeasurement* m = st.seen[i];
       int peer = m->pair.a == nk.first ? m->pair.b : m->pair.a;
       if (culprit(peer, m->rail)) continue;
       ++total;
-      slow += std::any_of(loc.slow.begin(), loc.slow.end(),
-                          [&](const RailMeasurement& x) {
-                            return x.round == m->round && x.pair == m->pair && x.rail == m->rail;
-                          })
-                  ? 1
-                  : 0;
+      slow += st.seen_slow[i] ? 1 : 0;
     }
     if (slow > 0 && 2 * slow == total) loc.undecided.push_back(nk);
   }
@@ -275,6 +272,7 @@ Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int,
       ++s.total;
       s.slow += slow ? 1 : 0;
       s.seen.push_back(&x);
+      s.seen_slow.push_back(slow);
     }
   }
   // Slow in most of its measurements (all of two, two of three, ...): one noisy figure neither
@@ -304,6 +302,12 @@ bool Settled(const Localisation& loc) {
   if (loc.ambiguous) return false;
   return loc.undecided.empty() && std::all_of(loc.culprits.begin(), loc.culprits.end(),
                                               [](const Culprit& c) { return c.certain; });
+}
+
+bool AnotherRound(int done, size_t nodes, int max_rounds, const Localisation& loc) {
+  int least = MinRounds(nodes);
+  if (done >= std::max(least, std::min(max_rounds, kMaxRounds))) return false;
+  return done < least || !Settled(loc);
 }
 
 bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes,

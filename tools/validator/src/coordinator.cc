@@ -415,9 +415,8 @@ void RunRounds(Session& s, Inputs& in, bool need_pairs) {
     return;
   // Every node meets two partners first (the bye rotates); then rounds stop once the slow
   // measurements are explained.
-  int least = MinRounds(s.participants.size());
-  int most = std::max(least, std::min(s.cfg.max_rounds, kMaxRounds));
-  for (int r = 0; r < most; ++r) {
+  Localisation loc;
+  for (int r = 0; AnotherRound(r, s.participants.size(), s.cfg.max_rounds, loc); ++r) {
     Round round = PairRound(s.participants, r);
     if (round.empty()) break;
     std::map<int, NodeInfo> taking_part;
@@ -425,7 +424,7 @@ void RunRounds(Session& s, Inputs& in, bool need_pairs) {
     auto tasks = RoundTasks(s.cfg, taking_part, round, r);
     FoldRound(RunTasks(s, tasks), tasks, r, in.measurements);
     in.rounds.push_back(round);
-    if (r + 1 >= least && Settled(Localise(in.measurements, s.nodes, s.cfg.thresholds))) break;
+    loc = Localise(in.measurements, s.nodes, s.cfg.thresholds);
   }
 }
 

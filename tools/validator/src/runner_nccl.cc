@@ -265,7 +265,7 @@ uint64_t Wrong(const CollectiveSpec& s, const Shape& sh, int nranks, int rank, c
 
 // The buffers one call uses: out of place, the two; in place, NCCL's in-place layout in `recv`.
 struct Place {
-  const char* send;
+  char* send;  // written with the send data before each phase
   char* recv;
 };
 Place Layout(const CollectiveSpec& s, const Shape& sh, int rank, const Buffers& b, bool in_place) {
@@ -346,7 +346,7 @@ std::string Calls(const CollectiveParams& p, const Shape& sh, int rank, Place at
 std::string RunPlace(const CollectiveParams& p, const Shape& sh, int rank, Buffers& b,
                      bool in_place, ncclComm_t comm, PlaceResult* out, bool* timed_out) {
   Place at = Layout(p.spec, sh, rank, b, in_place);
-  auto fill = [&] { Fill(p.spec, rank, const_cast<char*>(at.send), sh.send); };
+  auto fill = [&] { Fill(p.spec, rank, at.send, sh.send); };
   fill();
   if (auto e = Calls(p, sh, rank, at, comm, b.stream, p.warmup, timed_out); !e.empty()) return e;
   std::vector<double> phases;

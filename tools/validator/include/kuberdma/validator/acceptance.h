@@ -140,6 +140,11 @@ Localisation Localise(const std::vector<RailMeasurement>& m, const std::map<int,
 // rail) slow in exactly half of its measurements.
 bool Settled(const Localisation& loc);
 
+// Whether to run round `done` (0-based) after `done` rounds over `nodes` nodes: always until
+// MinRounds, never from max(MinRounds, min(max_rounds, kMaxRounds)) on, and in between while the
+// measurements so far (`loc`) are not Settled.
+bool AnotherRound(int done, size_t nodes, int max_rounds, const Localisation& loc);
+
 // Whether the ring calls for pair rounds (policy auto): not verified, below a threshold, an HCA
 // that carried less than its share, or below the baseline's ring.
 bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes,
