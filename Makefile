@@ -6,7 +6,7 @@ PRESET ?= ci
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps helm promtool configure build test asan unit netns demo bench fuzz boundaries format lint fixtures clean
+.PHONY: deps helm promtool configure build test asan images unit netns demo bench fuzz boundaries format lint fixtures clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -35,6 +35,7 @@ boundaries: configure
 test: build boundaries format helm promtool
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory images
 
 # The sanitizer tier (run by `make test`): the unit, namespace and fuzz-replay tests built with
 # AddressSanitizer + UBSan (the `asan` preset, build/asan); any report fails the test.
@@ -45,6 +46,12 @@ asan: deps
 	@cmake --build --preset asan -j $(JOBS) --target $(ASAN_TARGETS)
 	@cd build/asan && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -R '^(unit|netns|fuzz):'
+
+# The node image from this build's binaries (deploy/images/build.sh; run by `make test`): a root of
+# Debian packages (mkroot.sh), buildah, smoke-tested, the validator's copy run in a plain Debian
+# root; an OCI archive in build/images with its size and digest. Needs root.
+images: build
+	@BUILD=$(BUILD) bash deploy/images/build.sh
 
 unit: build
 	@$(BUILD)/tests/unit_tests

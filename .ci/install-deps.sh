@@ -15,6 +15,7 @@ packages=(
   iproute2                             # namespace tests and their cleanup
   containernetworking-plugins          # host-device, the benchmark's peer
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
+  buildah skopeo debootstrap busybox-static   # make images: build, archive, plain root, image shell
 )
 
 # `install-deps.sh format`: also clang-format (`make format`, run by `make test`); `lint`: also

@@ -201,6 +201,9 @@ def check_workload(report, what, ns, template, resources, nads):
     for c in pod.get("initContainers", []) + pod["containers"]:
         limits = c.get("resources", {}).get("limits", {})
         rdma = [k for k in limits if k.startswith("rdma/")]
+        if c["name"] == "rdma-validate-copy":  # copies a file: no HCA, no GPU
+            report.check(not limits, f"{what} container {c['name']} asks for no devices")
+            continue
         report.check(rdma and all(k in resources for k in rdma),
                      f"{what} container {c['name']} requests {rdma}, served by the device plugin")
     nets = json.loads(template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
@@ -234,6 +237,10 @@ def check_trainer(report, sts, template, services):
                  "publishing pods before they are ready (init containers bootstrap through it)")
     rank0 = f"{name}-0.{sts['spec'].get('serviceName')}"
     for v in validators:
+        if v["command"][0].startswith("/kube-rdma/bin/"):
+            report.check(v["image"] == pod["containers"][0]["image"],
+                         f"StatefulSet {name}: the copied rdma-validate runs in the trainer's image "
+                         f"({v['image']}), on the NCCL it trains with")
         venv = env_of(v)
         for c in pod["containers"]:
             nccl = {k: x for k, x in env_of(c).items() if k.startswith("NCCL_")}

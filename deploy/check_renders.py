@@ -145,7 +145,8 @@ def check_helm(report, helm, want, device_plugin):
     sts = objs.get(("StatefulSet", "llm-trainer"))
     if sts:
         nets = json.loads(sts["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
-        env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["initContainers"][0]["env"]}
+        validator = [c for c in sts["spec"]["template"]["spec"]["initContainers"] if c["name"] == "rdma-validate"][0]
+        env = {e["name"]: e.get("value") for e in validator["env"]}
         report.check([n["interface"] for n in nets] == ["net1", "net2", "net3", "net4"] and env["WORLD_SIZE"] == "2",
                      "trainer: 4 attachments net1..net4, WORLD_SIZE follows replicas")
     else:
@@ -262,6 +263,27 @@ def check_self_contained(report, helm):
                          + (f": {got.stderr}" if got.returncode else ""))
 
 
+def check_acceptance_job_image(report, helm, ci):
+    """acceptance.jobImage: rdma-validate copied from the node image into the job's image, as the
+    trainer's validation does; refused with a Pushgateway (the push module is not copied)."""
+    image = "nvcr.io/nvidia/pytorch:24.10-py3"
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "acceptance-values.yaml"),
+                      f"acceptance.jobImage={image}")
+    report.check(r.returncode == 0, "helm template with acceptance.jobImage" + (f": {r.stderr}" if r.returncode else ""))
+    got = {(o["kind"], o["metadata"]["name"]): o for _, o in cm.load_text(r.stdout, "helm(jobImage)", report)}
+    pod = got.get(("Job", "kuberdma-acceptance"), {}).get("spec", {}).get("template", {}).get("spec", {})
+    inits, main = pod.get("initContainers", []), (pod.get("containers") or [{}])[0]
+    report.check([c["name"] for c in inits] == ["rdma-validate-copy"]
+                 and inits[0]["image"].startswith("ghcr.io/kube-rdma/kube-rdma:")
+                 and main.get("image") == image and main.get("command") == ["/kube-rdma/bin/rdma-validate"]
+                 and {"name": "kube-rdma-bin", "emptyDir": {"sizeLimit": "64Mi"}} in pod.get("volumes", []),
+                 "acceptance.jobImage: the node image copies rdma-validate, the job's image runs it")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "acceptance-values.yaml"),
+                      f"acceptance.jobImage={image}", "acceptance.pushGateway=http://pg:9091")
+    report.check(r.returncode != 0 and "push module" in r.stderr,
+                 "acceptance.jobImage with a Pushgateway is refused, saying why")
+
+
 def check_helm_acceptance(report, helm, want, device_plugin):
     ci = os.path.join(CHART, "ci")
     extra = [o for d in EXTRA for o in cm.load_dir(d, report)]
@@ -289,6 +311,7 @@ def check_helm_acceptance(report, helm, want, device_plugin):
         same = {k: v for k, v in spec.items() if k != "completions" and k != "parallelism"}
         base = {k: v for k, v in job["spec"].items() if k != "completions" and k != "parallelism"}
         report.check(set(same) == set(base), f"the CronJob's jobTemplate has the Job's fields ({sorted(same)})")
+    check_acceptance_job_image(report, helm, ci)
     rule = got.get(("PrometheusRule", "rdma-kube-rdma"))
     exprs = [x["expr"] for g in (rule or {}).get("spec", {}).get("groups", []) for x in g["rules"]]
     report.check("time() - kuberdma_acceptance_timestamp_seconds > 15 * 86400" in exprs,

@@ -1,65 +1,91 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Builds the node image (deploy/images/Dockerfile) and proves it works: the CNI binary answers
-# VERSION, the DaemonSet's install step puts it in a host directory, the device plugin accepts
-# the ConfigMap's config, rdma-doctor runs, and no binary misses a shared library.
+# Builds the node image and proves it works: the CNI binary answers VERSION, no binary misses a
+# shared library, the DaemonSet's install step puts `rdma` in a host directory, the device plugin
+# accepts the ConfigMap's config, rdma-doctor runs, the chart's copy step hands rdma-validate to a
+# job container, and that copy runs in a plain Debian root (tests/images/validator_plain_root.sh).
+# Saves it as an OCI archive in build/images and prints its size and digest.
 #
-#   deploy/images/build.sh [TAG]          # default ghcr.io/kube-rdma/kube-rdma:0.1.0
+#   deploy/images/build.sh                # `make images`: from the binaries in $BUILD (build/ci)
+#   deploy/images/build.sh --from-source  # deploy/images/Dockerfile: compiles in a debian:12 stage
 #
-# Uses Docker when an engine answers, else buildah (Debian's `buildah`, run as root, chroot
-# isolation, vfs storage). Where Docker Hub is out of reach (air-gapped build hosts, our CI), set
-# KUBERDMA_OFFLINE_BASE=1: debian:12 and debian:12-slim are then made locally with debootstrap
-# from the Debian mirror apt already uses. The validator image starts from nvidia/cuda, which
-# has no such substitute: build it with an engine that can pull it.
+# Docker when an engine answers, else Debian's buildah (root, chroot isolation, vfs storage).
+# Bases that cannot be pulled (no Docker Hub: our CI) are made here with debootstrap from this
+# machine's own apt sources and proxies: debian:12 for --from-source, and the plain Debian root
+# of the validator test. The image's own root is Debian packages unpacked (deploy/images/mkroot.sh).
+# Environment: BUILD, OUT (build/images), KUBERDMA_IMAGE (ghcr.io/kube-rdma/kube-rdma),
+# KUBERDMA_IMAGE_BUDGET_MB (80), CUDA_IMAGE (--from-source: where CUDA's headers come from).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tag=${1:-ghcr.io/kube-rdma/kube-rdma:0.1.0}
-config=$(/usr/bin/python3 -c 'import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))["data"]["device-plugin.json"])' \
-  deploy/manifests/10-configmap.yaml)
-install_step=$(/usr/bin/python3 -c 'import yaml,sys
-ds = yaml.safe_load(open(sys.argv[1]))
-print(ds["spec"]["template"]["spec"]["initContainers"][0]["args"][0])' deploy/manifests/20-daemonset.yaml)
-smoke='set -e
-CNI_COMMAND=VERSION /usr/local/bin/rdma </dev/null | grep -q supportedVersions
-for b in /usr/local/bin/*; do ! ldd "$b" 2>&1 | grep "not found"; done
-printf "%s" "$KUBERDMA_CONFIG" > /tmp/device-plugin.json
-/usr/local/bin/rdma-device-plugin --check-config --config /tmp/device-plugin.json
-/usr/local/bin/rdma-doctor --help >/dev/null
-sh -c "$KUBERDMA_INSTALL_STEP" && cmp /usr/local/bin/rdma /host/opt/cni/bin/rdma
-echo "smoke: rdma VERSION, libraries, --check-config, rdma-doctor, atomic CNI install: ok"'
-hostbin=$(mktemp -d)
-trap 'rm -rf "$hostbin"' EXIT
+here=deploy/images
+. "$here/lib.sh"
+BUILD=${BUILD:-build/ci}
+OUT=${OUT:-build/images}
+repo=${KUBERDMA_IMAGE:-ghcr.io/kube-rdma/kube-rdma}
+# The budget: 11 MB of stripped binaries, 36 MB of gRPC/Abseil/Protobuf/OpenSSL/prometheus-cpp,
+# 13 MB of glibc and libstdc++ (54 MB when it was set): room for point releases and a binary
+# more, and a failed build before the image doubles unnoticed.
+budget_mb=${KUBERDMA_IMAGE_BUDGET_MB:-80}
+from_source=0
+[ "${1:-}" = --from-source ] && from_source=1
 
+version=$(git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo 0.1.0)
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+tag="$repo:$version"
+mkdir -p "$OUT"
+
+engine=buildah
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
-  docker build -f deploy/images/Dockerfile -t "$tag" .
-  docker run --rm --entrypoint /bin/sh -v "$hostbin:/host/opt/cni/bin" \
-    -e KUBERDMA_CONFIG="$config" -e KUBERDMA_INSTALL_STEP="$install_step" "$tag" -c "$smoke"
-  exit 0
+  engine=docker
+else
+  command -v buildah >/dev/null || die "no container engine answers and buildah is not installed (apt-get install buildah)"
+  [ "$(id -u)" -eq 0 ] || die "buildah here needs root"
+fi
+B=(buildah --storage-driver vfs)
+args=(--build-arg VERSION="$version" --build-arg REVISION="$revision" --build-arg CREATED="$created")
+
+if [ "$from_source" = 1 ]; then
+  [ -n "${CUDA_IMAGE:-}" ] && args+=(--build-arg CUDA_IMAGE="$CUDA_IMAGE")
+  if [ "$engine" = docker ]; then
+    docker build "${args[@]}" -f "$here/Dockerfile" -t "$tag" .
+  else
+    "${B[@]}" inspect docker.io/library/debian:12 >/dev/null 2>&1 || debian_base_image
+    "${B[@]}" bud --pull=never --isolation chroot --layers=false --timestamp "$epoch" "${args[@]}" \
+      -f "$here/Dockerfile" -t "$tag" .
+  fi
+else
+  bins=("$BUILD/cni/rdma" "$BUILD/deviceplugin/rdma-device-plugin" "$BUILD/tools/doctor/rdma-doctor"
+    "$BUILD/tools/validator/rdma-validate")
+  for b in "${bins[@]}"; do [ -x "$b" ] || die "$b is missing: make build first"; done
+  SOURCE_DATE_EPOCH=$epoch bash "$here/mkroot.sh" "$OUT/context/rootfs" "$OUT/debs" "${bins[@]}"
+  if [ "$engine" = docker ]; then
+    docker build "${args[@]}" -f "$here/Dockerfile.runtime" -t "$tag" "$OUT/context"
+  else
+    "${B[@]}" bud --isolation chroot --layers=false --timestamp "$epoch" "${args[@]}" \
+      -f "$here/Dockerfile.runtime" -t "$tag" "$OUT/context" >/dev/null
+  fi
 fi
 
-command -v buildah >/dev/null || {
-  echo "build.sh: no container engine answers and buildah is not installed (apt-get install buildah)" >&2
-  exit 1
-}
-[ "$(id -u)" -eq 0 ] || { echo "build.sh: buildah here needs root" >&2; exit 1; }
-B=(buildah --storage-driver vfs)
-if [ "${KUBERDMA_OFFLINE_BASE:-0}" = 1 ] && ! "${B[@]}" inspect docker.io/library/debian:12 >/dev/null 2>&1; then
-  command -v debootstrap >/dev/null || { echo "build.sh: KUBERDMA_OFFLINE_BASE needs debootstrap" >&2; exit 1; }
-  root=$(mktemp -d)
-  echo "build.sh: making debian:12 with debootstrap" >&2
-  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >/dev/null
-  ctr=$("${B[@]}" from scratch)
-  cp -a "$root/." "$("${B[@]}" mount "$ctr")/"
-  "${B[@]}" commit -q "$ctr" docker.io/library/debian:12 >/dev/null
-  "${B[@]}" tag docker.io/library/debian:12 docker.io/library/debian:12-slim
+smoke_image "$engine" "$tag"
+archive="$OUT/kube-rdma-$version.oci.tar"
+[ "$engine" = docker ] && archive="$OUT/kube-rdma-$version.docker.tar"
+rm -f "$archive"
+if [ "$engine" = docker ]; then
+  docker save "$tag" -o "$archive"
+  size=$(docker image inspect "$tag" --format '{{.Size}}')
+  digest=$(docker image inspect "$tag" --format '{{.Id}}')
+else
+  "${B[@]}" push -q "$tag" "oci-archive:$archive:$tag" >/dev/null
+  ctr=$("${B[@]}" from --pull=never "$tag")
+  size=$(du -sb "$("${B[@]}" mount "$ctr")" | cut -f1)
   "${B[@]}" rm "$ctr" >/dev/null
-  rm -rf "$root"
+  digest=$(skopeo inspect --format '{{.Digest}}' "oci-archive:$archive" 2>/dev/null || echo "?")
 fi
-pull=()
-[ "${KUBERDMA_OFFLINE_BASE:-0}" = 1 ] && pull=(--pull=never)
-"${B[@]}" bud "${pull[@]}" --isolation chroot --layers=false -f deploy/images/Dockerfile -t "$tag" .
-ctr=$("${B[@]}" from --pull=never "$tag")
-trap '"${B[@]}" rm "$ctr" >/dev/null; rm -rf "$hostbin"' EXIT
-"${B[@]}" run --isolation chroot -v "$hostbin:/host/opt/cni/bin" \
-  --env KUBERDMA_CONFIG="$config" --env KUBERDMA_INSTALL_STEP="$install_step" "$ctr" -- /bin/sh -c "$smoke"
-echo "build.sh: $tag ($("${B[@]}" images --format '{{.Size}}' "$tag"))"
+size_mb=$(((size + 1048575) / 1048576))
+echo "build.sh: $tag: ${size_mb} MB unpacked (budget ${budget_mb} MB), $(du -h "$archive" | cut -f1) to pull, digest $digest"
+echo "build.sh: archive $archive; load it with"
+echo "  skopeo copy oci-archive:$archive docker://REGISTRY/kube-rdma:$version"
+echo "  ctr -n k8s.io images import $archive   # on a node, containerd"
+[ "$size_mb" -le "$budget_mb" ] || die "$tag is ${size_mb} MB, over its ${budget_mb} MB budget (see deploy/images/build.sh)"

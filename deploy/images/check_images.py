@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Checks the Dockerfiles against the build and the manifests without a container engine (none runs
-on the CI machines; run by CTest):
-  - every file a runtime stage copies from the build stage is a CMake target that stage builds,
-    at the path the build tree really puts it (the build tree under test has the presets' layout);
-  - every shared library a copied binary needs is in the runtime stage: for the Debian 12 image,
-    the library's Debian package is one the stage installs, one of their dependencies, or in the
-    base image; for the CUDA image, only NCCL and glibc may be needed (libstdc++ and CUDA are
-    linked statically);
+"""Checks the Dockerfiles against the build and the manifests without a container engine (run by
+CTest; `make images` builds and smoke-tests the node image itself):
+  - the node image (Dockerfile): every binary its build stage hands deploy/images/mkroot.sh is a
+    CMake target that stage builds, at the path the build tree really puts it (the build tree
+    under test has the presets' layout); mkroot.sh puts each in /usr/local/bin with the Debian
+    packages of the libraries it loads;
+  - the validator image (Dockerfile.validator): what it copies is built there; rdma-validate needs
+    only glibc and libgcc_s (NCCL is opened at run time, libstdc++ and CUDA are linked in); its
+    push module's libraries are installed;
   - every binary the manifests (deploy/manifests, deploy/acceptance) run (/usr/local/bin/...) is
-    in the image they name.
+    in the image they name; one run from another image (/kube-rdma/bin/...) was copied there by an
+    earlier init container of our image, through a volume both mount.
 Usage: check_images.py <build-dir>
 """
 import os
@@ -21,9 +23,7 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEPLOY = os.path.dirname(HERE)
-# What debian:12-slim has before any apt-get install (apt itself needs libstdc++6).
-DEBIAN_BASE = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}
-CUDA_ALLOWED = {"libnccl.so.2", "libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2"}
+CUDA_ALLOWED = {"libgcc_s.so.1", "libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2"}
 # A module the CUDA image loads on demand: its libraries -> the Ubuntu package holding each
 # (None: in the ubuntu:24.04 base).
 CUDA_MODULE_LIBS = {"libprometheus-cpp-push.so.1.0": "libprometheus-cpp-push1.0",
@@ -45,13 +45,15 @@ def parse(dockerfile):
     for line in text.splitlines():
         line = line.strip()
         if m := re.match(r"FROM\s+(\S+)(?:\s+AS\s+(\S+))?", line, re.I):
-            cur = {"base": m.group(1), "packages": set(), "targets": set(), "copies": []}
+            cur = {"base": m.group(1), "packages": set(), "targets": set(), "copies": [], "rootfs": []}
             stages[m.group(2) or f"stage{len(stages)}"] = cur
         elif line.startswith("RUN") and cur is not None:
             if m := re.search(r"apt-get install ([^&;]*)", line):
                 cur["packages"] |= {w for w in m.group(1).split() if not w.startswith("-")}
             if m := re.search(r"--target ([^&;]*)", line):
                 cur["targets"] |= set(m.group(1).split())
+            if m := re.search(r"mkroot\.sh\s+\S+\s+\S+\s+([^&;]*)", line):
+                cur["rootfs"] = m.group(1).split()
         elif m := re.match(r"COPY\s+--from=(\S+)\s+(\S+)\s+(\S+)", line):
             cur["copies"].append((m.group(1), m.group(2), m.group(3)))
     return stages
@@ -62,74 +64,76 @@ def needed(binary):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out)
 
 
-def debian_package_of(lib, binary):
-    """The Debian package that provides the library the binary resolves here."""
-    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
-    # "libfoo.so.1 => /lib/.../libfoo.so.1 (0x...)", or the loader's "/lib64/ld-linux-x86-64.so.2 (0x...)"
-    m = re.search(rf"^\s*{re.escape(lib)} => (\S+)", out, re.M) or \
-        re.search(rf"^\s*(/\S*/{re.escape(lib)})\s", out, re.M)
-    path = m.group(1) if m else None
-    if path is None:
-        return None
-    for p in (path, os.path.realpath(path)):
-        r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True)
-        if r.returncode == 0:
-            return r.stdout.split(":")[0]
-    return None
+def node_image(build_dir, images):
+    stages = parse(os.path.join(HERE, "Dockerfile"))
+    build = stages.get("build")
+    check(build is not None and build["rootfs"], "Dockerfile: the build stage assembles the root with mkroot.sh")
+    final = list(stages.values())[-1]
+    check(final["base"] == "scratch" and ("build", "/rootfs/", "/") in final["copies"],
+          "Dockerfile: the image is the assembled root, FROM scratch")
+    images["ghcr.io/kube-rdma/kube-rdma"] = set()
+    for path in (build or {}).get("rootfs", []):
+        rel = path.removeprefix("build/release/")
+        target = os.path.basename(rel)
+        check(target in build["targets"], f"Dockerfile: {target} is a target the build stage builds ({sorted(build['targets'])})")
+        check(os.path.isfile(os.path.join(build_dir, rel)), f"Dockerfile: the build puts {target} at {rel}")
+        images["ghcr.io/kube-rdma/kube-rdma"].add("/usr/local/bin/" + target)
 
 
-def depends_closure(packages):
-    seen, todo = set(), list(packages)
-    while todo:
-        p = todo.pop()
-        if p in seen:
+def validator_image(build_dir, images):
+    name = "Dockerfile.validator"
+    stages = parse(os.path.join(HERE, name))
+    runtime = list(stages.values())[-1]
+    images["ghcr.io/kube-rdma/rdma-validate"] = set()
+    for frm, src, dst in runtime["copies"]:
+        build = stages.get(frm)
+        check(build is not None, f"{name}: COPY --from={frm} names a stage")
+        if build is None:
             continue
-        seen.add(p)
-        r = subprocess.run(["dpkg-query", "-W", "-f=${Depends},${Pre-Depends}", p], capture_output=True, text=True)
-        for dep in r.stdout.split(","):
-            name = dep.strip().split("|")[0].split()[0].split(":")[0] if dep.strip() else ""
-            if name:
-                todo.append(name)
-    return seen
+        rel = src.removeprefix("/src/build/release/")
+        target = os.path.basename(rel).removesuffix(".so")
+        check(target in build["targets"], f"{name}: {target} is a target the {frm} stage builds ({sorted(build['targets'])})")
+        binary = os.path.join(build_dir, rel)
+        check(os.path.isfile(binary), f"{name}: the build puts {target} at {rel}")
+        images["ghcr.io/kube-rdma/rdma-validate"].add(dst)
+        if not os.path.isfile(binary):
+            continue
+        libs = needed(binary)
+        if rel.endswith(".so"):
+            for lib in libs:
+                known = lib in CUDA_MODULE_LIBS
+                pkg = CUDA_MODULE_LIBS.get(lib)
+                check(known and (pkg is None or pkg in runtime["packages"]),
+                      f"{name}: module {target} needs {lib}" + (f" from {pkg}, which the runtime stage installs" if pkg else ", from the base image"))
+        else:
+            extra = sorted(set(libs) - CUDA_ALLOWED)
+            check(not extra, f"{name}: {target} needs only glibc and libgcc_s at run time ({libs})")
+
+
+def copied_binaries(fname, spec, images, c, words):
+    """A container of another image running /kube-rdma/bin/X: an earlier init container of ours
+    copied X there through a volume both mount."""
+    mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+    for path in sorted(set(re.findall(r"/kube-rdma/bin/[\w.-]+", words))):
+        vol = mounts.get(os.path.dirname(path))
+        copier = None
+        for i in spec.get("initContainers", []):
+            if i is c:
+                break
+            imounts = {m["mountPath"]: m["name"] for m in i.get("volumeMounts", [])}
+            iwords = " ".join(i.get("command", []) + i.get("args", []))
+            src = "/usr/local/bin/" + os.path.basename(path)
+            if imounts.get(os.path.dirname(path)) == vol and f"cp {src} {path}" in iwords \
+                    and src in images.get(i["image"].rsplit(":", 1)[0], set()):
+                copier = i["name"]
+        check(vol is not None and copier is not None,
+              f"{fname}: {c['name']} runs {path}, copied from our image by an earlier init container ({copier}) through volume {vol}")
 
 
 def main(build_dir):
     images = {}  # image repository -> set of paths it holds
-    for name, image in (("Dockerfile", "ghcr.io/kube-rdma/kube-rdma"),
-                        ("Dockerfile.validator", "ghcr.io/kube-rdma/rdma-validate")):
-        stages = parse(os.path.join(HERE, name))
-        runtime = list(stages.values())[-1]
-        debian = runtime["base"].startswith("debian:12")
-        # What the runtime stage holds: its packages, their dependencies, and the base image's.
-        have = depends_closure(runtime["packages"]) | DEBIAN_BASE if debian else set()
-        images[image] = set()
-        for frm, src, dst in runtime["copies"]:
-            build = stages.get(frm)
-            check(build is not None, f"{name}: COPY --from={frm} names a stage")
-            if build is None:
-                continue
-            rel = src.removeprefix("/src/build/release/")
-            target = os.path.basename(rel).removesuffix(".so")
-            check(target in build["targets"], f"{name}: {target} is a target the {frm} stage builds ({sorted(build['targets'])})")
-            binary = os.path.join(build_dir, rel)
-            check(os.path.isfile(binary), f"{name}: the build puts {target} at {rel}")
-            images[image].add(dst)
-            if not os.path.isfile(binary):
-                continue
-            libs = needed(binary)
-            if debian:
-                for lib in libs:
-                    pkg = debian_package_of(lib, binary)
-                    check(pkg in have, f"{name}: {target} needs {lib} from {pkg}, which the runtime stage has")
-            elif rel.endswith(".so"):
-                for lib in libs:
-                    known = lib in CUDA_MODULE_LIBS
-                    pkg = CUDA_MODULE_LIBS.get(lib)
-                    check(known and (pkg is None or pkg in runtime["packages"]),
-                          f"{name}: module {target} needs {lib}" + (f" from {pkg}, which the runtime stage installs" if pkg else ", from the base image"))
-            else:
-                extra = sorted(set(libs) - CUDA_ALLOWED)
-                check(not extra, f"{name}: {target} needs only NCCL and glibc at run time ({libs})")
+    node_image(build_dir, images)
+    validator_image(build_dir, images)
 
     # The binaries the manifests run, in the images they name.
     for fname in [os.path.join(d, f) for d in ("manifests", "acceptance")
@@ -142,9 +146,10 @@ def main(build_dir):
             spec = spec.get("template", {}).get("spec", {})
             for c in spec.get("initContainers", []) + spec.get("containers", []):
                 repo = c["image"].rsplit(":", 1)[0]
-                if repo not in images:
-                    continue
                 words = " ".join(c.get("command", []) + c.get("args", []))
+                if repo not in images:
+                    copied_binaries(fname, spec, images, c, words)
+                    continue
                 for path in sorted(set(re.findall(r"/usr/local/bin/[\w.-]+", words))):
                     check(path in images[repo], f"{fname}: {c['name']} runs {path}, which {repo} holds")
     print(f"{len(failures)} failed" if failures else "all image checks passed")

@@ -240,8 +240,8 @@ void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
   if (!alloc) return fail_(alloc.error().message());
   for (const auto& [k, v] : workload_.main.env) pod.env[k] = v;
   for (const auto& [k, v] : alloc->envs) pod.env[k] = v;
-  if (!workload_.init_containers.empty()) {
-    for (const auto& [k, v] : workload_.init_containers.front().env) pod.init_env[k] = v;
+  if (const sim::Container* v = workload_.Validator()) {
+    for (const auto& [k, val] : v->env) pod.init_env[k] = val;
   }
   for (const auto& [k, v] : alloc->envs) pod.init_env[k] = v;
   std::printf(
@@ -382,9 +382,11 @@ void NodeDemo::ShowPods() {
 void NodeDemo::Validate() {
   Heading(7, "rdma-validate in each pod: inventory, then NCCL across the pods where a GPU is");
   std::string shipped;
-  for (const auto& a : workload_.init_containers.empty() ? std::vector<std::string>{}
-                                                         : workload_.init_containers[0].args) {
-    shipped += " " + a;
+  const sim::Container* validator = workload_.Validator();
+  if (validator != nullptr) {
+    for (const auto& a : validator->command) shipped += " " + a;
+    for (const auto& a : validator->args) shipped += " " + a;
+    shipped += validator->image.empty() ? "" : " (image " + validator->image + ")";
   }
   std::printf(
       "  the pod template's init container runs:%s\n"

@@ -91,8 +91,14 @@ TEST_CASE("deploy/manifests' StatefulSet and NAD read as Multus and the kubelet 
   auto networks = ParseNetworksAnnotation(w[0].networks);
   REQUIRE(networks);
   CHECK(static_cast<int64_t>(networks->size()) == w[0].main.limits.at("rdma/hca"));
-  REQUIRE(w[0].init_containers.size() == 1);
-  CHECK_THAT(w[0].init_containers[0].args, Catch::VectorContains(std::string("--require-nccl")));
+  // The copy from the node image, then rdma-validate in the trainer's own image.
+  REQUIRE(w[0].init_containers.size() == 2);
+  CHECK(w[0].init_containers[0].name == "rdma-validate-copy");
+  const Container* v = w[0].Validator();
+  REQUIRE(v != nullptr);
+  CHECK(v->image == w[0].main.image);
+  CHECK(v->command == std::vector<std::string>{"/kube-rdma/bin/rdma-validate"});
+  CHECK_THAT(v->args, Catch::VectorContains(std::string("--require-nccl")));
 }
 
 }  // namespace

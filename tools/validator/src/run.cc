@@ -168,10 +168,14 @@ void Validator::RunAndJudge(Report& r, CollectiveParams p) {
   NcclLog log;
   for (const auto& f : all.log_files) (void)log.AddFile(f);  // unreadable: judged as unseen
   if (r.nccl_version.empty()) r.nccl_version = NcclVersion();
+  r.nccl_library = NcclLibrary();
   Judge(r, before, after, all, log);
 }
 
 std::optional<Report> Validator::WithoutNccl(Report& r) const {
+  // Which NCCL this image gives the job (its file and version), when it has one.
+  r.nccl_version = NcclVersion();
+  r.nccl_library = NcclLibrary();
   std::string why;
   if (!opts_.inventory_only && opts_.require_nccl && !NcclAvailable(&why)) {
     // An init container that proved nothing must not let the pod start.

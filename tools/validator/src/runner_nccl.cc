@@ -545,6 +545,7 @@ int GpuCount() {
 }
 
 bool NcclAvailable(std::string* why) {
+  if (!LoadNccl(why)) return false;
   if (GpuCount() == 0) {
     *why = "no CUDA device is visible (cudaGetDeviceCount reports none): inventory only";
     return false;
@@ -553,6 +554,8 @@ bool NcclAvailable(std::string* why) {
 }
 
 std::string NcclVersion() {
+  std::string why;
+  if (!LoadNccl(&why)) return "";
   int v = 0;
   ncclGetVersion(&v);
   return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +

@@ -14,6 +14,8 @@ bool NcclAvailable(std::string* why) {
 
 std::string NcclVersion() { return ""; }
 
+std::string NcclLibrary() { return ""; }
+
 int GpuCount() { return 0; }
 
 CollectiveOutcome RunCollective(const CollectiveParams& /*unused*/) { return {}; }

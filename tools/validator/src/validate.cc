@@ -477,6 +477,7 @@ json Report::ToJson() const {
           {"unexpected", unexpected},
           {"nccl",
            {{"version", nccl_version},
+            {"library", nccl_library},
             {"network", nccl_network},
             {"devices", nccl_devices},
             {"bypasses", nccl_bypasses},
@@ -507,8 +508,9 @@ std::string Report::Summary() const {
 
 std::string Report::CollectiveLines() const {
   std::ostringstream o;
-  o << "  NCCL " << nccl_version << ": network " << (nccl_network.empty() ? "?" : nccl_network)
-    << ", devices [" << Join(nccl_devices, " ") << "]"
+  o << "  NCCL " << nccl_version << (nccl_library.empty() ? "" : " (" + nccl_library + ")")
+    << ": network " << (nccl_network.empty() ? "?" : nccl_network) << ", devices ["
+    << Join(nccl_devices, " ") << "]"
     << (nccl_bypasses.empty() ? "" : ", bypasses: " + Join(nccl_bypasses)) << "\n";
   std::string what = runs.empty() ? "AllReduce" : std::string(Name(runs.front().spec.kind));
   size_t bytes =
@@ -553,7 +555,11 @@ std::string Report::Table() const {
     }
     for (const auto& n : d.notes) o << "      note: " << n << "\n";
   }
-  if (ran_collective) o << CollectiveLines();
+  if (ran_collective) {
+    o << CollectiveLines();
+  } else if (!nccl_version.empty()) {
+    o << "  NCCL " << nccl_version << " (" << nccl_library << "): not run\n";
+  }
   for (const auto& p : problems) o << "  problem: " << p << "\n";
   for (const auto& w : warnings) o << "  warning: " << w << "\n";
   o << "  verdict: " << verdict << " (exit " << exit_code << ")\n";

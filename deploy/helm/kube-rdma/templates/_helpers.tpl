@@ -87,10 +87,21 @@ template:
               matchLabels:
                 app: {{ $a.name }}
             topologyKey: kubernetes.io/hostname
+    {{- if $a.jobImage }}
+    {{- if $a.pushGateway }}{{ fail "acceptance.pushGateway needs the validator image's push module: leave acceptance.jobImage empty to push" }}{{ end }}
+    initContainers:
+      {{- include "kube-rdma.validator-copy" (dict "root" .root) | nindent 6 }}
+    {{- end }}
     containers:
       - name: rdma-validate
+        {{- if $a.jobImage }}
+        # rdma-validate copied from the node image, on the NCCL of the jobs' own image.
+        image: {{ $a.jobImage }}
+        command: ["/kube-rdma/bin/rdma-validate"]
+        {{- else }}
         image: {{ include "kube-rdma.image" (dict "image" $a.image "chart" .chart) }}
         command: ["/usr/local/bin/rdma-validate"]
+        {{- end }}
         {{- $args := list "--mode" "acceptance" "--transport" $a.transport "--collective" $a.collective "--size" $a.size "--iters" (toString $a.iters) "--timeout" (toString $a.timeoutSeconds) "--pairs" $a.pairs "--min-fleet-fraction" (toString $a.minFleetFraction) }}
         {{- if $a.sweep.minBytes }}
         {{- $args = concat $args (list "-b" $a.sweep.minBytes "-e" (default $a.sweep.minBytes $a.sweep.maxBytes) "-f" (toString $a.sweep.stepFactor)) }}
@@ -130,18 +141,32 @@ template:
           limits:
             nvidia.com/gpu: {{ $a.gpus }}
             {{ $a.rdmaResource }}: {{ len $names }}
-        {{- if $a.baseline.configMap }}
+        {{- if or $a.baseline.configMap $a.jobImage }}
         volumeMounts:
+          {{- if $a.baseline.configMap }}
           - name: baseline
             mountPath: /etc/kuberdma-acceptance
             readOnly: true
+          {{- end }}
+          {{- if $a.jobImage }}
+          - name: kube-rdma-bin
+            mountPath: /kube-rdma/bin
+            readOnly: true
+          {{- end }}
         {{- end }}
-    {{- if $a.baseline.configMap }}
+    {{- if or $a.baseline.configMap $a.jobImage }}
     volumes:
+      {{- if $a.baseline.configMap }}
       - name: baseline
         configMap:
           name: {{ $a.baseline.configMap }}
           optional: true
+      {{- end }}
+      {{- if $a.jobImage }}
+      - name: kube-rdma-bin
+        emptyDir:
+          sizeLimit: 64Mi
+      {{- end }}
     {{- end }}
 {{- end }}
 
@@ -191,4 +216,27 @@ first network N times (the seed's eight rdma-net attachments) and roce each rail
 {{- end }}
 {{- toJson $names }}
 {{- end }}
+{{- end }}
+
+{{/*
+The init container that copies rdma-validate from the node image into the pod's kube-rdma-bin
+emptyDir, so that the next container runs it from the job's own image (and its NCCL).
+Args: root (the chart's $), indent.
+*/}}
+{{- define "kube-rdma.validator-copy" -}}
+- name: rdma-validate-copy
+  image: {{ include "kube-rdma.image" (dict "image" .root.Values.image "chart" .root.Chart) }}
+  {{- with .root.Values.image.pullPolicy }}
+  imagePullPolicy: {{ . }}
+  {{- end }}
+  command: ["/bin/sh", "-c"]
+  args: ["cp /usr/local/bin/rdma-validate /kube-rdma/bin/rdma-validate"]
+  securityContext:
+    readOnlyRootFilesystem: true
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop: ["ALL"]
+  volumeMounts:
+    - name: kube-rdma-bin
+      mountPath: /kube-rdma/bin
 {{- end }}

@@ -36,6 +36,13 @@ struct Workload {
   std::vector<Container> init_containers;
   Container main;  // the first container
   std::string Describe() const { return kind + " " + ns + "/" + name; }
+  // The init container that runs rdma-validate (the chart's "rdma-validate", after the step that
+  // copies it from the node image), or nullptr.
+  const Container* Validator() const {
+    for (const auto& c : init_containers)
+      if (c.name == "rdma-validate") return &c;
+    return nullptr;
+  }
 };
 
 struct Rendered {

@@ -61,11 +61,17 @@ inline int Phases(const CollectiveParams& p) {
   return 1 + sizes * 2 * (std::max(1, p.repeats) + (p.check ? 2 : 1));
 }
 
-// Whether this build can run NCCL at all; `why` says what is missing when not.
+// Whether NCCL can run here at all (this build has the runner, libnccl.so.2 loads, a GPU is
+// visible); `why` says what is missing when not.
 bool NcclAvailable(std::string* why);
+// Loads libnccl.so.2 once (KUBERDMA_NCCL_LIBRARY, else LD_LIBRARY_PATH and the loader cache, else
+// pip's wheel): rdma-validate does not need it to start. Builds with the runner only.
+bool LoadNccl(std::string* why);
+// The file of the NCCL that was loaded, or "".
+std::string NcclLibrary();
 // Visible CUDA devices (0 without CUDA).
 int GpuCount();
-// The NCCL version this binary was built against ("2.28.3"), or "".
+// The version of the NCCL that was loaded ("2.28.3"), or "" when none could be.
 std::string NcclVersion();
 CollectiveOutcome RunCollective(const CollectiveParams& p);
 // Runs several collectives at the same time, each its own communicator with its ranks in their

@@ -109,6 +109,7 @@ struct Report {
   std::vector<DeviceResult> devices;
   std::vector<std::string> unexpected;  // visible but not ours
   std::string nccl_version;
+  std::string nccl_library;  // the libnccl.so.2 this run loaded (the job image's)
   std::string nccl_network;
   std::vector<std::string> nccl_devices;
   std::vector<std::string> nccl_bypasses;
