@@ -14,7 +14,8 @@
 # machine's own apt sources and proxies: debian:12 for --from-source, and the plain Debian root
 # of the validator test. The image's own root is Debian packages unpacked (deploy/images/mkroot.sh).
 # Environment: BUILD, OUT (build/images), KUBERDMA_IMAGE (ghcr.io/kube-rdma/kube-rdma),
-# KUBERDMA_IMAGE_BUDGET_MB (80), CUDA_IMAGE (--from-source: where CUDA's headers come from).
+# KUBERDMA_IMAGE_BUDGET_MB (80), CUDA_IMAGE (--from-source: where CUDA's headers come from; when
+# nvidia/cuda cannot be pulled, this machine's /usr/local/cuda stands in).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=deploy/images
@@ -52,6 +53,9 @@ if [ "$from_source" = 1 ]; then
     docker build "${args[@]}" -f "$here/Dockerfile" -t "$tag" .
   else
     "${B[@]}" inspect docker.io/library/debian:12 >/dev/null 2>&1 || debian_base_image
+    if [ -z "${CUDA_IMAGE:-}" ] && ! "${B[@]}" pull -q nvidia/cuda:13.0.0-devel-ubuntu24.04 >/dev/null 2>&1; then
+      args+=(--build-arg CUDA_IMAGE="$(cuda_headers_image)")
+    fi
     "${B[@]}" bud --pull=never --isolation chroot --layers=false --timestamp "$epoch" "${args[@]}" \
       -f "$here/Dockerfile" -t "$tag" .
   fi

@@ -100,3 +100,23 @@ echo "smoke: rdma VERSION, libraries, --check-config, rdma-doctor, CNI install, 
   }
   rm -rf "$hostbin" "$copied"
 }
+
+# A stand-in for CUDA_IMAGE where nvidia/cuda cannot be pulled: this machine's CUDA headers, NCCL's
+# header and the static CUDA runtime (all the from-source build takes from it), at the paths the
+# Dockerfile copies.
+cuda_headers_image() {
+  local name=localhost/kube-rdma/cuda-headers:local ctr mnt cuda=${CUDA_HOME:-/usr/local/cuda}
+  [ -f "$cuda/include/nccl.h" ] && [ -f "$cuda/lib64/libcudart_static.a" ] ||
+    die "CUDA_IMAGE cannot be pulled and $cuda has no nccl.h and libcudart_static.a to stand in"
+  if ! "${B[@]}" inspect "$name" >/dev/null 2>&1; then
+    ctr=$("${B[@]}" from scratch)
+    mnt=$("${B[@]}" mount "$ctr")
+    mkdir -p "$mnt/usr/local/cuda/lib64" "$mnt/usr/include"
+    cp -rL "$cuda/include" "$mnt/usr/local/cuda/include"
+    cp -L "$cuda/lib64/libcudart_static.a" "$mnt/usr/local/cuda/lib64/"
+    cp -L "$cuda/include/nccl.h" "$mnt/usr/include/nccl.h"
+    "${B[@]}" commit -q "$ctr" "$name" >/dev/null
+    "${B[@]}" rm "$ctr" >/dev/null
+  fi
+  echo "$name"
+}

@@ -196,7 +196,14 @@ TEST_CASE(
                                    labels + " 4000"));
   CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_link_downed_total" + labels + " 3"));
   CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_np_cnp_sent_total" + labels + " 7"));
-  CHECK_THAT(body, !Catch::Contains("kuberdma_infiniband_out_of_sequence_total"));
+  CHECK_THAT(body, !Catch::Contains("kuberdma_infiniband_out_of_sequence_total" + labels));
+  // The fixture's own hw_counters (distinct per HCA: tests/fixtures/sysfs/make_fixtures.py).
+  const std::string hca7 = R"({hca="mlx5_7",netdev="ens8f0np0",port="1",rail="8"})";
+  CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_np_cnp_sent_total" + hca7 + " 1007"));
+  CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_rp_cnp_handled_total" + hca7 + " 2007"));
+  CHECK_THAT(body,
+             Catch::Contains("kuberdma_infiniband_local_ack_timeout_err_total" + hca7 + " 21"));
+  CHECK_THAT(body, Catch::Contains("kuberdma_infiniband_out_of_sequence_total" + hca7 + " 0"));
   // Every HCA's every port, the other ports at the fixture's zero.
   CHECK_THAT(
       body,

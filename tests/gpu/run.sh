@@ -51,7 +51,10 @@ for s in $STEPS; do
     fleet-healthy) step fleet-healthy "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade none ;;
     fleet-odd) step fleet-odd "$B/kuberdma-demo" "${DEMO[@]}" --fleet 5 --rails 2 --degrade 1:2 ;;
     fleet-half) step fleet-half "$B/kuberdma-demo" "${DEMO[@]}" --fleet 6 --rails 3 --degrade 4:3 \
-                     --degrade-gbps 0.7 ;;
+                     --degrade-gbps 0.7 --keep
+                # rank 0's fleet report and its page (tests/fixtures/acceptance takes them)
+                kept=$(sed -n 's/.*reports and NCCL logs kept in //p' "$OUT/fleet-half.txt" | tail -1)
+                [ -n "$kept" ] && cp "$kept/node-1.json" "$kept/node-1.html" "$OUT/" 2>/dev/null ;;
     fleet-loss) step fleet-loss "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 2:1 \
                      --degrade-kind loss --degrade-loss 5 ;;
     fleet-8x4) step fleet-8x4 "$B/kuberdma-demo" "${DEMO[@]}" --fleet 8 --rails 4 --degrade 6:3 \

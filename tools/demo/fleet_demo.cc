@@ -131,7 +131,7 @@ std::vector<std::string> FleetDemo::NodeArgs(int node) const {
           "--node-name", "node-" + n, "--size", o_.fleet_size, "--iters", "5", "--warmup", "2",
           "--timeout", "60", "--pairs", "always",
           "--json", Dir("node-" + n + ".json"), "--log-dir", Dir("logs-node-" + n),
-          "--termination-log", "/nonexistent"};
+          "--termination-log", "/nonexistent", "--html", Dir("node-" + n + ".html")};
   // clang-format on
 }
 

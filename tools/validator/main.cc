@@ -22,6 +22,7 @@
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/validator/acceptance_run.h"
 #include "kuberdma/validator/push.h"
+#include "kuberdma/validator/report_html.h"
 #include "kuberdma/validator/validate.h"
 
 namespace {
@@ -45,7 +46,7 @@ struct Cli {
               term = "/dev/termination-log";
   // nccl-tests' knobs: the collective(s), a sweep, the datatype, op and root, the check, CSV.
   std::string collective = "all_reduce", min_bytes, max_bytes, step_bytes, datatype = "float",
-              op = "sum", csv_path;
+              op = "sum", csv_path, html_path, html_report;
   double step_factor = 0;
   int check = 1;
 };
@@ -180,6 +181,45 @@ void AddAcceptanceOptions(CLI::App& app, Cli& c) {
                  "acceptance (rank 0): push gauges to this Pushgateway");
   app.add_option("--join-timeout", o.join_timeout_s,
                  "acceptance: seconds rank 0 waits for the pods (default max(120, 5 x --timeout))");
+  app.add_option("--html", c.html_path,
+                 "acceptance (rank 0), --html-report: write the fleet report as one HTML page");
+  app.add_option("--html-report", c.html_report,
+                 "run nothing: turn this fleet report JSON (and --baseline) into --html's page");
+}
+
+// The fleet report `doc` (and the --baseline report) as a page at `path`; false after saying why.
+bool WriteHtml(const std::string& path, const nlohmann::json& doc, const std::string& baseline) {
+  nlohmann::json base;
+  if (!baseline.empty()) {
+    auto text = kuberdma::ReadFile(baseline);
+    base = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  }
+  auto page = FleetReportHtml(doc, baseline.empty() ? nullptr : &base);
+  if (page) {
+    auto w = kuberdma::WriteFileAtomic(path, *page);
+    if (w) return true;
+    std::fprintf(stderr, "rdma-validate: --html %s: %s\n", path.c_str(),
+                 w.error().message().c_str());
+    return false;
+  }
+  std::fprintf(stderr, "rdma-validate: %s\n", page.error().message().c_str());
+  return false;
+}
+
+// --html-report: a saved fleet report to a page. Exit 0, or 2 when it cannot be read or written.
+int RenderHtml(const Cli& c) {
+  if (c.html_path.empty()) {
+    std::fprintf(stderr, "rdma-validate: --html-report needs --html OUT.html\n");
+    return 2;
+  }
+  auto text = kuberdma::ReadFile(c.html_report);
+  if (!text) {
+    std::fprintf(stderr, "rdma-validate: --html-report %s: %s\n", c.html_report.c_str(),
+                 text.error().message().c_str());
+    return 2;
+  }
+  auto doc = nlohmann::json::parse(*text, nullptr, false);
+  return WriteHtml(c.html_path, doc, c.o.baseline_file) ? 0 : 2;
 }
 
 void Write(const std::string& json_path, const std::string& term, const std::string& text,
@@ -213,6 +253,8 @@ int Acceptance(Validator& v, const Cli& c) {
     out.text.clear();
   }
   Write(c.json_path, c.term, out.text, out.document, out.summary);
+  if (out.fleet && !c.html_path.empty())
+    (void)WriteHtml(c.html_path, out.document, c.o.baseline_file);
   return out.exit_code;
 }
 
@@ -232,6 +274,7 @@ int Run(int argc, char** argv) {
                                 : (c.mode == "multi-pod" ? Mode::kMultiPod : Mode::kAcceptance);
   c.o.transport = c.transport == "ib" ? Transport::kIb : Transport::kSocket;
   c.o.bytes = ParseSize(c.size);
+  if (!c.html_report.empty()) return RenderHtml(c);
   if (!ParseCollectiveOptions(c)) return 2;
   if (c.o.bytes < 4096 && c.o.sizes.empty()) {
     std::fprintf(stderr,

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fleet report page from reports Evaluate() makes: which cells are marked for a node's rail,
+// a whole node and a rail slow everywhere; names escaped; baselines; what is refused. (The page in
+// a browser: tests/page/fleet_report_page_test.py.)
+#include "kuberdma/validator/report_html.h"
+
+#include <catch2/catch.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "kuberdma/validator/acceptance.h"
+
+namespace kuberdma::validator {
+namespace {
+
+using nlohmann::json;
+
+// K nodes x 2 rails over two pair rounds: 2 GB/s a rail, 0.2 where an end is in `slow`.
+json Fleet(int k, const std::set<std::pair<int, int>>& slow, const std::string& name = "node-") {
+  acceptance::Inputs in;
+  in.date = "2026-12-01T12:00:00Z";
+  in.transport = "socket";
+  std::vector<int> ranks;
+  for (int n = 0; n < k; ++n) {
+    in.nodes[n] = {
+        .rank = n, .name = name + std::to_string(n + 1), .hcas = {{"mlx5_0"}, {"mlx5_1"}}};
+    ranks.push_back(n);
+  }
+  in.ring = {.ran = true, .ok = true, .busbw_gbps = 1.5, .algbw_gbps = 1, .ranks = k};
+  for (int r = 0; r < 2; ++r) {
+    in.rounds.push_back(acceptance::PairRound(ranks, r));
+    for (const auto& p : in.rounds.back()) {
+      for (int rail = 0; rail < 2; ++rail) {
+        bool s = slow.count({p.a, rail}) > 0 || slow.count({p.b, rail}) > 0;
+        in.measurements.push_back(
+            {.round = r, .pair = p, .rail = rail, .busbw_gbps = s ? 0.2 : 2.0, .ok = true});
+      }
+    }
+  }
+  return acceptance::Evaluate(in).ToJson();
+}
+
+// (node, rail) of every cell marked as a culprit's.
+std::set<std::pair<std::string, std::string>> Marked(const std::string& page) {
+  std::set<std::pair<std::string, std::string>> out;
+  std::regex cell(R"re(<td class="cell[^"]* culprit" data-node="([^"]*)" data-rail="(\d+)")re");
+  for (std::sregex_iterator it(page.begin(), page.end(), cell), end; it != end; ++it)
+    out.insert({(*it)[1], (*it)[2]});
+  return out;
+}
+
+TEST_CASE("The culprit's cell, and only it, is marked, with its evidence") {
+  auto page = FleetReportHtml(Fleet(4, {{2, 1}}), nullptr);
+  REQUIRE(page);
+  CHECK(Marked(*page) == std::set<std::pair<std::string, std::string>>{{"node-3", "2"}});
+  CHECK_THAT(*page, Catch::Contains("<b>culprit</b> node-3, rail 2 (mlx5_1)"));
+  CHECK_THAT(*page, Catch::Contains("id=\"verdict\">fail<"));
+  CHECK_THAT(*page, !Catch::Contains("vs baseline"));
+}
+
+TEST_CASE("A whole slow node marks its row; one rail slow everywhere marks the column") {
+  auto node = FleetReportHtml(Fleet(4, {{1, 0}, {1, 1}}), nullptr);
+  REQUIRE(node);
+  CHECK(Marked(*node) ==
+        std::set<std::pair<std::string, std::string>>{{"node-2", "1"}, {"node-2", "2"}});
+  auto rail = FleetReportHtml(Fleet(4, {{0, 1}, {1, 1}, {2, 1}, {3, 1}}), nullptr);
+  REQUIRE(rail);
+  auto marked = Marked(*rail);
+  CHECK(marked.size() == 4);
+  for (const auto& [n, r] : marked) CHECK(r == "2");
+}
+
+TEST_CASE("Names are escaped; a baseline adds each cell's change; non-reports are refused") {
+  json report = Fleet(2, {}, "<img src=x>");
+  auto page = FleetReportHtml(report, nullptr);
+  REQUIRE(page);
+  CHECK_THAT(*page, !Catch::Contains("<img") && Catch::Contains("&lt;img src=x&gt;1"));
+  json before = report;
+  before["nodes"][0]["hcas"][0]["busbwGBps"] = 4.0;  // the same node and rail, twice as fast
+  auto compared = FleetReportHtml(report, &before);
+  REQUIRE(compared);
+  CHECK_THAT(*compared, Catch::Contains("<span class=\"delta down\">-50% vs baseline</span>"));
+  CHECK_THAT(*compared, Catch::Contains("&plusmn;0% vs baseline"));
+  auto bad = FleetReportHtml(json{{"verdict", "pass"}}, nullptr);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == ErrorCode::kInvalidArgument);
+  json not_a_report = json::array();
+  CHECK_FALSE(FleetReportHtml(report, &not_a_report));
+}
+
+}  // namespace
+}  // namespace kuberdma::validator
