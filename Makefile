@@ -6,7 +6,7 @@ PRESET ?= ci
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps helm promtool configure build test asan images unit netns demo bench fuzz boundaries format lint fixtures clean
+.PHONY: deps helm promtool configure build test asan images vmtest unit netns demo bench fuzz boundaries format lint fixtures clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -36,6 +36,7 @@ test: build boundaries format helm promtool
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory images
+	@$(MAKE) --no-print-directory vmtest
 
 # The sanitizer tier (run by `make test`): the unit, namespace and fuzz-replay tests built with
 # AddressSanitizer + UBSan (the `asan` preset, build/asan); any report fails the test.
@@ -52,6 +53,12 @@ asan: deps
 # root; an OCI archive in build/images with its size and digest. Needs root.
 images: build
 	@BUILD=$(BUILD) bash deploy/images/build.sh
+
+# The VM tier (tests/vm/run.sh; run by `make test`): Debian 12's own kernel under QEMU (TCG) with
+# Soft-RoCE, two guests (shared and exclusive netns mode) running the VM-only tests on real RDMA
+# devices. Skipped, saying so, only where QEMU is not installed.
+vmtest: build
+	@bash tests/vm/run.sh $(BUILD); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 
 unit: build
 	@$(BUILD)/tests/unit_tests

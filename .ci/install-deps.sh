@@ -16,6 +16,8 @@ packages=(
   containernetworking-plugins          # host-device, the benchmark's peer
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
   buildah skopeo debootstrap busybox-static   # make images: build, archive, plain root, image shell
+  chromium                             # the fleet report page test (headless)
+  qemu-system-x86 kmod cpio            # the VM tier: Debian's kernel under QEMU, its initramfs
 )
 
 # `install-deps.sh format`: also clang-format (`make format`, run by `make test`); `lint`: also

@@ -113,7 +113,9 @@ CniResult<Planner::Selected> Planner::FirstFree(const NetConf& conf, const NetNs
   std::string tried;
   for (auto& h : hcas) {
     std::string why;
-    if (auto c = claimed.find(h.address); c != claimed.end()) {
+    if (h.bus == sysfs::BusKind::kVirtual) {
+      why = "a software RDMA device (cannot be moved)";
+    } else if (auto c = claimed.find(h.address); c != claimed.end()) {
       why = "attached to " + c->second;
     } else if (h.netdevs.empty()) {
       why = "has no netdev";
@@ -155,6 +157,16 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
   if (!found) {
     return CniFail(kInvalidConfig, "no RDMA device matches " + std::string(SelectorName(sel.kind)) +
                                        " \"" + sel.value + "\": " + found.error().message());
+  }
+  if (found->bus == sysfs::BusKind::kVirtual) {
+    // Measured on Debian 12's kernel with Soft-RoCE (tests/vm): moving rxe's netdev out of the
+    // host namespace deletes the rxe device, and `rdma dev set ... netns` is EOPNOTSUPP.
+    return CniFail(kDeviceUnavailable,
+                   found->name + " is a software RDMA device (" +
+                       (found->netdevs.empty() ? "no netdev" : "on " + found->netdevs.front()) +
+                       ", no PCI parent): it cannot be moved into a pod (the kernel deletes a "
+                       "Soft-RoCE device when its netdev leaves the host namespace, and refuses "
+                       "to move the RDMA device); nothing was changed");
   }
   if (auto c = claimed.find(found->address); c != claimed.end()) {
     return CniFail(kDeviceUnavailable,

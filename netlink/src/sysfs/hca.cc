@@ -141,13 +141,48 @@ const Port* Hca::port(uint32_t number) const {
   return nullptr;
 }
 
+namespace {
+
+// The uverbs device of `name`, searched in class/infiniband_verbs (a virtual HCA has no device
+// directory to look under).
+std::string UverbsOf(const SysfsRoot& root, const std::string& name) {
+  auto verbs = root.ListDir("class/infiniband_verbs");
+  if (!verbs) return "";
+  for (const auto& v : *verbs) {
+    if (root.ReadAttrOr("class/infiniband_verbs/" + v + "/ibdev", "") == name) return v;
+  }
+  return "";
+}
+
+// A software RDMA device (rxe, siw): no device link, so no bus, PCI address or NUMA node; its
+// netdev is its `parent` attribute (rxe), the uverbs device found by name.
+Result<Hca> ReadVirtualHca(const SysfsRoot& root, Hca hca, HcaDetail detail) {
+  std::string ib = "class/infiniband/" + hca.name;
+  auto path = root.Resolve(ib);
+  if (!path) return Fail(path.error().Wrap("RDMA device " + hca.name + " cannot be read"));
+  hca.bus = BusKind::kVirtual;
+  hca.device_path = *path;
+  hca.node_guid = root.ReadAttrOr(ib + "/node_guid", "");
+  if (std::string parent = root.ReadAttrOr(ib + "/parent", ""); !parent.empty())
+    hca.netdevs.push_back(parent);
+  hca.uverbs = UverbsOf(root, hca.name);
+  if (detail != HcaDetail::kIdentity) {
+    hca.fw_version = root.ReadAttrOr(ib + "/fw_ver", "");
+    KUBERDMA_TRY(ReadPorts(root, ib, detail, &hca));
+    ReadMadDevices(root, "class", &hca);  // class/infiniband_mad: no device directory to look in
+  }
+  return hca;
+}
+
+}  // namespace
+
 Result<Hca> ReadHca(const SysfsRoot& root, const std::string& name, HcaDetail detail) {
   std::string ib = "class/infiniband/" + name;
   if (!root.Exists(ib)) return Fail(ErrorCode::kNotFound, "no RDMA device " + name);
   Hca hca;
   hca.name = name;
   auto dev = root.Resolve(ib + "/device");
-  if (!dev) return Fail(dev.error().Wrap("RDMA device " + name + " has no device link"));
+  if (!dev) return ReadVirtualHca(root, std::move(hca), detail);
   hca.device_path = *dev;
   hca.address = Basename(*dev);
   std::string pci_dir = *dev;

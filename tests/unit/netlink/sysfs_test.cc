@@ -68,6 +68,27 @@ TEST_CASE("SR-IOV VFs know their PF and auxiliary SFs their parent PCI function"
   CHECK(sf->netdevs == std::vector<std::string>{"enp27s0f0s88"});
 }
 
+TEST_CASE("A Soft-RoCE device is a virtual HCA: no PCI parent, its netdev from `parent`") {
+  auto hcas = DiscoverHcas(Fixture("rxe"), HcaDetail::kTables);
+  REQUIRE(hcas);
+  REQUIRE(hcas->size() == 2);
+  CHECK((*hcas)[0].bus == BusKind::kPci);
+  const Hca& rxe = (*hcas)[1];
+  CHECK(rxe.name == "rxe0");
+  CHECK(rxe.bus == BusKind::kVirtual);
+  CHECK(rxe.address.empty());
+  CHECK(rxe.pci_address.empty());
+  CHECK(rxe.numa_node == -1);
+  CHECK(rxe.netdevs == std::vector<std::string>{"eth0"});
+  CHECK(rxe.uverbs == "uverbs1");
+  REQUIRE(rxe.ports.size() == 1);
+  CHECK(rxe.ports[0].umad == "umad1");
+  CHECK(rxe.link_layer() == LinkLayer::kEthernet);
+  const Gid* v2 = FirstRoutableV2(rxe.ports[0].gids, "eth0");
+  REQUIRE(v2 != nullptr);
+  CHECK(v2->Ipv4() == "10.9.0.1");
+}
+
 TEST_CASE("HCAs are found by netdev and by bus address, short BDFs included") {
   SysfsRoot root = Fixture("roce8");
   auto by_netdev = HcaForNetdev(root, "ens6f0np0", HcaDetail::kIdentity);

@@ -43,7 +43,7 @@ std::string WhereIs(const Inputs& in, const Result<netns::NetNs>& host, const sy
   std::string nd = h.netdevs.empty() ? "" : h.netdevs.front();
   if (!nd.empty() && host && in.links != nullptr && in.links->GetByName(*host, nd)) where = "host";
   for (const auto& r : records) {
-    if (r.hca_address == h.address) {
+    if (!h.address.empty() && r.hca_address == h.address) {
       where = "pod " + r.container_id + "/" + r.ifname + " (" + r.netns + ")";
     }
   }
@@ -55,13 +55,17 @@ void ListHcas(const Inputs& in, const Result<netns::NetNs>& host,
               const std::vector<cni::AttachmentRecord>& records, View& v) {
   json list = json::array();
   for (const auto& h : hcas) {
-    list.push_back({{"name", h.name},
-                    {"address", h.address},
-                    {"numaNode", h.numa_node},
-                    {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
-                    {"portState", h.ports.empty() ? "" : h.ports.front().state_name},
-                    {"netdev", h.netdevs.empty() ? "" : h.netdevs.front()},
-                    {"where", WhereIs(in, host, h, records)}});
+    bool soft = h.bus == sysfs::BusKind::kVirtual;
+    // A software RDMA device (Soft-RoCE) is named as such: no PCI address is not an error.
+    list.push_back(
+        {{"name", h.name},
+         {"address", soft ? "virtual" : h.address},
+         {"bus", soft ? "virtual" : (h.bus == sysfs::BusKind::kAuxiliary ? "auxiliary" : "pci")},
+         {"numaNode", h.numa_node},
+         {"linkLayer", std::string(sysfs::LinkLayerName(h.link_layer()))},
+         {"portState", h.ports.empty() ? "" : h.ports.front().state_name},
+         {"netdev", h.netdevs.empty() ? "" : h.netdevs.front()},
+         {"where", WhereIs(in, host, h, records)}});
     // An SR-IOV VF names its PF, so a resource mixing PFs and their VFs shows at a glance.
     if (!h.pf_address.empty()) list.back()["pf"] = h.pf_address;
     if (!h.ports.empty() && h.ports.front().state != sysfs::kPortActive) {

@@ -63,12 +63,14 @@ struct Port {
   std::vector<Gid> gids;        // kTables only; populated (non-zero) entries in index order
 };
 
-enum class BusKind { kPci, kAuxiliary };
+// kVirtual: a software RDMA device (Soft-RoCE rxe, siw) with no bus device of its own; it rides
+// a netdev (`parent`) and has no PCI address, NUMA node or firmware.
+enum class BusKind { kPci, kAuxiliary, kVirtual };
 
 struct Hca {
   std::string name;  // "mlx5_3"
   BusKind bus = BusKind::kPci;
-  std::string address;      // "0000:1a:00.0" or "mlx5_core.sf.2"
+  std::string address;      // "0000:1a:00.0", "mlx5_core.sf.2", or "" (kVirtual)
   std::string pci_address;  // the PCI function (the parent PF for an auxiliary device)
   std::string pf_address;   // for an SR-IOV VF, its PF; empty otherwise
   std::string vendor;       // "0x15b3"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The VM tier (`make vmtest`, run by `make test`): Debian 12's own kernel under QEMU (TCG) with
+# Soft-RoCE, the host's root and build read-only over 9p, and the VM-only tests on the RDMA
+# devices that kernel makes:
+#   - guest "shared" (ib_core's default netns mode): tests/vm/guest.sh: vm_tests (the sysfs model
+#     on rxe, GID tables, rdma-doctor, the device plugin's allocation opened from a pod namespace,
+#     netem loss in the simulated fleet) and rdma_live_tests (RDMA netlink: device dump, netns
+#     mode get/set, the doctor's view of it);
+#   - guest "exclusive" (netns_mode=0): tests/vm/guest-exclusive.sh: the CNI's exclusive-mode ADD
+#     refused cleanly.
+# Each guest's console and suites' output are kept in OUT (build/vm/results). Exit 0 when all
+# passed, 1 on a failure or a hung guest, 77 when QEMU is not installed.
+#   tests/vm/run.sh [BUILD] [OUT]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${1:-build/ci}
+OUT=${2:-build/vm/results}
+command -v qemu-system-x86_64 >/dev/null || {
+  echo "SKIP: the VM tier needs qemu-system-x86 (apt-get install qemu-system-x86)"; exit 77; }
+for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/rdma; do
+  [ -x "$BUILD/$b" ] || { echo "vm: $BUILD/$b is missing: build first"; exit 1; }
+done
+rm -rf "$OUT"
+failed=0
+t0=$SECONDS
+guest() { # guest NAME SCRIPT NETNS_MODE
+  local name=$1 script=$2 mode=$3 t=$SECONDS rc
+  mkdir -p "$OUT/$name"
+  echo "$BUILD" >"$OUT/$name/build"
+  bash tests/vm/boot.sh "vm-$name" "$OUT/$name" "$script" none "$mode"
+  rc=$?
+  # The guest's own report: its suites as it printed them on the console.
+  sed -n '/^== /p; /^ok   /p; /^FAIL /p; /test cases/p' "$OUT/$name/console.log" | sed "s/^/  [$name] /"
+  echo "vm: guest $name: exit $rc in $((SECONDS - t)) s"
+  if [ "$rc" != 0 ]; then
+    failed=$((failed + 1))
+    echo "vm: guest $name failed; console tail:"
+    tail -25 "$OUT/$name/console.log" | sed 's/^/    /'
+    for f in "$OUT/$name"/*.txt; do
+      [ -f "$f" ] && grep -q "FAILED\|failed" "$f" && { echo "  --- $f"; grep -B3 -A12 "FAILED" "$f" | head -60; }
+    done
+  fi
+}
+guest shared tests/vm/guest.sh 1
+guest exclusive tests/vm/guest-exclusive.sh 0
+echo "vm: $((2 - failed)) of 2 guests passed in $((SECONDS - t0)) s (results in $OUT)"
+[ "$failed" = 0 ]

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+// The VM tier's tests: run only inside a guest of Debian 12's own kernel with Soft-RoCE
+// (tests/vm/run.sh boots it; tests/vm/guest.sh runs this), on real RDMA devices the kernel made:
+// the sysfs HCA model on rxe (no PCI parent), GID tables as the kernel keeps them (an address on
+// the HCA's netdev or on a child in a pod namespace), rdma-doctor's node view, the device
+// plugin's discovery and allocation opened from a pod namespace, and the simulated fleet's netem
+// loss. Skips (77) on a kernel without Soft-RoCE.
+//
+//   vm_tests --doctor PATH [Catch2 options]
+#define CATCH_CONFIG_RUNNER
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/netns/netns.h"
+#include "kuberdma/sim/sim_fleet.h"
+#include "kuberdma/sysfs/hca.h"
+#include "kuberdma/testing/test_net.h"
+
+namespace kuberdma {
+namespace {
+
+std::string g_doctor;
+
+// A shell step of the test's own setup (iproute2); its exit status.
+int Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+
+std::string Out(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// rxe0 on veth kvm0 (its peer kvm1), removed again: a Soft-RoCE HCA for one test.
+struct SoftRoce {
+  SoftRoce() {
+    REQUIRE(Sh("ip link add kvm0 type veth peer name kvm1") == 0);
+    REQUIRE(Sh("ip link set kvm0 up && ip link set kvm1 up") == 0);
+    REQUIRE(Sh("rdma link add rxe0 type rxe netdev kvm0") == 0);
+  }
+  ~SoftRoce() {
+    (void)Sh("rdma link delete rxe0");
+    (void)Sh("ip link delete kvm0");
+  }
+  SoftRoce(const SoftRoce&) = delete;
+  SoftRoce& operator=(const SoftRoce&) = delete;
+};
+
+sysfs::Hca Read(const std::string& name) {
+  auto h = sysfs::ReadHca(sysfs::SysfsRoot("/"), name, sysfs::HcaDetail::kTables);
+  REQUIRE(h);
+  return *h;
+}
+
+// The entry for `ipv4` in rxe0's port 1 table, or nullptr; the kernel adds entries a little
+// after the address, so it is polled for up to 2 s (present) or until gone.
+std::optional<sysfs::Gid> GidFor(const std::string& ipv4, bool want_present) {
+  for (int i = 0; i < 40; ++i) {
+    sysfs::Hca h = Read("rxe0");
+    std::optional<sysfs::Gid> found;
+    for (const auto& g : h.ports.at(0).gids)
+      if (g.Ipv4() == ipv4) found = g;
+    if (found.has_value() == want_present) return found;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return std::nullopt;
+}
+
+TEST_CASE(
+    "A Soft-RoCE HCA is a virtual HCA of the sysfs model: no PCI parent, its netdev, uverbs") {
+  SoftRoce rxe;
+  auto all = sysfs::DiscoverHcas(sysfs::SysfsRoot("/"), sysfs::HcaDetail::kTables);
+  REQUIRE(all);
+  REQUIRE(all->size() == 1);
+  const sysfs::Hca& h = all->front();
+  CHECK(h.name == "rxe0");
+  CHECK(h.bus == sysfs::BusKind::kVirtual);
+  CHECK(h.address.empty());
+  CHECK(h.pci_address.empty());
+  CHECK(h.netdevs == std::vector<std::string>{"kvm0"});
+  REQUIRE_FALSE(h.uverbs.empty());
+  CHECK(::access(("/dev/infiniband/" + h.uverbs).c_str(), F_OK) == 0);
+  REQUIRE(h.ports.size() == 1);
+  CHECK(h.link_layer() == sysfs::LinkLayer::kEthernet);
+  CHECK(h.ports[0].state == sysfs::kPortActive);
+  // The kernel's own table: link-local entries (RoCE v1 and v2) from the netdev's MAC.
+  REQUIRE_FALSE(h.ports[0].gids.empty());
+  CHECK(h.ports[0].gids[0].IsLinkLocal());
+  CHECK(h.ports[0].gids[0].netdev == "kvm0");
+}
+
+TEST_CASE("An address on the HCA's netdev adds an IPv4 RoCE v2 GID, which goes with the address") {
+  SoftRoce rxe;
+  REQUIRE(Sh("ip addr add 10.9.0.1/24 dev kvm0") == 0);
+  auto g = GidFor("10.9.0.1", true);
+  REQUIRE(g);
+  CHECK(g->IsRoceV2());
+  CHECK(g->netdev == "kvm0");
+  CHECK(g->Address() == "::ffff:10.9.0.1");
+  const sysfs::Gid* first = sysfs::FirstRoutableV2(Read("rxe0").ports.at(0).gids, "kvm0");
+  REQUIRE(first != nullptr);
+  CHECK(first->index == g->index);
+  REQUIRE(Sh("ip addr del 10.9.0.1/24 dev kvm0") == 0);
+  CHECK_FALSE(GidFor("10.9.0.1", false));
+}
+
+TEST_CASE("A macvlan child in a pod namespace adds the pod's GID; ndevs names it as the pod does") {
+  SoftRoce rxe;
+  REQUIRE(Sh("ip netns add kvm-pod1") == 0);
+  REQUIRE(Sh("ip link add kvmc1 link kvm0 type macvlan mode bridge") == 0);
+  REQUIRE(Sh("ip link set kvmc1 netns kvm-pod1") == 0);
+  REQUIRE(Sh("ip -n kvm-pod1 link set kvmc1 name net1") == 0);
+  REQUIRE(Sh("ip -n kvm-pod1 addr add 10.9.0.11/24 dev net1 && ip -n kvm-pod1 link set net1 up") ==
+          0);
+  auto g = GidFor("10.9.0.11", true);
+  CHECK((g && g->IsRoceV2() && g->netdev == "net1"));
+  (void)Sh("ip netns delete kvm-pod1");  // the child dies with its namespace, and its entry
+  CHECK_FALSE(GidFor("10.9.0.11", false));
+}
+
+TEST_CASE("rdma-doctor node reads the kernel's netns mode and names the Soft-RoCE HCA as virtual") {
+  SoftRoce rxe;
+  std::string out = Out(g_doctor + " --json --state-dir /nonexistent node 2>&1");
+  INFO(out);
+  auto doc = nlohmann::json::parse(out, nullptr, false);
+  REQUIRE(doc.is_object());
+  REQUIRE(doc.contains("result"));
+  const auto& r = doc["result"];
+  CHECK(r.value("netnsMode", "") == "shared");
+  REQUIRE(r["hcas"].is_array());
+  REQUIRE(r["hcas"].size() == 1);
+  CHECK(r["hcas"][0]["name"] == "rxe0");
+  CHECK(r["hcas"][0]["bus"] == "virtual");
+  CHECK(r["hcas"][0]["address"] == "virtual");
+  CHECK(r["hcas"][0]["netdev"] == "kvm0");
+  CHECK(r["hcas"][0]["where"] == "host");
+}
+
+TEST_CASE("The device plugin allocates rxe0's device nodes, and a pod namespace opens them") {
+  SoftRoce rxe;
+  deviceplugin::ResourceConfig cfg;
+  cfg.resource_name = "hca";
+  cfg.policy = deviceplugin::Policy::kPerHca;
+  cfg.rdma_hca_max = 1;
+  deviceplugin::Resource r(cfg, sysfs::SysfsRoot("/"));
+  auto all = sysfs::DiscoverHcas(sysfs::SysfsRoot("/"), sysfs::HcaDetail::kPorts);
+  REQUIRE(all);
+  REQUIRE(r.Refresh(*all));
+  auto devices = r.Devices();
+  REQUIRE(devices.size() == 1);
+  CHECK(devices[0].healthy);
+  auto alloc = r.Allocate({devices[0].id});
+  REQUIRE(alloc);
+  REQUIRE_FALSE(alloc->devices.empty());
+  auto pod = testing::CreateNamed("kvm-pod2");
+  REQUIRE(pod);
+  bool opened = true;
+  REQUIRE(pod->RunIn([&] {
+    for (const auto& d : alloc->devices) {
+      UniqueFd fd(::open(d.host_path.c_str(), O_RDWR | O_CLOEXEC));
+      if (!fd.valid()) {
+        std::fprintf(stderr, "cannot open %s: %s\n", d.host_path.c_str(), std::strerror(errno));
+        opened = false;
+      }
+    }
+  }));
+  (void)testing::DeleteNamed("kvm-pod2");
+  CHECK(opened);
+  CHECK(alloc->envs.at("NCCL_IB_HCA").find("rxe0") != std::string::npos);
+}
+
+std::string qdiscs;  // node 2's, after the last Delivered()
+
+// Datagrams from node 2 to node 1 over `rail`, and how many arrived.
+int Delivered(sim::SimFleet& f, int rail, int count) {
+  UniqueFd rx;
+  REQUIRE(f.Node(1).RunIn([&] {
+    rx = UniqueFd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(29700);
+    ::inet_pton(AF_INET, sim::SimFleet::Address(1, rail).c_str(), &a.sin_addr);
+    REQUIRE(::bind(rx.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    int big = 16 << 20;  // every datagram of the burst fits: a full buffer is not loss
+    ::setsockopt(rx.get(), SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+    timeval tv{0, 300000};
+    ::setsockopt(rx.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }));
+  REQUIRE(f.Node(2).RunIn([&] {
+    UniqueFd tx(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(29700);
+    ::inet_pton(AF_INET, sim::SimFleet::Address(1, rail).c_str(), &a.sin_addr);
+    // The neighbour first (ARP would hold back a burst), then the counted datagrams, paced.
+    int warm = -1;
+    for (int i = 0; i < 20; ++i) {
+      ::sendto(tx.get(), &warm, sizeof warm, 0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    for (int i = 0; i < count; ++i) {
+      ::sendto(tx.get(), &i, sizeof i, 0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      if (i % 20 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    qdiscs = Out("tc -s qdisc show 2>&1");
+  }));
+  int got = 0;
+  int v = 0;
+  while (::recv(rx.get(), &v, sizeof v, 0) == static_cast<ssize_t>(sizeof v))
+    if (v >= 0) ++got;
+  return got;
+}
+
+TEST_CASE("The simulated fleet's netem loss drops that rail's packets, and only that rail's") {
+  auto fleet = sim::SimFleet::Create(2, 2);
+  INFO((fleet ? std::string() : fleet.error().message()));
+  REQUIRE(fleet);
+  auto& f = **fleet;
+  REQUIRE(f.Lose(2, 1, 20));  // 20%: far from 0 and from the healthy rail in 2000 packets
+  int lossy = Delivered(f, 1, 2000);
+  int healthy = Delivered(f, 2, 2000);
+  INFO("rail 1 delivered " << lossy << ", rail 2 " << healthy << " of 2000; node 2: " << qdiscs);
+  CHECK(healthy >= 1990);
+  CHECK(lossy > 1400);
+  CHECK(lossy < 1800);
+}
+
+}  // namespace
+}  // namespace kuberdma
+
+int main(int argc, char** argv) {
+  if (!kuberdma::sysfs::SysfsRoot("/").Exists("module/rdma_rxe")) {
+    std::printf("SKIP: no Soft-RoCE (rdma_rxe) in this kernel: run through tests/vm/run.sh\n");
+    return 77;
+  }
+  Catch::Session session;
+  using namespace Catch::clara;  // NOLINT(google-build-using-namespace): Catch2's CLI builder
+  session.cli(session.cli() | Opt(kuberdma::g_doctor, "path")["--doctor"]("rdma-doctor binary"));
+  if (int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
+  return session.run();
+}
