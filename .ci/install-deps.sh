@@ -10,6 +10,7 @@ packages=(
   libexpected-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # deviceplugin/, proto/
   prometheus-cpp-dev                   # metrics (device plugin) and the Pushgateway client (validator)
+  libibverbs-dev ibverbs-providers     # the validator's verbs probe module (and Soft-RoCE's provider)
   catch2                               # tests
   libyaml-cpp-dev                      # tools/sim reads rendered manifests (demo, namespace tests)
   iproute2                             # namespace tests and their cleanup

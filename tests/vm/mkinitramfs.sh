@@ -33,7 +33,7 @@ if [ ! -s "$initrd" ] || [ "$here/init" -nt "$initrd" ] || [ "$0" -nt "$initrd" 
   # `rdma link add` fails with ENOENT), and what the tests build with (veth, macvlan, ipvlan,
   # bridge (the simulated fleet's switches), netem, tbf).
   mods="virtio_pci 9pnet_virtio 9p virtio_net crc32_generic ib_core ib_uverbs ib_umad rdma_ucm rdma_rxe
-        veth bridge macvlan ipvlan sch_netem sch_tbf"
+        veth bridge macvlan ipvlan sch_netem sch_tbf sch_ingress cls_u32 act_gact act_police"
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/modules" "$stage/proc" "$stage/sys" "$stage/dev" "$stage/host"
   cp /bin/busybox "$stage/bin/busybox"

@@ -8,7 +8,10 @@
 #     netem loss in the simulated fleet) and rdma_live_tests (RDMA netlink: device dump, netns
 #     mode get/set, the doctor's view of it);
 #   - guest "exclusive" (netns_mode=0): tests/vm/guest-exclusive.sh: the CNI's exclusive-mode ADD
-#     refused cleanly.
+#     refused cleanly;
+#   - guests "verbs0" and "verbs1" at once, joined by a QEMU socket network:
+#     tests/vm/guest-verbs.sh: rdma-validate --transport verbs between their Soft-RoCE HCAs,
+#     healthy, rate-limited and cut.
 # Each guest's console and suites' output are kept in OUT (build/vm/results). Exit 0 when all
 # passed, 1 on a failure or a hung guest, 77 when QEMU is not installed.
 #   tests/vm/run.sh [BUILD] [OUT]
@@ -18,7 +21,8 @@ BUILD=${1:-build/ci}
 OUT=${2:-build/vm/results}
 command -v qemu-system-x86_64 >/dev/null || {
   echo "SKIP: the VM tier needs qemu-system-x86 (apt-get install qemu-system-x86)"; exit 77; }
-for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/rdma; do
+for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/rdma \
+  tools/validator/rdma-validate tools/validator/rdma-validate-verbs.so; do
   [ -x "$BUILD/$b" ] || { echo "vm: $BUILD/$b is missing: build first"; exit 1; }
 done
 rm -rf "$OUT"
@@ -44,5 +48,32 @@ guest() { # guest NAME SCRIPT NETNS_MODE
 }
 guest shared tests/vm/guest.sh 1
 guest exclusive tests/vm/guest-exclusive.sh 0
-echo "vm: $((2 - failed)) of 2 guests passed in $((SECONDS - t0)) s (results in $OUT)"
+
+# Two guests at once, joined by a QEMU socket network (vm-verbs0 listens): the verbs probe.
+pair() {
+  local t=$SECONDS port=$((20000 + RANDOM % 20000)) rc0 rc1 n
+  for n in 0 1; do mkdir -p "$OUT/verbs$n" && echo "$BUILD" >"$OUT/verbs$n/build"; done
+  bash tests/vm/boot.sh vm-verbs0 "$OUT/verbs0" tests/vm/guest-verbs.sh "listen:$port" 1 &
+  local p0=$!
+  sleep 1
+  bash tests/vm/boot.sh vm-verbs1 "$OUT/verbs1" tests/vm/guest-verbs.sh "connect:$port" 1
+  rc1=$?
+  wait "$p0"
+  rc0=$?
+  for n in 0 1; do
+    sed -n '/^ok   /p; /^FAIL /p' "$OUT/verbs$n/console.log" | sed "s/^/  [verbs$n] /"
+  done
+  echo "vm: guests verbs0/verbs1: exit $rc0/$rc1 in $((SECONDS - t)) s"
+  for n in 0 1; do
+    local rc=$rc0
+    [ "$n" = 1 ] && rc=$rc1
+    if [ "$rc" != 0 ]; then
+      failed=$((failed + 1))
+      echo "vm: guest verbs$n failed; console tail:"
+      tail -40 "$OUT/verbs$n/console.log" | sed 's/^/    /'
+    fi
+  done
+}
+pair
+echo "vm: $((4 - failed)) of 4 guests passed in $((SECONDS - t0)) s (results in $OUT)"
 [ "$failed" = 0 ]

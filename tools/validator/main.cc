@@ -126,9 +126,11 @@ void AddRunOptions(CLI::App& app, Cli& c) {
                  "single (every rank in this pod), multi-pod (one pod a node of the world), "
                  "acceptance (a fleet: ring, then pair rounds that find a slow node or rail)")
       ->check(CLI::IsMember({"single", "multi-pod", "acceptance"}));
-  app.add_option("--transport", c.transport,
-                 "ib (default; no silent fallback) or socket (TCP-only fabrics, tests)")
-      ->check(CLI::IsMember({"ib", "socket"}));
+  app.add_option(
+         "--transport", c.transport,
+         "ib (default; no silent fallback), socket (TCP-only fabrics, tests), or verbs (no NCCL or "
+         "GPU: an RDMA write and ping-pong per rail with the peer pod, like ib_write_bw)")
+      ->check(CLI::IsMember({"ib", "socket", "verbs"}));
   app.add_option("--expect", o.expect,
                  "expected HCAs (ib) or netdevs (socket); default: the device plugin's env");
   app.add_option(
@@ -258,6 +260,16 @@ int Acceptance(Validator& v, const Cli& c) {
   return out.exit_code;
 }
 
+// The words of --mode, --transport and --size into the options.
+void Resolve(Cli& c) {
+  c.o.mode = c.mode == "single" ? Mode::kSingle
+                                : (c.mode == "multi-pod" ? Mode::kMultiPod : Mode::kAcceptance);
+  c.o.transport = c.transport == "ib"       ? Transport::kIb
+                  : c.transport == "socket" ? Transport::kSocket
+                                            : Transport::kVerbs;
+  c.o.bytes = ParseSize(c.size);
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"rdma-validate: prove that NCCL uses every RDMA device this pod was given"};
   app.set_version_flag("--version", kuberdma::kVersionLine);
@@ -270,10 +282,7 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  c.o.mode = c.mode == "single" ? Mode::kSingle
-                                : (c.mode == "multi-pod" ? Mode::kMultiPod : Mode::kAcceptance);
-  c.o.transport = c.transport == "ib" ? Transport::kIb : Transport::kSocket;
-  c.o.bytes = ParseSize(c.size);
+  Resolve(c);
   if (!c.html_report.empty()) return RenderHtml(c);
   if (!ParseCollectiveOptions(c)) return 2;
   if (c.o.bytes < 4096 && c.o.sizes.empty()) {

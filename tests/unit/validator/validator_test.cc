@@ -413,3 +413,64 @@ TEST_CASE("The NCCL environment forces the network, exact HCA list, no NVLS and 
 
 }  // namespace
 }  // namespace kuberdma::validator
+
+namespace kuberdma::validator {
+namespace {
+
+TEST_CASE("The verbs probe is judged per rail: its result, the port counters, --min-busbw") {
+  link::NetlinkLinkOps links;
+  Options o = Ib("mlx5_0,mlx5_1,mlx5_2");
+  o.transport = Transport::kVerbs;
+  o.min_busbw_gbps = 10;
+  Validator v(o, sysfs::SysfsRoot(Fx("sysfs/roce8")), links, Env({}));
+  Report r = v.Inventory();
+  REQUIRE(r.devices.size() == 3);
+  Snapshot before;
+  Snapshot after;
+  for (const char* n : {"mlx5_0", "mlx5_1", "mlx5_2"}) {
+    before.bytes[n] = {0, 0};
+    before.word_counters[n] = after.word_counters[n] = true;
+    after.bytes[n] = {1 << 20, 1 << 20};  // 4-byte words: 8 MiB, the probe wrote 4 MiB each way
+  }
+  after.bytes["mlx5_1"] = {0, 0};  // its probe completed, but not through this HCA
+  const uint64_t written = 4u << 20;
+  nlohmann::json rails = {{{"hca", "mlx5_0"},
+                           {"ok", true},
+                           {"bytes", written},
+                           {"writeGBps", 20.0},
+                           {"latencyUs", 2.5},
+                           {"gidIndex", 3}},
+                          {{"hca", "mlx5_1"},
+                           {"ok", true},
+                           {"bytes", written},
+                           {"writeGBps", 20.0},
+                           {"latencyUs", 2.5}},
+                          {{"hca", "mlx5_2"},
+                           {"ok", false},
+                           {"error", "work request failed: transport retry counter exceeded"}}};
+  v.JudgeVerbs(r, rails, before, after);
+  CHECK(r.verdict == "fail");
+  CHECK(r.exit_code == 1);
+  std::string all;
+  for (const auto& p : r.problems) all += p + "\n";
+  CHECK_THAT(all,
+             Catch::Contains("mlx5_1: its port counters moved 0 bytes, less than the 4194304"));
+  CHECK_THAT(
+      all, Catch::Contains("mlx5_2: the verbs probe failed: work request failed: transport retry"));
+  CHECK_THAT(all, !Catch::Contains("mlx5_0"));
+  CHECK(r.devices[0].carried_traffic);
+  CHECK_FALSE(r.devices[1].carried_traffic);
+  CHECK_THAT(r.devices[0].notes.back(), Catch::Contains("GID index 3, RDMA write 20.0000 GB/s"));
+  auto doc = r.ToJson();
+  CHECK(doc["transport"] == "verbs");
+  CHECK(doc["verbs"] == rails);
+
+  Report slow = v.Inventory();
+  rails[0]["writeGBps"] = 5.0;
+  v.JudgeVerbs(slow, nlohmann::json::array({rails[0]}), before, after);
+  CHECK_THAT(slow.problems.front(),
+             Catch::Contains("mlx5_0: RDMA write 5.0000 GB/s is below --min-busbw 10.0000 GB/s"));
+}
+
+}  // namespace
+}  // namespace kuberdma::validator

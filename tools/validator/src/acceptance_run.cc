@@ -206,7 +206,7 @@ Result<acceptance::Config> MakeConfig(const Validator& v,
       .timeout_s = o.timeout_s,
       .join_timeout_s = o.join_timeout_s,
       .pairs = Policy(o.pairs),
-      .transport = o.transport == Transport::kIb ? "ib" : "socket",
+      .transport = TransportName(o.transport),
       .nccl_version = NcclVersion(),
       .collective =
           std::string(Name(o.collectives.empty() ? Collective::kAllReduce : o.collectives.front())),

@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "kuberdma/validator/module.h"
 #include "kuberdma/validator/push.h"
 
 namespace kuberdma::validator {
@@ -63,14 +64,6 @@ void NodeSamples(const json& n, std::vector<Sample>& out) {
 
 using PushFn = int (*)(const char* samples_json, const char* url, char* err, size_t err_len);
 
-std::string ExeDir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.find_last_of('/'));
-}
-
 }  // namespace
 
 const std::vector<std::string>& AcceptanceMetricNames() {
@@ -93,26 +86,11 @@ std::vector<Sample> AcceptanceSamples(const json& report, double now) {
 }
 
 Result<void> Push(const std::vector<Sample>& samples, const std::string& url) {
-  std::string where;
-  std::string last;
-  void* lib = nullptr;
-  for (const std::string& p :
-       {ExeDir() + "/" + kPushModule, ExeDir() + "/../lib/kube-rdma/" + kPushModule,
-        std::string(kPushModule)}) {
-    lib = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) break;
-    where += (where.empty() ? "" : ", ") + p;
-    if (const char* e = ::dlerror()) last = e;
-  }
-  if (lib == nullptr) {
-    return Fail(ErrorCode::kUnsupported,
-                "push to " + url + " skipped: cannot load the push module (tried " + where +
-                    "; last: " + last + "; it needs prometheus-cpp's push library and libcurl)");
-  }
-  auto fn = reinterpret_cast<PushFn>(::dlsym(lib, "kuberdma_push_samples"));
-  if (fn == nullptr)
-    return Fail(ErrorCode::kUnsupported,
-                std::string(kPushModule) + " has no kuberdma_push_samples");
+  auto sym = ModuleSymbol(kPushModule, "kuberdma_push_samples",
+                          "prometheus-cpp's push library and libcurl");
+  if (!sym)
+    return Fail(ErrorCode::kUnsupported, "push to " + url + " skipped: " + sym.error().message());
+  auto fn = reinterpret_cast<PushFn>(*sym);
   json doc = json::array();
   for (const auto& s : samples)
     doc.push_back({{"name", s.name}, {"labels", s.labels}, {"value", s.value}, {"help", s.help}});

@@ -194,21 +194,25 @@ std::optional<Report> Validator::WithoutNccl(Report& r) const {
   return r;
 }
 
+Result<RankInfo> Validator::Rank(Report& r) const {
+  if (opts_.mode != Mode::kMultiPod) return Fail(ErrorCode::kInvalidArgument, "single mode");
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  auto ri = DetectRank(getenv_, host, opts_.rank, opts_.world_size);
+  if (ri) {
+    r.rank = ri->rank;
+    r.world_size = ri->world_size;
+  }
+  return ri;
+}
+
 Report Validator::Run() {
   Report r = Inventory();
   if (r.exit_code == 2) return r;
+  if (opts_.transport == Transport::kVerbs && !opts_.inventory_only) return RunVerbs(std::move(r));
   if (auto done = WithoutNccl(r)) return *done;
   // Multi-pod: who we are, once; reported even when the run stops early.
-  Result<RankInfo> ri = Fail(ErrorCode::kInvalidArgument, "single mode");
-  if (opts_.mode == Mode::kMultiPod) {
-    char host[256] = "";
-    ::gethostname(host, sizeof host - 1);
-    ri = DetectRank(getenv_, host, opts_.rank, opts_.world_size);
-    if (ri) {
-      r.rank = ri->rank;
-      r.world_size = ri->world_size;
-    }
-  }
+  Result<RankInfo> ri = Rank(r);
   std::vector<std::string> unusable;
   for (const auto& d : r.devices) {
     if (!d.usable) unusable.push_back(d.name);

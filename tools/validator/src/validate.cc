@@ -157,8 +157,8 @@ void Validator::InventorySocket(Report& r, const Expected& e) {
 Report Validator::Inventory() {
   Report r;
   r.opts = opts_;
-  auto e = opts_.transport == Transport::kIb ? ExpectedHcas(getenv_, opts_.expect)
-                                             : ExpectedNetdevs(getenv_, opts_.expect);
+  auto e = opts_.transport != Transport::kSocket ? ExpectedHcas(getenv_, opts_.expect)
+                                                 : ExpectedNetdevs(getenv_, opts_.expect);
   if (!e) {
     r.problems.push_back(e.error().message());
     r.verdict = "error";
@@ -166,7 +166,7 @@ Report Validator::Inventory() {
     return r;
   }
   r.expected_source = e->source;
-  if (opts_.transport == Transport::kIb) {
+  if (opts_.transport != Transport::kSocket) {
     InventoryIb(r, *e);
   } else {
     InventorySocket(r, *e);
@@ -175,6 +175,20 @@ Report Validator::Inventory() {
   r.exit_code = r.problems.empty() ? 0 : 1;
   return r;
 }
+
+namespace {
+
+// Soft-RoCE has no port data counters: its RoCE packets are its netdev's bytes.
+bool VirtualHcaBytes(const sysfs::SysfsRoot& root, const sysfs::Hca& h,
+                     std::pair<uint64_t, uint64_t>* bytes) {
+  if (h.bus != sysfs::BusKind::kVirtual || h.netdevs.empty()) return false;
+  std::string stats = "class/net/" + h.netdevs.front() + "/statistics/";
+  *bytes = {std::strtoull(root.ReadAttrOr(stats + "tx_bytes", "0").c_str(), nullptr, 10),
+            std::strtoull(root.ReadAttrOr(stats + "rx_bytes", "0").c_str(), nullptr, 10)};
+  return true;
+}
+
+}  // namespace
 
 Snapshot Validator::ReadCounters(const Report& inv) {
   Snapshot s;
@@ -197,13 +211,16 @@ Snapshot Validator::ReadCounters(const Report& inv) {
     if (!h) continue;
     uint64_t x = 0;
     uint64_t rc = 0;
+    bool counted = false;
     for (const auto& p : h->ports) {
       auto c = ReadPortCounters(root_, d.name, p.number);
       if (!c) continue;
+      counted = true;
       x += c->xmit_words;
       rc += c->rcv_words;
       for (const auto& [k, v] : c->errors) s.errors[d.name][k] += v;
     }
+    if (!counted && VirtualHcaBytes(root_, *h, &s.bytes[d.name])) continue;
     s.bytes[d.name] = {x, rc};
     s.word_counters[d.name] = true;
   }
@@ -469,7 +486,8 @@ json Report::ToJson() const {
           {"verdict", verdict},
           {"exitCode", exit_code},
           {"mode", opts.mode == Mode::kSingle ? "single" : "multi-pod"},
-          {"transport", opts.transport == Transport::kIb ? "ib" : "socket"},
+          {"transport", TransportName(opts.transport)},
+          {"verbs", verbs},
           {"rank", rank},
           {"worldSize", world_size},
           {"expectedFrom", expected_source},
@@ -532,8 +550,10 @@ std::string Report::CollectiveLines() const {
 std::string Report::Table() const {
   std::ostringstream o;
   o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
-    << (opts.transport == Transport::kIb ? "IB" : "Socket") << ", rank " << rank << " of "
-    << world_size << "; "
+    << (opts.transport == Transport::kIb       ? "IB"
+        : opts.transport == Transport::kSocket ? "Socket"
+                                               : "verbs")
+    << ", rank " << rank << " of " << world_size << "; "
     << (expected_source.empty() ? "no expected devices" : "expected from " + expected_source)
     << ")\n";
   char line[256];

@@ -25,7 +25,11 @@
 
 namespace kuberdma::validator {
 
-enum class Transport { kIb, kSocket };
+// kVerbs: no NCCL; an RC QP per rail with the peer pod's HCA (the verbs module).
+enum class Transport { kIb, kSocket, kVerbs };
+inline const char* TransportName(Transport t) {
+  return t == Transport::kIb ? "ib" : (t == Transport::kSocket ? "socket" : "verbs");
+}
 enum class Mode { kSingle, kMultiPod, kAcceptance };
 
 struct Options {
@@ -110,6 +114,7 @@ struct Report {
   std::vector<std::string> unexpected;  // visible but not ours
   std::string nccl_version;
   std::string nccl_library;  // the libnccl.so.2 this run loaded (the job image's)
+  nlohmann::json verbs;      // --transport verbs: each rail's probe (null otherwise)
   std::string nccl_network;
   std::vector<std::string> nccl_devices;
   std::vector<std::string> nccl_bypasses;
@@ -156,6 +161,10 @@ class Validator {
   // Folds counters, NCCL's log and the collective's outcome into `r` and sets the verdict.
   void Judge(Report& r, const Snapshot& before, const Snapshot& after, const CollectiveOutcome& run,
              const NcclLog& log);
+  // --transport verbs: each rail's probe result (the verbs module's "rails") and the counters
+  // around it into `r`: the probe completed, the port counters show its bytes, --min-busbw.
+  void JudgeVerbs(Report& r, const nlohmann::json& rails, const Snapshot& before,
+                  const Snapshot& after) const;
   // The NCCL environment the ranks get; `only` (when given) narrows NCCL's device list to those.
   std::map<std::string, std::string> NcclEnv(const Report& inv,
                                              const std::vector<std::string>* only = nullptr) const;
@@ -181,6 +190,10 @@ class Validator {
   Result<CollectiveParams> Plan(Report& r, const Result<RankInfo>& ri);
   void RunAndJudge(Report& r, CollectiveParams p);
   void InventorySocket(Report& r, const Expected& e);
+  // Who this pod is in multi-pod mode (recorded in `r`); an error in single mode.
+  Result<RankInfo> Rank(Report& r) const;
+  // --transport verbs (verbs_run.cc): the probe with the peer pod, judged by JudgeVerbs.
+  Report RunVerbs(Report r);
   Options opts_;
   sysfs::SysfsRoot root_;
   link::LinkOps& links_;
