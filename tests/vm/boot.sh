@@ -26,6 +26,7 @@ timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -smp 2 -m 204
   -kernel "${kernel[0]}" -initrd "${kernel[1]}" \
   -append "console=ttyS0 panic=-1 quiet kuberdma.repo=$repo kuberdma.results=$results kuberdma.script=$script kuberdma.hostname=$name kuberdma.netns_mode=$mode" \
   -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
+  -virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
   -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap" \
   "${nic[@]}" >"$results/console.log" 2>&1 </dev/null || rc=$?
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
