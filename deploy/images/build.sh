@@ -61,9 +61,10 @@ if [ "$from_source" = 1 ]; then
   fi
 else
   bins=("$BUILD/cni/rdma" "$BUILD/deviceplugin/rdma-device-plugin" "$BUILD/tools/doctor/rdma-doctor"
-    "$BUILD/tools/validator/rdma-validate")
+    "$BUILD/tools/validator/rdma-validate" "$BUILD/tools/validator/rdma-validate-verbs.so")
   for b in "${bins[@]}"; do [ -x "$b" ] || die "$b is missing: make build first"; done
-  SOURCE_DATE_EPOCH=$epoch bash "$here/mkroot.sh" "$OUT/context/rootfs" "$OUT/debs" "${bins[@]}"
+  # The verbs probe's module needs libibverbs' providers (mlx5, rxe, ...), which it loads by name.
+  SOURCE_DATE_EPOCH=$epoch EXTRA_PACKAGES=ibverbs-providers bash "$here/mkroot.sh" "$OUT/context/rootfs" "$OUT/debs" "${bins[@]}"
   if [ "$engine" = docker ]; then
     docker build "${args[@]}" -f "$here/Dockerfile.runtime" -t "$tag" "$OUT/context"
   else

@@ -74,10 +74,10 @@ def node_image(build_dir, images):
     images["ghcr.io/kube-rdma/kube-rdma"] = set()
     for path in (build or {}).get("rootfs", []):
         rel = path.removeprefix("build/release/")
-        target = os.path.basename(rel)
+        target = os.path.basename(rel).removesuffix(".so")
         check(target in build["targets"], f"Dockerfile: {target} is a target the build stage builds ({sorted(build['targets'])})")
         check(os.path.isfile(os.path.join(build_dir, rel)), f"Dockerfile: the build puts {target} at {rel}")
-        images["ghcr.io/kube-rdma/kube-rdma"].add("/usr/local/bin/" + target)
+        images["ghcr.io/kube-rdma/kube-rdma"].add("/usr/local/bin/" + os.path.basename(rel))
 
 
 def validator_image(build_dir, images):

@@ -28,7 +28,8 @@ owner() {
   echo "mkroot.sh: no Debian package holds $p (a library outside apt cannot go into the image)" >&2
   return 1
 }
-pkgs=(base-files libc6 busybox-static)
+# EXTRA_PACKAGES: packages no binary links but one loads at run time (libibverbs' providers).
+pkgs=(base-files libc6 busybox-static ${EXTRA_PACKAGES:-})
 for b in "$@"; do
   [ -x "$b" ] || { echo "mkroot.sh: $b is not an executable (build it first)" >&2; exit 1; }
   while read -r lib; do pkgs+=("$(owner "$lib")"); done < <(ldd "$b" 2>/dev/null | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
@@ -100,7 +101,7 @@ printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 printf 'include /etc/ld.so.conf.d/*.conf\n' >"$root/etc/ld.so.conf"
 for b in "$@"; do
-  install -m 0755 "$b" "$root/usr/local/bin/"
+  install -m 0755 "$b" "$root/usr/local/bin/"  # modules (.so) too: rdma-validate looks beside itself
   strip --strip-debug "$root/usr/local/bin/$(basename "$b")"
 done
 ldconfig -r "$root"
