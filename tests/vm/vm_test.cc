@@ -24,10 +24,12 @@
 
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/netns/netns.h"
 #include "kuberdma/sim/sim_fleet.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/testing/test_net.h"
+#include "kuberdma/validator/validate.h"
 
 namespace kuberdma {
 namespace {
@@ -133,6 +135,69 @@ TEST_CASE("A macvlan child in a pod namespace adds the pod's GID; ndevs names it
   CHECK((g && g->IsRoceV2() && g->netdev == "net1"));
   (void)Sh("ip netns delete kvm-pod1");  // the child dies with its namespace, and its entry
   CHECK_FALSE(GidFor("10.9.0.11", false));
+}
+
+// NCCL's INFO line for a QP over the IPv4-mapped GID of `ipv4` at `index` (NCCL prints the
+// interface ID as a little-endian hex number).
+std::string GidLine(uint32_t index, const std::string& ipv4) {
+  in_addr a{};
+  ::inet_pton(AF_INET, ipv4.c_str(), &a);
+  const auto* b = reinterpret_cast<const uint8_t*>(&a.s_addr);
+  uint64_t id = 0xffffULL << 16;
+  for (int i = 0; i < 4; ++i) id |= static_cast<uint64_t>(b[i]) << (32 + 8 * i);
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 3 GID %u (0/%llX) x\n",
+                index, static_cast<unsigned long long>(id));
+  return line;
+}
+
+TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address; another pod's fails") {
+  SoftRoce rxe;
+  auto a = testing::CreateNamed("kvm-pa");
+  auto b = testing::CreateNamed("kvm-pb");
+  REQUIRE(a);
+  REQUIRE(b);
+  for (const auto& [pod, ip] :
+       {std::pair{"kvm-pa", "10.9.0.21"}, std::pair{"kvm-pb", "10.9.0.22"}}) {
+    std::string child = std::string("kvc") + pod[5];
+    REQUIRE(Sh("ip link add " + child + " link kvm0 type macvlan mode bridge") == 0);
+    REQUIRE(Sh("ip link set " + child + " netns " + pod) == 0);
+    REQUIRE(Sh(std::string("ip -n ") + pod + " link set " + child + " name net1") == 0);
+    REQUIRE(Sh(std::string("ip -n ") + pod + " addr add " + ip + "/24 dev net1") == 0);
+    REQUIRE(Sh(std::string("ip -n ") + pod + " link set net1 up") == 0);
+  }
+  auto ga = GidFor("10.9.0.21", true);
+  auto gb = GidFor("10.9.0.22", true);
+  REQUIRE(ga);
+  REQUIRE(gb);
+  CHECK(ga->netdev == "net1");  // both pods' entries name net1: names cannot tell them apart
+  CHECK(gb->netdev == "net1");
+  // Pod A's validator, fed a QP that used pod B's entry: fails naming both indexes.
+  std::vector<std::string> problems;
+  REQUIRE(a->RunIn([&] {
+    link::NetlinkLinkOps links;
+    validator::Options o;
+    o.expect = "rxe0";
+    validator::Validator v(o, sysfs::SysfsRoot("/"), links,
+                           [](const char*) -> const char* { return nullptr; });
+    validator::Report r = v.Inventory();
+    validator::NcclLog log;
+    log.AddText("x NCCL INFO NET/IB : Using [0]rxe0:1/RoCE ; OOB net1:10.9.0.21<0>\n" +
+                GidLine(gb->index, "10.9.0.22"));
+    v.Judge(r, {}, {}, validator::CollectiveOutcome{}, log);
+    problems = r.problems;
+  }));
+  std::string all;
+  for (const auto& p : problems) all += p + "\n";
+  INFO(all);
+  CHECK_THAT(all, Catch::Contains("rxe0: NCCL's queue pairs used GID " + std::to_string(gb->index) +
+                                  " (10.9.0.22), which is no address of this pod"));
+  CHECK_THAT(all, Catch::Contains("this pod's RoCE v2 GID is index " + std::to_string(ga->index)));
+  (void)testing::DeleteNamed("kvm-pa");
+  (void)testing::DeleteNamed("kvm-pb");
+  CHECK_FALSE(GidFor("10.9.0.21", false));  // gone with the children
+  CHECK_FALSE(GidFor("10.9.0.22", false));
 }
 
 TEST_CASE("rdma-doctor node reads the kernel's netns mode and names the Soft-RoCE HCA as virtual") {

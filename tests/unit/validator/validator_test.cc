@@ -343,11 +343,13 @@ TEST_CASE("The GID each RoCE device's queue pairs used is read from 2.28's and o
 }
 
 // A RoCE run in a pod with IPAM addresses (roce8-pod) whose QPs used `gid_line`'s GID on mlx5_0.
-Report RoceRun(const std::string& gid_line) {
+Report RoceRun(const std::string& gid_line, std::vector<std::string> own = {"10.10.1.2"},
+               const std::string& fixture = Fx("sysfs/roce8-pod")) {
   link::NetlinkLinkOps links;
-  sysfs::SysfsRoot root(Fx("sysfs/roce8-pod"));
+  sysfs::SysfsRoot root(fixture);
   Options o = Ib("mlx5_0");
   Validator v(o, root, links, Env({}));
+  v.SetOwnAddresses(std::move(own));  // the pod's own addresses (roce8-pod: 10.10.<rail>.2)
   Report r = v.Inventory();
   Snapshot before, after;
   before.bytes = {{"mlx5_0", {0, 0}}};
@@ -395,6 +397,35 @@ TEST_CASE(
   CHECK(v1.exit_code == 1);
   CHECK_THAT(v1.problems.back(),
              Catch::Contains("RoCE v1") && Catch::Contains("NCCL_IB_ROCE_VERSION_NUM=2"));
+}
+
+TEST_CASE(
+    "On a shared HCA a GID that is another pod's fails, naming the pod, the index used and the "
+    "pod's own") {
+  // Two pods' entries in mlx5_0's table, as the kernel keeps them for two macvlan children named
+  // net1 (measured in the VM tier): 10.10.1.2 at index 3 (another pod), 10.10.1.9 at 6 (this one).
+  char tmpl[] = "/tmp/kuberdma-gid-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  fs::copy(Fx("sysfs/roce8-pod"), dir,
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  std::string port = dir + "/sys/class/infiniband/mlx5_0/ports/1/";
+  REQUIRE(WriteFileAtomic(port + "gids/6", "0000:0000:0000:0000:0000:ffff:0a0a:0109\n"));
+  REQUIRE(WriteFileAtomic(port + "gid_attrs/types/6", "RoCE v2\n"));
+  REQUIRE(WriteFileAtomic(port + "gid_attrs/ndevs/6", "net1\n"));
+  const std::string gid3 =
+      "x NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 9 mtu 5 GID 3 (0/2010A0AFFFF0000) x\n";
+  Report other = RoceRun(gid3, {"10.10.1.9"}, dir);
+  CHECK(other.exit_code == 1);
+  std::string why = other.problems.empty() ? "" : other.problems.back();
+  CHECK_THAT(why, Catch::Contains("mlx5_0: NCCL's queue pairs used GID 3 (10.10.1.2), which is no "
+                                  "address of this pod") &&
+                      Catch::Contains("10.10.1.9") && Catch::Contains("another pod's entry") &&
+                      Catch::Contains("index 6") && Catch::Contains("NCCL_IB_GID_INDEX=6"));
+  Report own = RoceRun(gid3, {"10.10.1.2"}, dir);
+  CHECK(own.verdict == "pass");
+  Report none = RoceRun(gid3, {"192.168.0.5"}, dir);
+  CHECK_THAT(none.problems.back(), Catch::Contains("this pod has no RoCE v2 entry on mlx5_0"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("The NCCL environment forces the network, exact HCA list, no NVLS and no P2P/SHM") {

@@ -169,6 +169,10 @@ class Validator {
   std::map<std::string, std::string> NcclEnv(const Report& inv,
                                              const std::vector<std::string>* only = nullptr) const;
   const Options& options() const { return opts_; }
+  // The IPv4 addresses of this pod's own interfaces, which decide which GID entries are its own
+  // on an HCA several pods share (names collide across pods, addresses do not). Default: the
+  // addresses of this network namespace (getifaddrs), read when the GIDs are judged.
+  void SetOwnAddresses(std::vector<std::string> ipv4) { own_ipv4_ = std::move(ipv4); }
   const sysfs::SysfsRoot& root() const { return root_; }
   // Where NCCL's logs go: --log-dir, else a new /tmp/rdma-validate-XXXXXX (/tmp if that fails).
   std::string LogDir() const;
@@ -181,6 +185,8 @@ class Validator {
   void JudgeTraffic(Report& r, const Snapshot& before, const Snapshot& after);
   void JudgeShares(Report& r, const NcclLog& log);
   void JudgeGids(Report& r, const NcclLog& log);
+  void JudgeGidOwner(Report& r, const DeviceResult& d, const GidUse& g,
+                     const std::vector<sysfs::Gid>& gids);
   void JudgeThreshold(Report& r);
   // Run's steps (run.cc).
   Report Skip(Report r, const std::string& why, int exit_code) const;
@@ -195,6 +201,7 @@ class Validator {
   // --transport verbs (verbs_run.cc): the probe with the peer pod, judged by JudgeVerbs.
   Report RunVerbs(Report r);
   Options opts_;
+  std::optional<std::vector<std::string>> own_ipv4_;
   sysfs::SysfsRoot root_;
   link::LinkOps& links_;
   std::function<const char*(const char*)> getenv_;
