@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -194,6 +195,17 @@ TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address; another pod
   CHECK_THAT(all, Catch::Contains("rxe0: NCCL's queue pairs used GID " + std::to_string(gb->index) +
                                   " (10.9.0.22), which is no address of this pod"));
   CHECK_THAT(all, Catch::Contains("this pod's RoCE v2 GID is index " + std::to_string(ga->index)));
+  // Pod A's doctor marks the pod's own entries in the kernel's table, by address.
+  std::string out =
+      Out("ip netns exec kvm-pa " + g_doctor + " --json --state-dir /nonexistent pod 2>&1");
+  INFO(out.substr(0, 2000));
+  auto doc = nlohmann::json::parse(out, nullptr, false);
+  REQUIRE(doc.is_object());
+  std::map<std::string, std::string> owner;
+  for (const auto& row : doc["result"].value("gids", nlohmann::json::array()))
+    if (row.contains("owner")) owner[row.value("ipv4", "")] = row.value("owner", "");
+  CHECK(owner["10.9.0.21"] == "this pod");
+  CHECK(owner["10.9.0.22"] == "another pod");
   (void)testing::DeleteNamed("kvm-pa");
   (void)testing::DeleteNamed("kvm-pb");
   CHECK_FALSE(GidFor("10.9.0.21", false));  // gone with the children

@@ -238,6 +238,58 @@ TEST_CASE(
              Catch::Contains("link-local"));
 }
 
+// This namespace's interfaces all carry `ip`: the pod's own addresses, as the doctor lists them.
+class OwnAddrs final : public link::AddrOps {
+ public:
+  explicit OwnAddrs(std::string ip) : ip_(std::move(ip)) {}
+  Result<void> AddAddress(const netns::NetNs&, int, const link::IpPrefix&) override { return {}; }
+  Result<void> DeleteAddress(const netns::NetNs&, int, const link::IpPrefix&) override {
+    return {};
+  }
+  Result<std::vector<link::IpPrefix>> ListAddresses(const netns::NetNs&, int) override {
+    return std::vector<link::IpPrefix>{{.family = 4, .address = ip_, .prefix_len = 24}};
+  }
+  Result<void> AddRoute(const netns::NetNs&, const link::Route&) override { return {}; }
+  Result<std::vector<link::Route>> ListRoutes(const netns::NetNs&, int) override {
+    return std::vector<link::Route>{};
+  }
+
+ private:
+  std::string ip_;
+};
+
+TEST_CASE(
+    "On a shared HCA the pod view marks the pod's own GID entries by address, and "
+    "NCCL_IB_GID_INDEX naming another pod's fails with the pod's own index") {
+  Fixture f;
+  // mlx5_0's table with a second pod's child (also net1): 10.10.1.2 at 3, this pod's 10.10.1.9
+  // at 6.
+  std::string root = f.dir + "/root";
+  fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8-pod", root,
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  std::string port = root + "/sys/class/infiniband/mlx5_0/ports/1/";
+  REQUIRE(WriteFileAtomic(port + "gids/6", "0000:0000:0000:0000:0000:ffff:0a0a:0109\n"));
+  REQUIRE(WriteFileAtomic(port + "gid_attrs/types/6", "RoCE v2\n"));
+  REQUIRE(WriteFileAtomic(port + "gid_attrs/ndevs/6", "net1\n"));
+  f.in.root = sysfs::SysfsRoot(root);
+  OwnAddrs addrs("10.10.1.9");
+  f.in.addrs = &addrs;
+  f.in.getenv = Env({{"NCCL_IB_GID_INDEX", "3"}});
+  View v = PodView(f.in);
+  std::map<int, std::string> owner;
+  for (const auto& row : v.doc["gids"])
+    if (row["device"] == "mlx5_0" && row.contains("owner")) owner[row["index"]] = row["owner"];
+  CHECK(owner ==
+        std::map<int, std::string>{{2, "another pod"}, {3, "another pod"}, {6, "this pod"}});
+  const Finding* index = f.Find(v, "RoCE: NCCL_IB_GID_INDEX", Status::kFail);
+  REQUIRE(index != nullptr);
+  CHECK_THAT(index->message, Catch::Contains("mlx5_0: its entry 3 is another pod's (10.10.1.2") &&
+                                 Catch::Contains("10.10.1.9 is at index 6"));
+  const Finding* ok = f.Find(v, "RoCE: routable GID", Status::kOk);
+  REQUIRE(ok != nullptr);
+  CHECK_THAT(ok->message, Catch::Contains("mlx5_0 6:10.10.1.9"));
+}
+
 TEST_CASE(
     "A RoCE pod without addresses is told it has link-local GIDs only, and NCCL's retries "
     "are checked against the seed's") {

@@ -38,15 +38,51 @@ bool Sparse(const sysfs::Port& p) {
   return false;
 }
 
-json GidRow(const sysfs::Hca& h, const sysfs::Port& p, const sysfs::Gid& g) {
-  return {{"device", h.name},  {"port", p.number},
-          {"index", g.index},  {"gid", g.gid},
-          {"ipv4", g.Ipv4()},  {"version", g.IsRoceV2() ? "v2" : (g.IsRoceV1() ? "v1" : "")},
-          {"netdev", g.netdev}};
+// The IPv4 addresses on this namespace's interfaces: the pod's own. On an HCA several pods share,
+// every pod's entries are in the one table and `ndevs` names collide (net1 for all), so an entry
+// is the pod's when its address is. Empty when the addresses cannot be listed.
+std::vector<std::string> OwnIpv4(const Inputs& in) {
+  std::vector<std::string> out;
+  auto here = netns::NetNs::Current();
+  if (!here || in.links == nullptr || in.addrs == nullptr) return out;
+  auto links = in.links->List(*here);
+  if (!links) return out;
+  for (const auto& l : *links) {
+    auto list = in.addrs->ListAddresses(*here, l.ifindex);
+    if (!list) continue;
+    for (const auto& a : *list)
+      if (a.family == 4) out.push_back(a.address);
+  }
+  return out;
+}
+
+bool Owns(const std::vector<std::string>& own, const sysfs::Gid& g) {
+  return !g.Ipv4().empty() && std::find(own.begin(), own.end(), g.Ipv4()) != own.end();
+}
+
+// The entry NCCL should use: the first RoCE v2 one of the pod's own addresses, or (addresses
+// unknown) the first routable one of the port's netdev.
+const sysfs::Gid* Preferred(const sysfs::Port& p, const std::string& netdev,
+                            const std::vector<std::string>& own) {
+  if (own.empty()) return sysfs::FirstRoutableV2(p.gids, netdev);
+  for (const auto& g : p.gids)
+    if (g.IsRoceV2() && Owns(own, g)) return &g;
+  return nullptr;
+}
+
+json GidRow(const sysfs::Hca& h, const sysfs::Port& p, const sysfs::Gid& g,
+            const std::vector<std::string>& own) {
+  json row = {{"device", h.name},  {"port", p.number},
+              {"index", g.index},  {"gid", g.gid},
+              {"ipv4", g.Ipv4()},  {"version", g.IsRoceV2() ? "v2" : (g.IsRoceV1() ? "v1" : "")},
+              {"netdev", g.netdev}};
+  if (!own.empty() && !g.Ipv4().empty()) row["owner"] = Owns(own, g) ? "this pod" : "another pod";
+  return row;
 }
 
 // NCCL_IB_GID_INDEX names one index for every HCA: it must be a routable entry on each.
-void CheckGidIndex(const sysfs::Hca& h, const sysfs::Port& p, int index, View& v) {
+void CheckGidIndex(const sysfs::Hca& h, const sysfs::Port& p, int index,
+                   const std::vector<std::string>& own, View& v) {
   auto it = std::find_if(p.gids.begin(), p.gids.end(),
                          [&](const sysfs::Gid& g) { return static_cast<int>(g.index) == index; });
   std::string what;
@@ -56,11 +92,13 @@ void CheckGidIndex(const sysfs::Hca& h, const sysfs::Port& p, int index, View& v
     what = "link-local (" + it->Address() + ")";
   } else if (!it->IsRoceV2()) {
     what = "RoCE v1";
-  } else if (it->netdev != NetdevOf(h, p)) {
+  } else if (!own.empty() && !Owns(own, *it)) {
+    what = "another pod's (" + it->Ipv4() + ", not an address of this pod)";
+  } else if (own.empty() && it->netdev != NetdevOf(h, p)) {
     what = "of another netdev (" + it->netdev + ")";
   }
   if (what.empty()) return;
-  const sysfs::Gid* good = sysfs::FirstRoutableV2(p.gids, NetdevOf(h, p));
+  const sysfs::Gid* good = Preferred(p, NetdevOf(h, p), own);
   Add(v, kGidIndexCheck, Status::kFail,
       "NCCL_IB_GID_INDEX=" + std::to_string(index) + " breaks " + h.name + ": its entry " +
           std::to_string(index) + " is " + what +
@@ -70,6 +108,24 @@ void CheckGidIndex(const sysfs::Hca& h, const sysfs::Port& p, int index, View& v
       kFamilyFix);
 }
 
+// The port's routable RoCE v2 GID (the pod's own where its addresses are known) into `routable`,
+// or a warning that it has none.
+void CheckRoutable(const sysfs::Hca& h, const sysfs::Port& p, const std::vector<std::string>& own,
+                   std::vector<std::string>* routable, View& v) {
+  std::string nd = NetdevOf(h, p);
+  if (const sysfs::Gid* g = Preferred(p, nd, own)) {
+    routable->push_back(h.name + " " + std::to_string(g->index) + ":" + g->Ipv4());
+    return;
+  }
+  Add(v, kGidCheck, Status::kWarn,
+      h.name + " has no RoCE v2 GID for a routable address of " + nd +
+          (own.empty() ? "" : " that is this pod's") +
+          " (link-local only): the interface has no IP address, so NCCL reaches peers on "
+          "this L2 segment only",
+      "give the attachment an address: an ipam section in the NAD (host-local or "
+      "whereabouts, one range per rail; docs/cni.md)");
+}
+
 }  // namespace
 
 void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v) {
@@ -77,24 +133,15 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
   std::string gid_index = Env(in, "NCCL_IB_GID_INDEX");
   std::vector<std::string> routable;
   std::vector<std::string> sparse;
+  const std::vector<std::string> own = OwnIpv4(in);
   for (const auto& listed : expected) {
     if (!IsRoce(listed)) continue;
     auto h = sysfs::ReadHca(in.root, listed.name, sysfs::HcaDetail::kTables);
     if (!h) continue;
     for (const auto& p : h->ports) {
-      for (const auto& g : p.gids) rows.push_back(GidRow(*h, p, g));
-      std::string nd = NetdevOf(*h, p);
-      if (const sysfs::Gid* g = sysfs::FirstRoutableV2(p.gids, nd)) {
-        routable.push_back(h->name + " " + std::to_string(g->index) + ":" + g->Ipv4());
-      } else {
-        Add(v, kGidCheck, Status::kWarn,
-            h->name + " has no RoCE v2 GID for a routable address of " + nd +
-                " (link-local only): the interface has no IP address, so NCCL reaches peers on "
-                "this L2 segment only",
-            "give the attachment an address: an ipam section in the NAD (host-local or "
-            "whereabouts, one range per rail; docs/cni.md)");
-      }
-      if (!gid_index.empty()) CheckGidIndex(*h, p, std::atoi(gid_index.c_str()), v);
+      for (const auto& g : p.gids) rows.push_back(GidRow(*h, p, g, own));
+      CheckRoutable(*h, p, own, &routable, v);
+      if (!gid_index.empty()) CheckGidIndex(*h, p, std::atoi(gid_index.c_str()), own, v);
       if (Sparse(p)) sparse.push_back(h->name);
     }
   }
