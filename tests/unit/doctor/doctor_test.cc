@@ -267,7 +267,7 @@ TEST_CASE(
   std::string root = f.dir + "/root";
   fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8-pod", root,
            fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-  std::string port = root + "/sys/class/infiniband/mlx5_0/ports/1/";
+  std::string port = sysfs::SysfsRoot(root).Sys("class/infiniband/mlx5_0/ports/1/");
   REQUIRE(WriteFileAtomic(port + "gids/6", "0000:0000:0000:0000:0000:ffff:0a0a:0109\n"));
   REQUIRE(WriteFileAtomic(port + "gid_attrs/types/6", "RoCE v2\n"));
   REQUIRE(WriteFileAtomic(port + "gid_attrs/ndevs/6", "net1\n"));
