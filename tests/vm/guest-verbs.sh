@@ -37,7 +37,7 @@ probe() { # probe NAME PORT [ARGS]: rdma-validate between the guests; its exit s
 }
 json() { /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
-probe healthy 29500 --min-busbw 0.002
+probe healthy 29500 --min-busbw 0.001
 rc=$?
 sed 's/^/  /' "$R/healthy.txt"
 check "healthy: pass (exit $rc)" test "$rc" = 0
@@ -49,7 +49,7 @@ check "healthy: a bandwidth and a latency" \
 tc qdisc add dev eth0 handle ffff: ingress
 tc filter add dev eth0 parent ffff: protocol ip u32 match ip protocol 17 0xff match ip dport 4791 0xffff \
   action police rate 1mbit burst 8k drop
-probe limited 29600 --min-busbw 0.002
+probe limited 29600 --min-busbw 0.001
 rc=$?
 sed 's/^/  /' "$R/limited.txt"
 check "rate-limited: fail (exit $rc)" test "$rc" = 1
@@ -58,7 +58,7 @@ tc qdisc del dev eth0 ingress
 
 tc qdisc add dev eth0 handle ffff: ingress
 tc filter add dev eth0 parent ffff: protocol ip u32 match ip protocol 17 0xff match ip dport 4791 0xffff action drop
-probe cut 29700 --min-busbw 0.002
+probe cut 29700 --min-busbw 0.001
 rc=$?
 sed 's/^/  /' "$R/cut.txt"
 check "RDMA cut: fail (exit $rc)" test "$rc" = 1
