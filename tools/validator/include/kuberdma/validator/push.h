@@ -4,7 +4,7 @@
 //
 // The push client (prometheus-cpp's, over libcurl) lives in a module, rdma-validate-push.so,
 // that rdma-validate loads only when --push-gateway is given: the validator itself keeps needing
-// nothing but NCCL and glibc, so it runs in any CUDA image.
+// nothing but glibc (NCCL is opened at run time), so it runs in any job image.
 //
 //   auto samples = AcceptanceSamples(report.ToJson());
 //   KUBERDMA_TRY(Push(samples, "http://pushgateway.monitoring:9091"));   // loads the module
