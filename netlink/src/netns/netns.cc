@@ -2,8 +2,11 @@
 // Network namespace handles over setns(2).
 #include "kuberdma/netns/netns.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <linux/nsfs.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -62,6 +65,20 @@ Result<void> NetNs::RunIn(const std::function<void()>& fn) const {
   // that is a broken invariant, not an error to hand back.
   KUBERDMA_CHECK(::setns(self.fd(), CLONE_NEWNET) == 0);
   return {};
+}
+
+std::vector<std::string> NamespaceIpv4() {
+  std::vector<std::string> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = "";
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    out.emplace_back(text);
+  }
+  ::freeifaddrs(list);
+  return out;
 }
 
 }  // namespace kuberdma::netns

@@ -293,6 +293,14 @@ const Gid* FirstRoutableV2(const std::vector<Gid>& gids, std::string_view netdev
   return nullptr;
 }
 
+const Gid* FirstV2ForAddresses(const std::vector<Gid>& gids, const std::vector<std::string>& ipv4) {
+  for (const auto& g : gids) {
+    if (!g.IsRoceV2() || g.Ipv4().empty()) continue;
+    if (std::find(ipv4.begin(), ipv4.end(), g.Ipv4()) != ipv4.end()) return &g;
+  }
+  return nullptr;
+}
+
 Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& hca,
                                       uint32_t port) {
   std::string pdir = "class/infiniband/" + hca + "/ports/" + std::to_string(port);

@@ -64,10 +64,8 @@ bool Owns(const std::vector<std::string>& own, const sysfs::Gid& g) {
 // unknown) the first routable one of the port's netdev.
 const sysfs::Gid* Preferred(const sysfs::Port& p, const std::string& netdev,
                             const std::vector<std::string>& own) {
-  if (own.empty()) return sysfs::FirstRoutableV2(p.gids, netdev);
-  for (const auto& g : p.gids)
-    if (g.IsRoceV2() && Owns(own, g)) return &g;
-  return nullptr;
+  return own.empty() ? sysfs::FirstRoutableV2(p.gids, netdev)
+                     : sysfs::FirstV2ForAddresses(p.gids, own);
 }
 
 json GidRow(const sysfs::Hca& h, const sysfs::Port& p, const sysfs::Gid& g,

@@ -167,9 +167,7 @@ void Validator::RunAndJudge(Report& r, CollectiveParams p) {
   Snapshot after = ReadCounters(r);
   NcclLog log;
   for (const auto& f : all.log_files) (void)log.AddFile(f);  // unreadable: judged as unseen
-  if (r.nccl_version.empty()) r.nccl_version = NcclVersion();
-  r.nccl_library = NcclLibrary();
-  Judge(r, before, after, all, log);
+  Judge(r, before, after, all, log);  // NCCL's file and version: read by WithoutNccl
 }
 
 std::optional<Report> Validator::WithoutNccl(Report& r) const {

@@ -2,9 +2,7 @@
 // Inventory, counters, verdict and report of rdma-validate.
 #include "kuberdma/validator/validate.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +18,7 @@
 #include "format.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/netns/netns.h"
 #include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::validator {
@@ -377,44 +376,17 @@ void Validator::JudgeShares(Report& r, const NcclLog& log) {
   }
 }
 
-namespace {
-
-// This network namespace's IPv4 addresses.
-std::vector<std::string> NamespaceIpv4() {
-  std::vector<std::string> out;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return out;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    char text[INET_ADDRSTRLEN] = "";
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
-    out.emplace_back(text);
-  }
-  ::freeifaddrs(list);
-  return out;
-}
-
-// The first RoCE v2 entry for one of `own`'s addresses, or nullptr.
-const sysfs::Gid* OwnV2(const std::vector<sysfs::Gid>& gids, const std::vector<std::string>& own) {
-  for (const auto& e : gids) {
-    if (e.IsRoceV2() && std::find(own.begin(), own.end(), e.Ipv4()) != own.end()) return &e;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 // A GID that is another pod's: on a shared HCA every pod's entries are in one table (and `ndevs`
 // names collide), so ownership is by address.
 void Validator::JudgeGidOwner(Report& r, const DeviceResult& d, const GidUse& g,
                               const std::vector<sysfs::Gid>& gids) {
   if (g.Ipv4().empty()) return;
-  if (!own_ipv4_) own_ipv4_ = NamespaceIpv4();
+  if (!own_ipv4_) own_ipv4_ = netns::NamespaceIpv4();
   const auto& own = *own_ipv4_;
   if (std::find(own.begin(), own.end(), g.Ipv4()) != own.end()) return;
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);
-  const sysfs::Gid* mine = OwnV2(gids, own);
+  const sysfs::Gid* mine = sysfs::FirstV2ForAddresses(gids, own);
   r.problems.push_back(
       d.name + ": NCCL's queue pairs used GID " + std::to_string(g.index) + " (" + g.Ipv4() +
       "), which is no address of this pod (" + host + ": " + (own.empty() ? "none" : Join(own)) +

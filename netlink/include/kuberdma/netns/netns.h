@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
@@ -55,5 +56,9 @@ class NetNs {
   dev_t dev_ = 0;
   ino_t ino_ = 0;
 };
+
+// The IPv4 addresses of the calling thread's network namespace (getifaddrs), in text: what a pod
+// is, for telling its GID entries from other pods' on a shared HCA. Empty when none can be read.
+std::vector<std::string> NamespaceIpv4();
 
 }  // namespace kuberdma::netns

@@ -126,6 +126,11 @@ Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& 
 // link-local, of `netdev` when one is named. nullptr when there is none.
 const Gid* FirstRoutableV2(const std::vector<Gid>& gids, std::string_view netdev = "");
 
+// The first RoCE v2 entry of `gids` for one of `ipv4`'s addresses: on an HCA several pods share,
+// the entry that is this pod's (every pod's child has the same name in `ndevs`, its address
+// differs). nullptr when there is none.
+const Gid* FirstV2ForAddresses(const std::vector<Gid>& gids, const std::vector<std::string>& ipv4);
+
 // Parses "0xffff" / "65535" into a pkey; kInvalidArgument otherwise.
 Result<uint16_t> ParsePkey(std::string_view text);
 
