@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/netns/netns.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::validator {
@@ -110,10 +111,11 @@ std::string Rail::Open(const std::string& hca, size_t bytes) {
   if (ctx_ == nullptr) return "cannot open " + hca + " with libibverbs (no such device here?)";
   if (ibv_query_port(ctx_, 1, &port_) != 0) return "cannot query " + hca + " port 1";
   if (port_.link_layer == IBV_LINK_LAYER_ETHERNET) {
-    // The GID of this namespace's netdev: the first routable RoCE v2 entry (ndevs names it).
+    // The GID that is this namespace's: the first RoCE v2 entry for one of its addresses (on an
+    // HCA several pods share, every pod's entries are in the table).
     auto h = sysfs::ReadHca(sysfs::SysfsRoot("/"), hca, sysfs::HcaDetail::kTables);
     if (!h || h->ports.empty()) return "cannot read " + hca + "'s GID table";
-    const sysfs::Gid* g = sysfs::FirstRoutableV2(h->ports[0].gids);
+    const sysfs::Gid* g = sysfs::FirstV2ForAddresses(h->ports[0].gids, netns::NamespaceIpv4());
     if (g == nullptr) return hca + " has no RoCE v2 GID for an address in this namespace";
     gid_index_ = static_cast<int>(g->index);
   }
