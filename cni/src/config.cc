@@ -106,6 +106,25 @@ CniResult<void> ParseLinkState(const json& obj, NetConf* conf) {
   return {};
 }
 
+CniResult<void> ParseMode(const json& obj, NetConf* conf) {
+  auto s = OptString(obj, "mode");
+  if (!s) return tl::unexpected(s.error());
+  if (!*s || (*s)->empty()) return {};
+  if (**s == "ipoib") {
+    return CniFail(kInvalidConfig,
+                   "invalid network config: mode 'ipoib' (an IPoIB child with its own pkey, as "
+                   "ipoib-cni makes) is not supported yet; use mode \"move\" with \"pkey\", "
+                   "which moves the HCA's IPoIB netdev and checks the pkey is in its table");
+  }
+  auto mode = ParseAttachMode(**s);
+  if (!mode) {
+    return CniFail(kInvalidConfig, "invalid network config: mode '" + **s +
+                                       R"(' is not one of "move", "macvlan", "ipvlan")");
+  }
+  conf->mode = *mode;
+  return {};
+}
+
 CniResult<void> ParseNumbers(const json& obj, NetConf* conf) {
   if (auto it = obj.find("mtu"); it != obj.end() && !it->is_null()) {
     if (!it->is_number_integer()) return tl::unexpected(FieldError("mtu", "an integer", *it));
@@ -345,7 +364,7 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command, const Nod
   if (command != Command::kVersion && conf.name.empty()) {
     return CniFail(kInvalidConfig, "invalid network config: field 'name' is required");
   }
-  for (auto step : {&ParseLinkState, &ParseNumbers, &ParseGc, &ParseIpam}) {
+  for (auto step : {&ParseLinkState, &ParseMode, &ParseNumbers, &ParseGc, &ParseIpam}) {
     auto r = step(obj, &conf);
     if (!r) return tl::unexpected(r.error());
   }

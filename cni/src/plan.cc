@@ -51,18 +51,63 @@ std::string Hex4(uint16_t v) {
   return buf;
 }
 
-CniResult<std::map<std::string, std::string>> ClaimsOf(const StateStore& store, const NetConf& conf,
-                                                       const std::string& self_key) {
+bool IsEthernet(const Hca& hca) { return hca.link_layer() == sysfs::LinkLayer::kEthernet; }
+
+}  // namespace
+
+CniResult<Planner::Claims> Planner::ClaimsOf(const StateStore& store, const NetConf& conf,
+                                             const std::string& self_key) {
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto records, store.List(), kStateFailure);
-  std::map<std::string, std::string> claimed;
+  Claims claimed;
   for (const auto& r : records) {
     std::string key = AttachmentKey(r.container_id, r.ifname);
-    if (key != self_key || r.network != conf.name) claimed[r.hca_address] = key;
+    if (key == self_key && r.network == conf.name) continue;
+    if (IsChildMode(r.mode)) {
+      ++claimed.children[r.hca_address];
+    } else {
+      claimed.moved[r.hca_address] = key;
+    }
   }
   return claimed;
 }
 
+namespace {
+
+// What the pod's interface becomes: the moved netdev renamed, or a new child; its MTU and state.
+void PlanInterface(const Request& req, const NetConf& conf, bool host_admin_up, AttachPlan* plan) {
+  if (IsChildMode(conf.mode)) {
+    link::ChildKind kind =
+        conf.mode == AttachMode::kIpvlan ? link::ChildKind::kIpvlan : link::ChildKind::kMacvlan;
+    plan->child = link::ChildLink{.kind = kind, .name = req.ifname, .mtu = conf.mtu};
+    if (kind == link::ChildKind::kMacvlan) {
+      plan->child->mac = plan->record.mac = ChildMac(conf.name, req.container_id, req.ifname);
+    }
+  }
+  // A new child has no earlier state to keep: "leave" is up, as for any new interface.
+  plan->want_up = WantedAdminUp(conf, plan->child ? true : host_admin_up);
+  plan->into = {.up = plan->want_up};
+  if (!plan->child) {
+    plan->into.name = req.ifname;
+    plan->into.mtu = conf.mtu;
+  }
+}
+
 }  // namespace
+
+std::string ChildMac(const std::string& network, const std::string& container_id,
+                     const std::string& ifname) {
+  // FNV-1a over the attachment's identity; 0x02 in the first byte: locally administered, unicast.
+  uint64_t h = 14695981039346656037ULL;
+  for (const std::string* part : {&network, &container_id, &ifname}) {
+    for (char c : *part + '\0') h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  }
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "02:%02x:%02x:%02x:%02x:%02x",
+                static_cast<unsigned>(h >> 32) & 0xff, static_cast<unsigned>(h >> 24) & 0xff,
+                static_cast<unsigned>(h >> 16) & 0xff, static_cast<unsigned>(h >> 8) & 0xff,
+                static_cast<unsigned>(h) & 0xff);
+  return buf;
+}
 
 std::string AttachmentKey(const std::string& container_id, const std::string& ifname) {
   return container_id + "/" + ifname;
@@ -105,29 +150,74 @@ Result<Hca> Planner::FindNamed(const Selector& sel, const NetNs& host) {
   return Fail(ErrorCode::kInternal, "no device named");
 }
 
+std::string Planner::WhyNot(const Hca& hca, const NetConf& conf, const Claims& claimed) {
+  const std::string mode(AttachModeName(conf.mode));
+  if (auto c = claimed.moved.find(hca.address); c != claimed.moved.end()) {
+    return "already attached to " + c->second +
+           (IsChildMode(conf.mode) ? " (a " + mode + " child needs its netdev on the host)" : "");
+  }
+  if (IsChildMode(conf.mode)) {
+    // Identity-only HCAs (no ports read) have no link layer yet: judged once their ports are read.
+    if (!IsEthernet(hca) && hca.link_layer() != sysfs::LinkLayer::kUnknown) {
+      return std::string(sysfs::LinkLayerName(hca.link_layer())) + ", and " + mode +
+             " children need a RoCE (Ethernet) HCA (IPoIB children are not supported yet)";
+    }
+    return "";
+  }
+  if (hca.bus == sysfs::BusKind::kVirtual) {
+    // Measured on Debian 12's kernel with Soft-RoCE (tests/vm): moving rxe's netdev out of the
+    // host namespace deletes the rxe device, and `rdma dev set ... netns` is EOPNOTSUPP.
+    return "a software RDMA device (" +
+           (hca.netdevs.empty() ? std::string("no netdev") : "on " + hca.netdevs.front()) +
+           ", no PCI parent): it cannot be moved into a pod (the kernel deletes a Soft-RoCE "
+           "device when its netdev leaves the host namespace, and refuses to move the RDMA "
+           "device); use mode macvlan or ipvlan";
+  }
+  if (auto c = claimed.children.find(hca.address); c != claimed.children.end()) {
+    return "shared by " + std::to_string(c->second) +
+           " child attachment(s) (mode macvlan/ipvlan): its netdev must stay on the host";
+  }
+  return "";
+}
+
+Result<Planner::Selected> Planner::Candidate(const Hca& h, const NetConf& conf, const NetNs& host,
+                                             const Claims& claimed) {
+  std::string why = WhyNot(h, conf, claimed);
+  if (why.empty() && h.netdevs.empty()) why = "has no netdev";
+  if (!why.empty()) return Fail(ErrorCode::kNotFound, why);
+  auto l = links_.GetByName(host, h.netdevs.front());
+  if (!l) {
+    return Fail(ErrorCode::kNotFound,
+                "netdev " + h.netdevs.front() + " is not in the host namespace");
+  }
+  KUBERDMA_ASSIGN_OR_RETURN(Hca full, sysfs::ReadHca(root_, h.name, sysfs::HcaDetail::kPorts));
+  // The link layer is known only now that the ports are read.
+  if (why = WhyNot(full, conf, claimed); !why.empty()) return Fail(ErrorCode::kNotFound, why);
+  return Selected{std::move(full), std::move(*l)};
+}
+
 CniResult<Planner::Selected> Planner::FirstFree(const NetConf& conf, const NetNs& host,
                                                 const Claims& claimed) {
-  // Identity is enough to choose; ports are read for the chosen HCA only.
+  // Identity is enough to choose; ports are read for candidates only.
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto hcas, sysfs::DiscoverHcas(root_, sysfs::HcaDetail::kIdentity),
                                 kDeviceUnavailable);
   std::string tried;
-  for (auto& h : hcas) {
-    std::string why;
-    if (h.bus == sysfs::BusKind::kVirtual) {
-      why = "a software RDMA device (cannot be moved)";
-    } else if (auto c = claimed.find(h.address); c != claimed.end()) {
-      why = "attached to " + c->second;
-    } else if (h.netdevs.empty()) {
-      why = "has no netdev";
-    } else if (auto l = links_.GetByName(host, h.netdevs.front()); !l) {
-      why = "netdev " + h.netdevs.front() + " is not in the host namespace";
-    } else {
-      auto full = sysfs::ReadHca(root_, h.name, sysfs::HcaDetail::kPorts);
-      if (full) return Selected{std::move(*full), std::move(*l)};
-      why = full.error().message();
+  std::optional<Selected> best;
+  int best_children = 0;
+  for (const auto& h : hcas) {
+    auto c = claimed.children.find(h.address);
+    int children = c == claimed.children.end() ? 0 : c->second;
+    if (best && children >= best_children) continue;
+    auto candidate = Candidate(h, conf, host, claimed);
+    if (!candidate) {
+      tried += (tried.empty() ? "" : "; ") + h.name + ": " + candidate.error().message();
+      continue;
     }
-    tried += (tried.empty() ? "" : "; ") + h.name + ": " + why;
+    if (!IsChildMode(conf.mode) || children == 0) return std::move(*candidate);
+    best = std::move(*candidate);
+    best_children = children;
   }
+  if (best) return std::move(*best);
   return CniFail(kInvalidConfig,
                  "no free RDMA device for " + conf.name + " (" +
                      (tried.empty() ? "no RDMA devices under " + root_.Sys("class/infiniband")
@@ -144,6 +234,11 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
                  sel.value);
     return FirstFree(conf, host, claimed);
   }
+  if (chained && IsChildMode(conf.mode)) {
+    return CniFail(kInvalidConfig, "mode " + std::string(AttachModeName(conf.mode)) +
+                                       " creates the pod's interface itself; it cannot follow a "
+                                       "plugin whose prevResult already has it");
+  }
   if (sel.kind == SelectorKind::kAuto) {
     if (chained) {
       return CniFail(kInvalidConfig,
@@ -158,19 +253,12 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
     return CniFail(kInvalidConfig, "no RDMA device matches " + std::string(SelectorName(sel.kind)) +
                                        " \"" + sel.value + "\": " + found.error().message());
   }
-  if (found->bus == sysfs::BusKind::kVirtual) {
-    // Measured on Debian 12's kernel with Soft-RoCE (tests/vm): moving rxe's netdev out of the
-    // host namespace deletes the rxe device, and `rdma dev set ... netns` is EOPNOTSUPP.
-    return CniFail(kDeviceUnavailable,
-                   found->name + " is a software RDMA device (" +
-                       (found->netdevs.empty() ? "no netdev" : "on " + found->netdevs.front()) +
-                       ", no PCI parent): it cannot be moved into a pod (the kernel deletes a "
-                       "Soft-RoCE device when its netdev leaves the host namespace, and refuses "
-                       "to move the RDMA device); nothing was changed");
-  }
-  if (auto c = claimed.find(found->address); c != claimed.end()) {
-    return CniFail(kDeviceUnavailable,
-                   found->name + " (" + found->address + ") is already attached to " + c->second);
+  if (std::string why = WhyNot(*found, conf, claimed); !why.empty()) {
+    // A config naming an HCA of the wrong link layer cannot apply anywhere (7); a device that is
+    // taken or cannot move is unavailable (100).
+    bool wrong_layer = IsChildMode(conf.mode) && !claimed.moved.contains(found->address);
+    return CniFail(wrong_layer ? kInvalidConfig : kDeviceUnavailable,
+                   found->name + " (" + found->address + ") is " + why + "; nothing was changed");
   }
   return Selected{std::move(*found), std::nullopt};
 }
@@ -182,12 +270,30 @@ CniResult<RdmaNetnsMode> Planner::NetnsMode(const NetNs& host, const NetConf& co
   } else if (m.error().code() != ErrorCode::kUnsupported) {
     return tl::unexpected(FromError(m.error().Wrap("read RDMA netns mode"), kKernelRefused));
   }
+  if (IsChildMode(conf.mode)) return ChildNetnsMode(mode, conf);
   if (mode != RdmaNetnsMode::kExclusive && conf.shared_policy == SharedPolicy::kError) {
     return CniFail(kSharedModeRejected,
                    "RDMA netns mode is " + std::string(RdmaNetnsModeName(mode)) +
                        " and sharedNetnsPolicy is \"error\": the RDMA "
                        "device cannot be isolated in the pod (set exclusive mode at boot with "
                        "ib_core netns_mode=0, or `rdma system set netns exclusive`)");
+  }
+  return mode;
+}
+
+CniResult<RdmaNetnsMode> Planner::ChildNetnsMode(RdmaNetnsMode mode, const NetConf& conf) {
+  const std::string name(AttachModeName(conf.mode));
+  if (conf.shared_policy == SharedPolicy::kError) {
+    return CniFail(kInvalidConfig, "mode " + name +
+                                       " shares the HCA among pods, which needs the RDMA netns "
+                                       "mode shared: it contradicts sharedNetnsPolicy \"error\"");
+  }
+  if (mode == RdmaNetnsMode::kExclusive) {
+    return CniFail(kInvalidConfig,
+                   "mode " + name +
+                       " needs the RDMA subsystem in shared netns mode (the HCA stays in the "
+                       "host namespace, and in exclusive mode only that namespace sees it); this "
+                       "node is exclusive: use mode move, or `rdma system set netns shared`");
   }
   return mode;
 }
@@ -215,8 +321,9 @@ CniResult<int> Planner::CheckPkey(const Hca& hca, uint16_t pkey) {
                                      "]: ask the subnet manager to add it, or use one listed");
 }
 
-CniResult<LinkInfo> Planner::Netdev(const Request& req, const Selected& selected, bool chained,
-                                    const NetNs& host, const NetNs& pod) {
+CniResult<LinkInfo> Planner::Netdev(const Request& req, const NetConf& conf,
+                                    const Selected& selected, bool chained, const NetNs& host,
+                                    const NetNs& pod) {
   const Hca& hca = selected.hca;
   Result<LinkInfo> netdev = Fail(ErrorCode::kNotFound, hca.name + " has no netdev");
   if (chained) {
@@ -232,6 +339,13 @@ CniResult<LinkInfo> Planner::Netdev(const Request& req, const Selected& selected
   if (!chained && links_.GetByName(pod, req.ifname)) {
     return CniFail(kInvalidEnv, "CNI_IFNAME " + req.ifname + " already exists in " + req.netns);
   }
+  if (IsChildMode(conf.mode) && conf.mtu && *conf.mtu > netdev->mtu) {
+    return CniFail(kInvalidConfig, "mtu " + std::to_string(*conf.mtu) + " is above the MTU of " +
+                                       netdev->name + " (" + std::to_string(netdev->mtu) + ", " +
+                                       hca.name + "): a " + std::string(AttachModeName(conf.mode)) +
+                                       " child cannot exceed its parent; raise the parent's MTU "
+                                       "on the node or lower mtu");
+  }
   return std::move(*netdev);
 }
 
@@ -246,7 +360,8 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
   KUBERDMA_CNI_ASSIGN_OR_RETURN(RdmaNetnsMode mode, NetnsMode(host, conf), 0);
   const uint16_t pkey = conf.pkey.value_or(sysfs::kDefaultPkey);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(int pkey_index, CheckPkey(selected.hca, pkey), 0);
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(LinkInfo netdev, Netdev(req, selected, chained, host, pod), 0);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(LinkInfo netdev, Netdev(req, conf, selected, chained, host, pod),
+                                0);
   AttachPlan plan{.hca = std::move(selected.hca), .chained = chained};
   const Hca& hca = plan.hca;
   plan.record = {.network = conf.name,
@@ -256,7 +371,8 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
                  .hca = hca.name,
                  .hca_address = hca.address,
                  .link_layer = std::string(sysfs::LinkLayerName(hca.link_layer())),
-                 .netdev_moved = !chained,
+                 .mode = conf.mode,
+                 .netdev_moved = !chained && !IsChildMode(conf.mode),
                  .host_name = netdev.name,
                  .host_ifindex = netdev.ifindex,
                  .mac = netdev.mac,
@@ -265,8 +381,7 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
                  .netns_mode = mode,
                  .pkey = pkey,
                  .pkey_index = pkey_index};
-  plan.want_up = WantedAdminUp(conf, netdev.admin_up);
-  plan.into = {.name = req.ifname, .mtu = conf.mtu, .up = plan.want_up};
+  PlanInterface(req, conf, netdev.admin_up, &plan);
   if (conf.ipam) {
     plan.record.ipam = IpamState{.type = conf.ipam->type, .section = conf.ipam->section};
     plan.into.up.reset();  // set after IPAM's addresses, before its routes (which need it up)

@@ -73,6 +73,25 @@ Result<void> Plugin::RestoreRdma(const AttachmentRecord& rec, const NetNs& host,
   return {};
 }
 
+Result<void> Plugin::RemoveChild(const AttachmentRecord& rec, const NetNs* pod) {
+  // No pod namespace: the kernel deleted the child with it (children have rtnl_link_ops, so
+  // default_device_exit_batch deletes them rather than handing them back).
+  if (pod == nullptr) return {};
+  auto l = d_.links.GetByName(*pod, rec.ifname);
+  if (!l) return l.error().code() == ErrorCode::kNotFound ? Result<void>{} : Fail(l.error());
+  if (l->kind != AttachModeName(rec.mode) ||
+      (!rec.mac.empty() && link::NormalizeMac(l->mac) != link::NormalizeMac(rec.mac))) {
+    // Never created (ADD died before), and the name is someone else's now: not ours to delete.
+    spdlog::warn("{} in {} is a {} link with MAC {}, not the {} child {} recorded: leaving it",
+                 rec.ifname, rec.netns, l->kind.empty() ? "physical" : l->kind, l->mac,
+                 AttachModeName(rec.mode), rec.mac);
+    return {};
+  }
+  auto deleted = d_.links.Delete(*pod, l->ifindex);
+  if (!deleted && deleted.error().code() == ErrorCode::kNotFound) return {};
+  return deleted;
+}
+
 Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
   std::optional<NetNs> pod;
   if (!rec.netns.empty()) {
@@ -81,6 +100,7 @@ Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
     if (p && !p->SameAs(host)) pod = std::move(*p);
   }
   const NetNs* podp = pod ? &*pod : nullptr;
+  if (IsChildMode(rec.mode)) return RemoveChild(rec, podp);
   // Reverse of the order ADD used: InfiniBand moved the RDMA device first.
   Result<void> first =
       IsInfiniBand(rec) ? RestoreNetdev(rec, host, podp) : RestoreRdma(rec, host, podp);
@@ -93,6 +113,16 @@ Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
 Result<void> Plugin::Apply(AttachPlan& plan, const StateStore& store, const NetNs& host,
                            const NetNs& pod) {
   AttachmentRecord& rec = plan.record;
+  if (plan.child) {
+    KUBERDMA_TRY(d_.links.CreateChild(host, rec.host_ifindex, pod, *plan.child));
+    if (!plan.into.up) return {};
+    KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, d_.links.GetByName(pod, rec.ifname));
+    if (rec.mac.empty()) {
+      rec.mac = l.mac;  // ipvlan: the parent's, as planned; kept in case the kernel differs
+      KUBERDMA_TRY(store.Save(rec));
+    }
+    return d_.links.Change(pod, l.ifindex, plan.into);
+  }
   auto move_rdma = [&]() -> Result<void> {
     if (rec.netns_mode != RdmaNetnsMode::kExclusive) return {};
     KUBERDMA_ASSIGN_OR_RETURN(rdma::RdmaDevice dev, d_.rdma.GetByName(host, rec.hca));
@@ -119,6 +149,12 @@ Result<LinkInfo> Plugin::Verify(const AttachmentRecord& rec, const NetConf& conf
   if (!rec.mac.empty() && link::NormalizeMac(l.mac) != link::NormalizeMac(rec.mac)) {
     return Fail(ErrorCode::kNotFound, rec.ifname + " in the pod has MAC " + l.mac + ", expected " +
                                           rec.mac + " (" + rec.hca + ")");
+  }
+  if (IsChildMode(rec.mode) && l.kind != AttachModeName(rec.mode)) {
+    return Fail(ErrorCode::kNotFound,
+                rec.ifname + " in the pod is a " + (l.kind.empty() ? "physical" : l.kind) +
+                    " link, not the " + std::string(AttachModeName(rec.mode)) + " child of " +
+                    rec.host_name + " (" + rec.hca + ")");
   }
   if (conf.mtu && l.mtu != *conf.mtu) {
     return Fail(ErrorCode::kInvalidArgument, rec.ifname + " has MTU " + std::to_string(l.mtu) +
@@ -160,6 +196,11 @@ void Plugin::WriteDeviceInfo(const NetConf& conf, const Hca& hca, const Attachme
   if (!hca.pf_address.empty()) info["pci"]["pf-pci-address"] = hca.pf_address;
   if (hca.bus == sysfs::BusKind::kAuxiliary) info["pci"]["auxiliary-device"] = hca.address;
   info["pci"]["rdma-netns-mode"] = RdmaNetnsModeName(rec.netns_mode);
+  if (IsChildMode(rec.mode)) {
+    // The pod's interface is a child: name the parent it shares the HCA through.
+    info["pci"]["interface-mode"] = AttachModeName(rec.mode);
+    info["pci"]["parent-netdev"] = rec.host_name;
+  }
   if (auto w = WriteFileAtomic(conf.device_info_file, DumpJson(info) + "\n"); !w) {
     spdlog::warn("could not write device-info file: {}", w.error().message());
   }
@@ -224,9 +265,12 @@ CniResult<json> Plugin::Execute(AttachPlan& plan, const Request& req, const NetC
   rec.done = true;
   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
   WriteDeviceInfo(conf, plan.hca, rec);
-  spdlog::info("attached {} ({}, {}) as {} in {}; rdma netns mode {}{}", rec.hca, rec.hca_address,
-               rec.host_name, req.ifname, req.netns, RdmaNetnsModeName(rec.netns_mode),
-               rec.pkey_index >= 0 ? ", pkey index " + std::to_string(rec.pkey_index) : "");
+  spdlog::info(
+      "attached {} ({}, {}) as {}{} in {}; rdma netns mode {}{}", rec.hca, rec.hca_address,
+      rec.host_name,
+      IsChildMode(rec.mode) ? "a " + std::string(AttachModeName(rec.mode)) + " child " : "",
+      req.ifname, req.netns, RdmaNetnsModeName(rec.netns_mode),
+      rec.pkey_index >= 0 ? ", pkey index " + std::to_string(rec.pkey_index) : "");
   return ResultFor(rec, *verified, plan.hca.pci_address, conf);
 }
 
@@ -308,6 +352,8 @@ CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
     AttachmentRecord r = *rec;
     if (!req.netns.empty()) r.netns = req.netns;
     KUBERDMA_CNI_TRY(RestoreForDel(r, req, conf), 0);
+  } else if (IsChildMode(conf.mode)) {
+    KUBERDMA_CNI_TRY(RemoveUnrecordedChild(req, conf), kRollbackIncomplete);
   } else {
     spdlog::info("DEL {}/{}: no state recorded; no device to restore", req.container_id,
                  req.ifname);
@@ -327,6 +373,24 @@ CniResult<void> Plugin::Del(const Request& req, const NetConf& conf) {
     spdlog::info("restored {} as {} on the host", rec->hca, rec->host_name);
   }
   return {};
+}
+
+Result<void> Plugin::RemoveUnrecordedChild(const Request& req, const NetConf& conf) {
+  // The record is gone (a node's /run wiped, a hand clean-up): the child may still be in a live
+  // pod. Delete what ADD would have made: the ifname, of this mode, with this attachment's MAC.
+  spdlog::info("DEL {}/{}: no state recorded; removing the {} child if it is there",
+               req.container_id, req.ifname, AttachModeName(conf.mode));
+  AttachmentRecord guess{.container_id = req.container_id,
+                         .ifname = req.ifname,
+                         .netns = req.netns,
+                         .mode = conf.mode};
+  if (conf.mode == AttachMode::kMacvlan)
+    guess.mac = ChildMac(conf.name, req.container_id, req.ifname);
+  if (req.netns.empty()) return {};
+  KUBERDMA_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host());
+  auto pod = d_.namespaces.Open(req.netns);
+  if (!pod || pod->SameAs(host)) return {};
+  return RemoveChild(guess, &*pod);
 }
 
 CniResult<void> Plugin::RestoreForDel(const AttachmentRecord& r, const Request& req,
@@ -375,7 +439,9 @@ CniResult<void> Plugin::Status(const NetConf& conf) const {
   }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto records, store.List(), kPluginNotAvailable);
   std::set<std::string> claimed;
-  for (const auto& r : records) claimed.insert(r.hca_address);
+  for (const auto& r : records) {
+    if (!IsChildMode(r.mode)) claimed.insert(r.hca_address);
+  }
   for (const auto& h : hcas) {
     if (!claimed.contains(h.address)) return {};
   }

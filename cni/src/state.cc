@@ -54,6 +54,25 @@ RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name) {
   return RdmaNetnsMode::kUnavailable;
 }
 
+std::string_view AttachModeName(AttachMode mode) {
+  switch (mode) {
+    case AttachMode::kMacvlan:
+      return "macvlan";
+    case AttachMode::kIpvlan:
+      return "ipvlan";
+    case AttachMode::kMove:
+      break;
+  }
+  return "move";
+}
+
+std::optional<AttachMode> ParseAttachMode(std::string_view name) {
+  for (AttachMode m : {AttachMode::kMove, AttachMode::kMacvlan, AttachMode::kIpvlan}) {
+    if (name == AttachModeName(m)) return m;
+  }
+  return std::nullopt;
+}
+
 json AttachmentRecord::ToJson() const {
   json j = {{"version", version},
             {"network", network},
@@ -61,6 +80,7 @@ json AttachmentRecord::ToJson() const {
             {"ifname", ifname},
             {"netns", netns},
             {"done", done},
+            {"mode", AttachModeName(mode)},
             {"hca", {{"name", hca}, {"address", hca_address}, {"linkLayer", link_layer}}},
             {"netdev",
              {{"moved", netdev_moved},
@@ -144,6 +164,14 @@ Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
   r.ifname = Str(j, "ifname");
   r.netns = Str(j, "netns");
   r.done = Flag(j, "done");
+  // Records older than child links have no mode: they moved the netdev.
+  std::string mode = Str(j, "mode");
+  auto parsed = ParseAttachMode(mode.empty() ? "move" : mode);
+  if (!parsed) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "state record mode '" + mode + "' is not move, macvlan or ipvlan");
+  }
+  r.mode = *parsed;
   json hca = Sub(j, "hca");
   r.hca = Str(hca, "name");
   r.hca_address = Str(hca, "address");

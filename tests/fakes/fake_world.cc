@@ -107,6 +107,40 @@ class FakeLinks final : public link::LinkOps {
     dst.push_back(moved);
     return Apply(to.inode(), dst.back(), c);
   }
+  // rtnl_newlink for a macvlan/ipvlan: the name must be free in `into`, the MTU not above the
+  // parent's; created down.
+  Result<void> CreateChild(const NetNs& parent_ns, int parent_ifindex, const NetNs& into,
+                           const link::ChildLink& child) override {
+    std::string kind(link::ChildKindName(child.kind));
+    KUBERDMA_TRY(w_.Tick("link create " + kind + " " + child.name + " on #" +
+                         std::to_string(parent_ifindex) + " in " + into.path()));
+    const LinkInfo* parent = w_.Find(parent_ns.inode(), parent_ifindex);
+    if (parent == nullptr) return Fail(ErrorCode::kNotFound, "parent not found", ENODEV);
+    for (const auto& o : w_.LinksOf(into.inode())) {
+      if (o.name == child.name) return Fail(ErrorCode::kAlreadyExists, "File exists", EEXIST);
+    }
+    if (child.mtu && *child.mtu > parent->mtu) {
+      return Fail(ErrorCode::kInvalidArgument, "Invalid argument", EINVAL);
+    }
+    LinkInfo l{.ifindex = w_.next_ifindex_++,
+               .name = child.name,
+               .mac = child.kind == link::ChildKind::kIpvlan ? parent->mac : child.mac,
+               .mtu = child.mtu.value_or(parent->mtu),
+               .kind = kind};
+    w_.max_mtu_[l.ifindex] = parent->mtu;
+    w_.LinksOf(into.inode()).push_back(l);
+    return {};
+  }
+  Result<void> Delete(const NetNs& ns, int ifindex) override {
+    KUBERDMA_TRY(w_.Tick("link delete #" + std::to_string(ifindex)));
+    auto& list = w_.LinksOf(ns.inode());
+    auto it = std::find_if(list.begin(), list.end(),
+                           [&](const LinkInfo& l) { return l.ifindex == ifindex; });
+    if (it == list.end()) return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
+    list.erase(it);
+    w_.FlushAddresses(ns.inode(), ifindex);
+    return {};
+  }
 
  private:
   // do_setlink's order: name, MTU, flags; a failure leaves earlier steps applied.
@@ -329,6 +363,9 @@ void FakeWorld::KillNamespace(const std::string& path) {
   ino_t ino = it->second;
   ino_t host = ns_by_path_[kHostPath];
   for (auto l : links_[ino]) {
+    // Virtual children die with their namespace (default_device_exit_batch deletes every device
+    // with rtnl_link_ops); physical devices go home.
+    if (l.kind == "macvlan" || l.kind == "ipvlan") continue;
     auto& h = links_[host];
     if (std::any_of(h.begin(), h.end(), [&](const LinkInfo& o) { return o.name == l.name; })) {
       l.name = "dev" + std::to_string(l.ifindex);

@@ -6,6 +6,10 @@
 
 namespace kuberdma::link {
 
+std::string_view ChildKindName(ChildKind kind) {
+  return kind == ChildKind::kMacvlan ? "macvlan" : "ipvlan";
+}
+
 std::string NormalizeMac(std::string_view mac) {
   std::string out(mac);
   for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -4,6 +4,7 @@
 #include "kuberdma/link/netlink_link_ops.h"
 
 #include <linux/if.h>
+#include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <netlink/errno.h>
 #include <netlink/msg.h>
@@ -80,6 +81,59 @@ std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
   return nl::MsgBytes(m.get());
 }
 
+namespace {
+
+// "aa:bb:cc:dd:ee:ff" as six bytes.
+Result<std::vector<uint8_t>> ParseMac(const std::string& mac) {
+  std::vector<uint8_t> out;
+  unsigned int b[6];
+  char tail = 0;
+  if (std::sscanf(mac.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
+                  &b[5], &tail) != 6) {
+    return Fail(ErrorCode::kInvalidArgument, "MAC '" + mac + "' is not aa:bb:cc:dd:ee:ff");
+  }
+  for (unsigned int v : b) out.push_back(static_cast<uint8_t>(v));
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> EncodeChildLink(int parent_ifindex, const ChildLink& child,
+                                             int netns_fd) {
+  MsgPtr m(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  nlmsg_append(m.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO);
+  nla_put_string(m.get(), IFLA_IFNAME, child.name.c_str());
+  nla_put_u32(m.get(), IFLA_LINK, static_cast<uint32_t>(parent_ifindex));
+  nla_put_u32(m.get(), IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+  if (child.mtu) nla_put_u32(m.get(), IFLA_MTU, *child.mtu);
+  if (child.kind == ChildKind::kMacvlan && !child.mac.empty()) {
+    KUBERDMA_ASSIGN_OR_RETURN(auto mac, ParseMac(child.mac));
+    nla_put(m.get(), IFLA_ADDRESS, static_cast<int>(mac.size()), mac.data());
+  }
+  nlattr* info = nla_nest_start(m.get(), IFLA_LINKINFO);
+  nla_put_string(m.get(), IFLA_INFO_KIND, std::string(ChildKindName(child.kind)).c_str());
+  nlattr* data = nla_nest_start(m.get(), IFLA_INFO_DATA);
+  if (child.kind == ChildKind::kMacvlan) {
+    nla_put_u32(m.get(), IFLA_MACVLAN_MODE, MACVLAN_MODE_BRIDGE);
+  } else {
+    nla_put_u16(m.get(), IFLA_IPVLAN_MODE, IPVLAN_MODE_L2);
+  }
+  nla_nest_end(m.get(), data);
+  nla_nest_end(m.get(), info);
+  return nl::MsgBytes(m.get());
+}
+
+std::vector<uint8_t> EncodeLinkDelete(int ifindex) {
+  MsgPtr m(nlmsg_alloc_simple(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK));
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = ifindex;
+  nlmsg_append(m.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO);
+  return nl::MsgBytes(m.get());
+}
+
 NetlinkLinkOps::NetlinkLinkOps() = default;
 NetlinkLinkOps::~NetlinkLinkOps() = default;
 
@@ -139,6 +193,20 @@ Result<void> NetlinkLinkOps::MoveTo(const NetNs& from, int ifindex, const NetNs&
   return Send(from, EncodeLinkChange(ifindex, change, to.fd()),
               "move ifindex " + std::to_string(ifindex) + " from netns " + from.path() +
                   " to netns " + to.path());
+}
+
+Result<void> NetlinkLinkOps::CreateChild(const NetNs& parent_ns, int parent_ifindex,
+                                         const NetNs& into, const ChildLink& child) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto msg, EncodeChildLink(parent_ifindex, child, into.fd()));
+  return Send(parent_ns, msg,
+              "create " + std::string(ChildKindName(child.kind)) + " " + child.name +
+                  " on ifindex " + std::to_string(parent_ifindex) + " of netns " +
+                  parent_ns.path() + " in netns " + into.path());
+}
+
+Result<void> NetlinkLinkOps::Delete(const NetNs& ns, int ifindex) {
+  return Send(ns, EncodeLinkDelete(ifindex),
+              "delete ifindex " + std::to_string(ifindex) + " in netns " + ns.path());
 }
 
 }  // namespace kuberdma::link

@@ -92,8 +92,8 @@ TEST_CASE("Eight attachments take the eight HCAs in order; the ninth names every
   auto ninth = p.Add(Req(kPod2, "net1", "c2"), n.Conf());
   REQUIRE_FALSE(ninth);
   CHECK(ninth.error().code == kInvalidConfig);
-  CHECK_THAT(ninth.error().msg, Catch::Contains("mlx5_0: attached to c1/net1") &&
-                                    Catch::Contains("mlx5_7: attached to c1/net8"));
+  CHECK_THAT(ninth.error().msg, Catch::Contains("mlx5_0: already attached to c1/net1") &&
+                                    Catch::Contains("mlx5_7: already attached to c1/net8"));
 }
 
 TEST_CASE("DEL restores name, MTU, admin state and the RDMA device, and is idempotent") {

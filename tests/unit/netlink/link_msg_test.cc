@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one-message move: RTM_NEWLINK bytes against the uapi layout.
+// The one-message move, a child's creation and a deletion: rtnetlink bytes against the uapi
+// layout.
 #include <linux/if.h>
+#include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 
 #include <catch2/catch.hpp>
@@ -41,6 +43,62 @@ TEST_CASE("An in-place change without netns fd or flags touches only what is set
   down.ifi_change = IFF_UP;
   CHECK(EncodeLinkChange(7, {.up = false}, std::nullopt) ==
         NlBytes(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK).Raw(&down, sizeof down).Done());
+}
+
+TEST_CASE(
+    "A macvlan child is one RTM_NEWLINK creating it in the pod, in bridge mode, with its MAC") {
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  auto want = NlBytes(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+                  .Raw(&ifi, sizeof ifi)
+                  .Str(IFLA_IFNAME, "net1")
+                  .U32(IFLA_LINK, 12)
+                  .U32(IFLA_NET_NS_FD, 9)
+                  .U32(IFLA_MTU, 4200)
+                  .Bytes(IFLA_ADDRESS, {0x02, 0x11, 0x22, 0x33, 0x44, 0x55})
+                  .Begin(IFLA_LINKINFO)
+                  .Str(IFLA_INFO_KIND, "macvlan")
+                  .Begin(IFLA_INFO_DATA)
+                  .U32(IFLA_MACVLAN_MODE, MACVLAN_MODE_BRIDGE)
+                  .End()
+                  .End()
+                  .Done();
+  auto got = EncodeChildLink(
+      12, {.kind = ChildKind::kMacvlan, .name = "net1", .mac = "02:11:22:33:44:55", .mtu = 4200},
+      9);
+  REQUIRE(got);
+  CHECK(*got == want);
+  auto bad = EncodeChildLink(12, {.kind = ChildKind::kMacvlan, .name = "n", .mac = "02:11"}, 9);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("An ipvlan child is L2 mode, takes its parent's MAC and MTU when none is given") {
+  ifinfomsg ifi{};
+  auto want = NlBytes(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+                  .Raw(&ifi, sizeof ifi)
+                  .Str(IFLA_IFNAME, "net2")
+                  .U32(IFLA_LINK, 3)
+                  .U32(IFLA_NET_NS_FD, 5)
+                  .Begin(IFLA_LINKINFO)
+                  .Str(IFLA_INFO_KIND, "ipvlan")
+                  .Begin(IFLA_INFO_DATA)
+                  .U16(IFLA_IPVLAN_MODE, IPVLAN_MODE_L2)
+                  .End()
+                  .End()
+                  .Done();
+  // A MAC given for ipvlan is not sent: the kernel would refuse it.
+  auto got = EncodeChildLink(
+      3, {.kind = ChildKind::kIpvlan, .name = "net2", .mac = "02:00:00:00:00:01"}, 5);
+  REQUIRE(got);
+  CHECK(*got == want);
+}
+
+TEST_CASE("A deletion is one RTM_DELLINK naming the ifindex") {
+  ifinfomsg ifi{};
+  ifi.ifi_index = 77;
+  CHECK(EncodeLinkDelete(77) ==
+        NlBytes(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK).Raw(&ifi, sizeof ifi).Done());
 }
 
 }  // namespace

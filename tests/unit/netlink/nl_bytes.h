@@ -30,7 +30,24 @@ class NlBytes {
   NlBytes& U32(uint16_t type, uint32_t v) { return Attr(type, &v, 4); }
   NlBytes& U64(uint16_t type, uint64_t v) { return Attr(type, &v, 8); }
   NlBytes& U8(uint16_t type, uint8_t v) { return Attr(type, &v, 1); }
+  NlBytes& U16(uint16_t type, uint16_t v) { return Attr(type, &v, 2); }
   NlBytes& Str(uint16_t type, const std::string& s) { return Attr(type, s.c_str(), s.size() + 1); }
+  NlBytes& Bytes(uint16_t type, const std::vector<uint8_t>& b) {
+    return Attr(type, b.data(), b.size());
+  }
+  // A nested attribute (flagged NLA_F_NESTED, as libnl's nla_nest_start does) up to End().
+  NlBytes& Begin(uint16_t type) {
+    open_.push_back(bytes_.size());
+    Put16(0);
+    Put16(static_cast<uint16_t>(type | NLA_F_NESTED));
+    return *this;
+  }
+  NlBytes& End() {
+    auto len = static_cast<uint16_t>(bytes_.size() - open_.back());
+    std::memcpy(bytes_.data() + open_.back(), &len, 2);
+    open_.pop_back();
+    return *this;
+  }
   std::vector<uint8_t> Done() {
     auto len = static_cast<uint32_t>(bytes_.size());
     std::memcpy(bytes_.data(), &len, 4);
@@ -53,6 +70,7 @@ class NlBytes {
     while (bytes_.size() % NLA_ALIGNTO != 0) bytes_.push_back(0);
   }
   std::vector<uint8_t> bytes_;
+  std::vector<size_t> open_;
 };
 
 }  // namespace kuberdma::testing

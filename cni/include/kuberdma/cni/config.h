@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
 
 namespace kuberdma::cni {
@@ -69,6 +70,8 @@ struct NetConf {
   std::string type;
   std::optional<uint16_t> pkey;  // unset: the full-membership default
   LinkState link_state = LinkState::kLeave;
+  // move (default): the HCA's netdev into the pod; macvlan/ipvlan: a child of it (RoCE only).
+  AttachMode mode = AttachMode::kMove;
   std::optional<uint32_t> mtu;
   Selector selector;
   std::vector<Selector> other_selectors;  // also given, lower precedence (logged)

@@ -34,6 +34,9 @@ struct AttachPlan {
   link::LinkChange into;
   // The admin state the pod's interface ends in (nullopt: leave it).
   std::optional<bool> want_up;
+  // Child modes: the link created in the pod on the host's netdev (record.host_ifindex) instead
+  // of a move; `into` then carries only the admin state.
+  std::optional<link::ChildLink> child;
 };
 
 class Planner {
@@ -53,25 +56,47 @@ class Planner {
     sysfs::Hca hca;
     std::optional<link::LinkInfo> host_link;
   };
-  using Claims = std::map<std::string, std::string>;  // HCA bus address -> "cid/ifname"
+  // Who holds each HCA (by bus address): the attachment it is moved into ("cid/ifname"), or how
+  // many child attachments share it.
+  struct Claims {
+    std::map<std::string, std::string> moved;
+    std::map<std::string, int> children;
+  };
 
+  static CniResult<Claims> ClaimsOf(const StateStore& store, const NetConf& conf,
+                                    const std::string& self_key);
   CniResult<Selected> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
                              const Claims& claimed);
   Result<sysfs::Hca> FindNamed(const Selector& sel, const netns::NetNs& host);
+  // Why `hca` cannot serve `conf` with `claimed` as it is, or "" when it can.
+  static std::string WhyNot(const sysfs::Hca& hca, const NetConf& conf, const Claims& claimed);
+  // `h` with its ports and host netdev when it can serve `conf`; kNotFound saying why not.
+  Result<Selected> Candidate(const sysfs::Hca& h, const NetConf& conf, const netns::NetNs& host,
+                             const Claims& claimed);
+  // Move: the first HCA nobody holds. Child modes: the Ethernet HCA with the fewest children.
   CniResult<Selected> FirstFree(const NetConf& conf, const netns::NetNs& host,
                                 const Claims& claimed);
   CniResult<RdmaNetnsMode> NetnsMode(const netns::NetNs& host, const NetConf& conf);
+  // Child modes: the HCA stays on the host, so the pod sees it only in shared mode.
+  static CniResult<RdmaNetnsMode> ChildNetnsMode(RdmaNetnsMode mode, const NetConf& conf);
   CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
-  CniResult<link::LinkInfo> Netdev(const Request& req, const Selected& selected, bool chained,
-                                   const netns::NetNs& host, const netns::NetNs& pod);
+  CniResult<link::LinkInfo> Netdev(const Request& req, const NetConf& conf,
+                                   const Selected& selected, bool chained, const netns::NetNs& host,
+                                   const netns::NetNs& pod);
 
   link::LinkOps& links_;
   rdma::RdmaOps& rdma_;
   sysfs::SysfsRoot root_;
 };
 
-// The admin state `conf` wants in the pod for a netdev that was `host_admin_up` on the host.
+// The admin state `conf` wants in the pod for a netdev that was `host_admin_up` on the host (a
+// child, new, is up unless the config says down).
 std::optional<bool> WantedAdminUp(const NetConf& conf, bool host_admin_up);
+
+// The MAC a macvlan child of this attachment gets: locally administered, unicast, derived from
+// the network, container ID and ifname, so a retried ADD and DEL without a record know it.
+std::string ChildMac(const std::string& network, const std::string& container_id,
+                     const std::string& ifname);
 
 // The state store's key of an attachment ("cid/ifname").
 std::string AttachmentKey(const std::string& container_id, const std::string& ifname);

@@ -102,6 +102,10 @@ class Plugin {
                                 const netns::NetNs& host);
   // Puts the netdev and RDMA device of `rec` back on the host, wherever they are now.
   Result<void> Restore(const AttachmentRecord& rec, const netns::NetNs& host);
+  // Child modes: deletes the pod's child link when it is the one recorded (kind and MAC).
+  Result<void> RemoveChild(const AttachmentRecord& rec, const netns::NetNs* pod);
+  // DEL of a child-mode config without a record.
+  Result<void> RemoveUnrecordedChild(const Request& req, const NetConf& conf);
   Result<void> RestoreNetdev(const AttachmentRecord& rec, const netns::NetNs& host,
                              const netns::NetNs* pod);
   Result<void> RestoreRdma(const AttachmentRecord& rec, const netns::NetNs& host,

@@ -31,6 +31,17 @@ std::string_view RdmaNetnsModeName(RdmaNetnsMode mode);
 // The mode a record names; an unknown or missing name reads as unavailable (nothing was moved).
 RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name);
 
+// How an attachment gives the pod its interface: the HCA's own netdev moved into the pod (the HCA
+// is the pod's alone), or a child link of the netdev created in the pod (the netdev and its HCA
+// stay on the host and serve every pod given a child).
+enum class AttachMode { kMove, kMacvlan, kIpvlan };
+// "move", "macvlan", "ipvlan": the names configs and records use.
+std::string_view AttachModeName(AttachMode mode);
+// The mode `name` names; nullopt for any other name.
+std::optional<AttachMode> ParseAttachMode(std::string_view name);
+// Whether `mode` creates a child link (the HCA is shared).
+inline bool IsChildMode(AttachMode mode) { return mode != AttachMode::kMove; }
+
 // What an attachment asked of its IPAM plugin: enough to release the address on every undo path,
 // even when the runtime's config no longer names the plugin.
 struct IpamState {
@@ -52,10 +63,13 @@ struct AttachmentRecord {
   std::string hca_address;  // its bus address, the stable identity
   std::string link_layer;   // "Ethernet" / "InfiniBand"
 
-  bool netdev_moved = false;  // false when chained: another plugin owns the netdev
-  std::string host_name;      // the netdev's name on the host, restored on DEL
+  AttachMode mode = AttachMode::kMove;
+  bool netdev_moved = false;  // false when chained (another plugin owns the netdev) or a child
+  std::string host_name;      // the netdev's name on the host (a child's parent), restored on DEL
   int host_ifindex = 0;
-  std::string mac;  // how the netdev is found again wherever it is
+  // How the netdev is found again wherever it is; for a child, the child's own MAC (an ipvlan
+  // child has its parent's).
+  std::string mac;
   uint32_t host_mtu = 0;
   bool host_admin_up = false;
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // TimedLinkOps: a LinkOps decorator that adds up the wall time spent in calls that change links
-// (MoveTo, Change). The binary logs it at debug level so a slow ADD can be split into kernel time
-// (netns moves wait for RCU under rtnl) and our own, without a profiler.
+// (MoveTo, Change, CreateChild, Delete). The binary logs it at debug level so a slow ADD can be
+// split into kernel time (netns moves wait for RCU under rtnl) and our own, without a profiler.
 #pragma once
 
 #include <chrono>
@@ -31,7 +31,15 @@ class TimedLinkOps final : public link::LinkOps {
     return Timed([&] { return inner_.MoveTo(from, ifindex, to, c); });
   }
 
-  // Milliseconds spent inside MoveTo and Change so far.
+  Result<void> CreateChild(const link::NetNs& parent_ns, int parent_ifindex,
+                           const link::NetNs& into, const link::ChildLink& child) override {
+    return Timed([&] { return inner_.CreateChild(parent_ns, parent_ifindex, into, child); });
+  }
+  Result<void> Delete(const link::NetNs& ns, int ifindex) override {
+    return Timed([&] { return inner_.Delete(ns, ifindex); });
+  }
+
+  // Milliseconds spent inside MoveTo, Change, CreateChild and Delete so far.
   double changing_ms() const { return changing_ms_; }
 
  private:

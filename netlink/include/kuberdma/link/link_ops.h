@@ -53,6 +53,21 @@ struct LinkChange {
   std::optional<std::string> alias;
 };
 
+// The kinds of child link that share a parent netdev (and so its RDMA device) among namespaces.
+enum class ChildKind { kMacvlan, kIpvlan };
+// "macvlan", "ipvlan": the kernel's IFLA_INFO_KIND.
+std::string_view ChildKindName(ChildKind kind);
+
+// A child link to create on a parent: macvlan in bridge mode (its own MAC, so children of one
+// parent reach each other), ipvlan in L2 mode (the parent's MAC, for fabrics that allow one MAC per
+// port).
+struct ChildLink {
+  ChildKind kind = ChildKind::kMacvlan;
+  std::string name;             // in the namespace it is created in
+  std::string mac;              // macvlan only; empty: the kernel picks one
+  std::optional<uint32_t> mtu;  // unset: the parent's
+};
+
 class LinkOps {
  public:
   virtual ~LinkOps() = default;
@@ -70,6 +85,12 @@ class LinkOps {
   // (possibly under its old name): callers locate it before undoing.
   virtual Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to,
                               const LinkChange& change) = 0;
+  // Creates `child` on link `parent_ifindex` of `parent_ns`, directly in `into` (one RTM_NEWLINK
+  // sent from `parent_ns`), down. kAlreadyExists when the name is taken there.
+  virtual Result<void> CreateChild(const NetNs& parent_ns, int parent_ifindex, const NetNs& into,
+                                   const ChildLink& child) = 0;
+  // Deletes link `ifindex` of `ns` (RTM_DELLINK). kNotFound when it is already gone.
+  virtual Result<void> Delete(const NetNs& ns, int ifindex) = 0;
 };
 
 // Finds the link with hardware address `mac` (case-insensitive) in `ns`; kNotFound otherwise.

@@ -20,6 +20,15 @@ namespace kuberdma::link {
 std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
                                       std::optional<int> netns_fd);
 
+// Encodes the RTM_NEWLINK request (NLM_F_CREATE | NLM_F_EXCL) that creates `child` on
+// `parent_ifindex` inside the namespace `netns_fd` names (IFLA_LINK, IFLA_NET_NS_FD, IFLA_LINKINFO
+// with IFLA_MACVLAN_MODE bridge or IFLA_IPVLAN_MODE l2). kInvalidArgument for a MAC that does not
+// parse.
+Result<std::vector<uint8_t>> EncodeChildLink(int parent_ifindex, const ChildLink& child,
+                                             int netns_fd);
+// Encodes the RTM_DELLINK request for `ifindex`.
+std::vector<uint8_t> EncodeLinkDelete(int ifindex);
+
 class NetlinkLinkOps final : public LinkOps {
  public:
   NetlinkLinkOps();
@@ -33,6 +42,9 @@ class NetlinkLinkOps final : public LinkOps {
   Result<void> Change(const NetNs& ns, int ifindex, const LinkChange& change) override;
   Result<void> MoveTo(const NetNs& from, int ifindex, const NetNs& to,
                       const LinkChange& change) override;
+  Result<void> CreateChild(const NetNs& parent_ns, int parent_ifindex, const NetNs& into,
+                           const ChildLink& child) override;
+  Result<void> Delete(const NetNs& ns, int ifindex) override;
 
  private:
   Result<nl_sock*> Socket(const NetNs& ns);
