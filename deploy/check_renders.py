@@ -223,6 +223,7 @@ def check_fabrics(report, helm, device_plugin):
             report.check([n["name"] for n in nets] == names and [n["interface"] for n in nets] == [f"net{i}" for i in range(1, 9)]
                          and limits and all(x == 8 for x in limits),
                          f"roce: {o['kind']} {o['metadata']['name']} attaches each rail once as net1..net8 and requests 8 rdma/hca")
+    check_shared_mode(report, helm, device_plugin)
     r = helm_template(helm, "kube-rdma", "kube-rdma", "trainer.enabled=true")
     got = cm.load_text(r.stdout, "helm(ib)", report)
     nads = [o for _, o in got if o["kind"] == "NetworkAttachmentDefinition"]
@@ -232,6 +233,27 @@ def check_fabrics(report, helm, device_plugin):
     report.check(len(nads) == 1 and "ipam" not in conf and conf.get("cniVersion") == "0.3.1"
                  and [n["name"] for n in nets] == ["rdma-net"] * 8,
                  "fabric ib (the default): the seed's rdma-net as written, no IPAM, attached eight times")
+
+
+def check_shared_mode(report, helm, device_plugin):
+    """roce.mode macvlan/ipvlan: each rail's NAD names its own HCA (mlx5_0 for rail 1), asks the
+    pool, leaves the MTU to the parent; the per-HCA resource with a shared mode is refused."""
+    ci = os.path.join(CHART, "ci")
+    for mode in ("macvlan", "ipvlan"):
+        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-shared-values.yaml"), f"roce.mode={mode}")
+        report.check(r.returncode == 0, f"roce.mode {mode} renders" + (f": {r.stderr}" if r.returncode else ""))
+        got = cm.load_text(r.stdout, f"helm(roce, {mode})", report)
+        cm.validate(got, report, device_plugin)
+        nads = [o for _, o in got if o["kind"] == "NetworkAttachmentDefinition"]
+        confs = [json.loads(n["spec"]["config"]) for n in nads]
+        report.check([c.get("mode") for c in confs] == [mode] * 8
+                     and [c.get("hca") for c in confs] == [f"mlx5_{i}" for i in range(8)]
+                     and not any("mtu" in c for c in confs)
+                     and all(n["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"] == "rdma/shared" for n in nads),
+                     f"roce.mode {mode}: rail i's NAD a {mode} child of mlx5_(i-1), the parent's MTU, resource rdma/shared")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-values.yaml"), "roce.mode=macvlan")
+    report.check(r.returncode != 0 and "rdma/shared" in r.stderr,
+                 "roce.mode macvlan with the per-HCA rdma/hca resource is refused, naming the pool to use")
 
 
 def check_self_contained(report, helm):

@@ -229,7 +229,17 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
                                              const Claims& claimed) {
   const Selector& sel = conf.selector;
   if (IsPoolSlot(sel)) {
-    // A share of rdma-device-plugin's pool names no HCA: take a free one, as without a deviceID.
+    // A share of rdma-device-plugin's pool names no HCA: the one the NAD names (a rail's NAD in
+    // shared mode names its HCA), else a free one, as without a deviceID.
+    for (const auto& other : conf.other_selectors) {
+      if (IsPoolSlot(other)) continue;
+      spdlog::info("{} {} is a pool slot: taking the HCA {} names", SelectorName(sel.kind),
+                   sel.value, SelectorName(other.kind));
+      NetConf named = conf;
+      named.selector = other;
+      named.other_selectors.clear();
+      return Select(named, host, chained, claimed);
+    }
     spdlog::info("{} {} is a pool slot: taking the first free HCA", SelectorName(sel.kind),
                  sel.value);
     return FirstFree(conf, host, claimed);

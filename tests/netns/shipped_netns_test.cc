@@ -104,9 +104,8 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
   return out;
 }
 
-// Runs `pod`'s ADDs and DELs on a fresh node; checks the HCAs against the allocation.
-void RunPod(const Shipped& s, const MultusPod& pod) {
-  SimNode node(kRoce8, Roce8Netdevs());
+// Runs `pod`'s ADDs on `node`; checks the HCAs against the allocation. Returns the calls to DEL.
+std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& pod) {
   std::string netns = node.AddPod(pod.name);
   // Node-local paths kept off this machine: the plugin's state and host-local's store.
   auto adds = MultusAdds(pod, WithHostLocalStore(s.nads, node.state_dir() + "/ipam"), netns,
@@ -122,7 +121,7 @@ void RunPod(const Shipped& s, const MultusPod& pod) {
   for (auto& call : *adds) {
     call.cni_path = KUBERDMA_CNI_PLUGINS_DIR;
     auto r = node.Run(kBin, call);
-    INFO(call.ifname << ": " << call.config << "\n" << r.out << r.err);
+    INFO(pod.name << " " << call.ifname << ": " << call.config << "\n" << r.out << r.err);
     REQUIRE(r.exit_code == 0);
     json conf = json::parse(call.config);
     auto rec = cni::StateStore(node.state_dir()).Load(conf["name"], pod.sandbox, call.ifname);
@@ -148,7 +147,34 @@ void RunPod(const Shipped& s, const MultusPod& pod) {
       CHECK(got[res] == std::vector<std::string>(
                             want.begin(), want.begin() + static_cast<long>(got[res].size())));
   }
-  for (auto call : MultusDels(*adds)) {
+  return MultusDels(*adds);
+}
+
+// Whether the rendering's NADs make children (shared mode): then pods share HCAs.
+bool SharesHcas(const Shipped& s) {
+  return std::any_of(s.nads.begin(), s.nads.end(), [](const Nad& n) {
+    return n.config.is_object() && n.config.value("mode", "move") != "move";
+  });
+}
+
+// Runs `pods` on one fresh node: every pod's ADDs, then every DEL; nothing is left.
+void RunPods(const Shipped& s, const std::vector<MultusPod>& pods) {
+  SimNode node(kRoce8, Roce8Netdevs());
+  std::vector<CniCall> dels;
+  for (const auto& pod : pods) {
+    auto d = AddPod(s, node, pod);
+    dels.insert(dels.end(), d.begin(), d.end());
+  }
+  if (pods.size() > 1) {
+    // Shared: every HCA the first pod has serves each pod, through one child each.
+    std::map<std::string, size_t> per_hca;
+    auto records = cni::StateStore(node.state_dir()).List();
+    REQUIRE(records);
+    for (const auto& r : *records) ++per_hca[r.hca];
+    CHECK(per_hca.size() == pods.front().networks.size());
+    for (const auto& [hca, n] : per_hca) CHECK(n == pods.size());
+  }
+  for (auto call : dels) {
     call.cni_path = KUBERDMA_CNI_PLUGINS_DIR;
     auto r = node.Run(kBin, call);
     INFO(call.ifname << ": " << r.out << r.err);
@@ -159,12 +185,23 @@ void RunPod(const Shipped& s, const MultusPod& pod) {
   CHECK(HostLocalHeld(node.state_dir() + "/ipam") == 0);
 }
 
+void RunPod(const Shipped& s, const MultusPod& pod) { RunPods(s, {pod}); }
+
 TEST_CASE("Every shipped rendering's pods get the HCAs the kubelet allocated, as Multus calls") {
   for (const auto& path : Renderings()) {
     Shipped s(path);
     for (const auto& [what, pod] : PodsOf(s)) {
       INFO(path << ": " << what << " (" << s.rendered.Summary() << ")");
-      RunPod(s, pod);
+      if (!SharesHcas(s)) {
+        RunPod(s, pod);
+        continue;
+      }
+      // Shared mode: a second replica on the same node gets children of the same HCAs.
+      MultusPod second = pod;
+      second.name = pod.name.substr(0, pod.name.size() - 1) + "1";
+      second.uid += "-1";
+      second.sandbox += "1";
+      RunPods(s, {pod, second});
     }
   }
 }

@@ -158,6 +158,18 @@ TEST_CASE("Without a named device, children go to the HCA with the fewest, skipp
   CHECK_THAT(onto.error().msg, Catch::Contains("mover/net9") && Catch::Contains("on the host"));
 }
 
+TEST_CASE("A rail's NAD names its HCA; the pool slot Multus passes with it names none") {
+  Node n;
+  Plugin p = n.MakePlugin();
+  // As Multus sends it for a NAD with resourceName rdma/shared: deviceID and pciBusID both the
+  // allocated pool slot, beside the NAD's own hca.
+  auto conf = n.Conf(R"(,"mode":"macvlan","hca":"mlx5_4","pciBusID":"pool-shared-007",
+      "runtimeConfig":{"deviceID":"pool-shared-007"})");
+  REQUIRE(p.Add(Req(kPodA, "ca"), conf));
+  REQUIRE(p.Add(Req(kPodB, "cb"), conf));
+  for (const auto& r : n.Records()) CHECK(r.hca == "mlx5_4");
+}
+
 TEST_CASE("Child configs that cannot apply are error 7 and change nothing") {
   Node n;
   std::string before = n.world.Snapshot();

@@ -175,7 +175,8 @@ The NetworkAttachmentDefinitions the chart defines, as a JSON list of {name, nam
 resourceName, config}: `networks` when given, else the `fabric` preset. ib: the seed's rdma-net
 as written (no IPAM), attached once per rail. roce: one NAD and one subnet per rail
 (<namePrefix>1..<rails>), each with its own IPAM section, so every rail's interface has an address
-and its HCA a routable RoCE v2 GID.
+and its HCA a routable RoCE v2 GID. roce.mode macvlan/ipvlan: each rail's NAD names its HCA
+(roce.hcaFormat of the rail's index from 0) and gives every pod a child of that HCA's netdev.
 */}}
 {{- define "kube-rdma.networks" -}}
 {{- $v := .Values }}
@@ -190,6 +191,11 @@ and its HCA a routable RoCE v2 GID.
 {{- $ipam := dict "type" "host-local" "ranges" (list (list (dict "subnet" $subnet))) }}
 {{- if eq $r.ipam "whereabouts" }}{{ $ipam = dict "type" "whereabouts" "range" $subnet }}{{ end }}
 {{- $conf := merge (dict "ipam" $ipam) (deepCopy $r.config) }}
+{{- if ne $r.mode "move" }}
+{{- /* Shared mode: a child of the rail's HCA netdev per pod; the child takes its parent's MTU. */}}
+{{- if eq $r.resourceName "rdma/hca" }}{{ fail (printf "roce.mode %s shares each HCA among pods: set roce.resourceName (and trainer/acceptance rdmaResource) to a pool such as rdma/shared, not the per-HCA rdma/hca" $r.mode) }}{{ end }}
+{{- $conf = merge (dict "mode" $r.mode "hca" (printf $r.hcaFormat $i)) (omit $conf "mtu") }}
+{{- end }}
 {{- $list = append $list (dict "name" (printf "%s%d" $r.namePrefix $rail) "namespace" $r.namespace "resourceName" $r.resourceName "config" $conf) }}
 {{- end }}
 {{- toJson $list }}
