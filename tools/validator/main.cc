@@ -20,7 +20,9 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/netns/netns.h"
 #include "kuberdma/validator/acceptance_run.h"
+#include "kuberdma/validator/gid_env.h"
 #include "kuberdma/validator/push.h"
 #include "kuberdma/validator/report_html.h"
 #include "kuberdma/validator/validate.h"
@@ -49,6 +51,7 @@ struct Cli {
               op = "sum", csv_path, html_path, html_report;
   double step_factor = 0;
   int check = 1;
+  bool nccl_env = false;
 };
 
 // Whether NCCL runs at all: only the inventory, or NCCL required.
@@ -136,6 +139,10 @@ void AddRunOptions(CLI::App& app, Cli& c) {
   app.add_option(
       "--nccl-devices", o.nccl_devices,
       "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
+  app.add_flag("--nccl-env", c.nccl_env,
+               "print `export` lines of the NCCL variables that make NCCL use this pod's own "
+               "GIDs on RoCE HCAs shared with other pods (eval them before NCCL starts); exit 1 "
+               "saying why when none can");
   app.add_option("--size", c.size, "the collective's size without a sweep (e.g. 256M)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
@@ -187,6 +194,30 @@ void AddAcceptanceOptions(CLI::App& app, Cli& c) {
                  "acceptance (rank 0), --html-report: write the fleet report as one HTML page");
   app.add_option("--html-report", c.html_report,
                  "run nothing: turn this fleet report JSON (and --baseline) into --html's page");
+}
+
+// --nccl-env: the plan for this namespace's addresses and the GID tables it sees.
+int PrintNcclEnv() {
+  auto root = kuberdma::sysfs::SysfsRoot::FromEnv();
+  auto hcas = kuberdma::sysfs::DiscoverHcas(root, kuberdma::sysfs::HcaDetail::kTables);
+  if (!hcas) {
+    std::fprintf(stderr, "rdma-validate: %s\n", hcas.error().message().c_str());
+    return 2;
+  }
+  std::vector<GidTable> tables;
+  for (const auto& h : *hcas) {
+    if (h.link_layer() != kuberdma::sysfs::LinkLayer::kEthernet || h.ports.empty()) continue;
+    tables.push_back({h.name, h.ports.front().number, h.ports.front().gids});
+  }
+  GidEnvPlan plan = PlanNcclGidEnv(tables, kuberdma::netns::NamespaceIpv4());
+  for (const auto& n : plan.notes) std::fprintf(stderr, "rdma-validate: %s\n", n.c_str());
+  if (!plan.ok) {
+    std::fprintf(stderr, "rdma-validate: no NCCL variable can pick this pod's GIDs: %s\n",
+                 plan.why_not.c_str());
+    return 1;
+  }
+  for (const auto& [k, v] : plan.vars) std::printf("export %s='%s'\n", k.c_str(), v.c_str());
+  return 0;
 }
 
 // The fleet report `doc` (and the --baseline report) as a page at `path`; false after saying why.
@@ -283,6 +314,7 @@ int Run(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   Resolve(c);
+  if (c.nccl_env) return PrintNcclEnv();
   if (!c.html_report.empty()) return RenderHtml(c);
   if (!ParseCollectiveOptions(c)) return 2;
   if (c.o.bytes < 4096 && c.o.sizes.empty()) {

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// The NCCL variables that make NCCL pick this pod's own GID on HCAs shared with other pods
+// (`rdma-validate --nccl-env`). On a shared RoCE HCA every pod's addresses are entries of one
+// GID table; NCCL's automatic choice takes the first RoCE v2 entry of the address family, which
+// can be another pod's. NCCL can be told in two ways, each valid only under a condition:
+//   - NCCL_IB_GID_INDEX=N: one index for every HCA, so only when the pod's entry has index N on
+//     every HCA it uses;
+//   - NCCL_IB_ADDR_RANGE=CIDR: the first entry inside the range, so only when a prefix holds all
+//     the pod's addresses and none of another pod's entries on those HCAs.
+// When neither holds nothing NCCL reads can choose the pod's entries: the plan says so and why.
+//
+//   auto plan = PlanNcclGidEnv(tables, netns::NamespaceIpv4());
+//   if (plan.ok) for (auto& [k, v] : plan.vars) printf("export %s=%s\n", k.c_str(), v.c_str());
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kuberdma/sysfs/hca.h"
+
+namespace kuberdma::validator {
+
+// One RoCE HCA port's GID table as this pod sees it.
+struct GidTable {
+  std::string hca;
+  uint32_t port = 1;
+  std::vector<sysfs::Gid> gids;
+};
+
+struct GidEnvPlan {
+  bool ok = false;
+  std::vector<std::pair<std::string, std::string>> vars;  // in the order to set them
+  std::vector<std::string> notes;  // what was found: each HCA's own index, skipped HCAs
+  std::string why_not;             // !ok: why no variable can make NCCL choose right
+};
+
+// The plan for a pod whose addresses are `own_ipv4`. HCAs without an entry of the pod's are not
+// its (they are left out of NCCL_IB_HCA).
+GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
+                          const std::vector<std::string>& own_ipv4);
+
+// The smallest IPv4 prefix holding every address of `ipv4` ("10.9.16.0/23"); "" for none or one
+// that does not parse.
+std::string CoveringPrefix(const std::vector<std::string>& ipv4);
+
+}  // namespace kuberdma::validator

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// Which NCCL variables pick this pod's GIDs, and when none can.
+#include "kuberdma/validator/gid_env.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+namespace kuberdma::validator {
+namespace {
+
+std::optional<uint32_t> Parse(const std::string& ipv4) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, ipv4.c_str(), &a) != 1) return std::nullopt;
+  return ntohl(a.s_addr);
+}
+
+std::string Format(uint32_t host_order) {
+  in_addr a{htonl(host_order)};
+  char buf[INET_ADDRSTRLEN];
+  return ::inet_ntop(AF_INET, &a, buf, sizeof buf) != nullptr ? buf : "";
+}
+
+// Whether `ipv4` lies in `prefix`/`bits`.
+bool Inside(const std::string& ipv4, uint32_t prefix, int bits) {
+  auto v = Parse(ipv4);
+  uint32_t mask = bits == 0 ? 0 : ~0U << (32 - bits);
+  return v && (*v & mask) == prefix;
+}
+
+struct Own {
+  std::string hca;
+  uint32_t port = 1;
+  uint32_t index = 0;
+  std::string ipv4;
+};
+
+std::string Join(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+// Other pods' RoCE v2 IPv4 entries inside `cidr` on the HCAs the pod uses ("10.9.2.7 on rxe1").
+std::vector<std::string> OthersInside(const std::vector<GidTable>& tables,
+                                      const std::vector<Own>& own,
+                                      const std::vector<std::string>& own_ipv4,
+                                      const std::string& cidr) {
+  std::vector<std::string> out;
+  auto slash = cidr.find('/');
+  auto prefix = Parse(cidr.substr(0, slash));
+  int bits = std::stoi(cidr.substr(slash + 1));
+  for (const auto& t : tables) {
+    bool used = std::any_of(own.begin(), own.end(), [&](const Own& o) { return o.hca == t.hca; });
+    if (!used || !prefix) continue;
+    for (const auto& g : t.gids) {
+      std::string ip = g.Ipv4();
+      if (!g.IsRoceV2() || ip.empty() || !Inside(ip, *prefix, bits)) continue;
+      if (std::find(own_ipv4.begin(), own_ipv4.end(), ip) == own_ipv4.end()) {
+        out.push_back(ip + " on " + t.hca + " (index " + std::to_string(g.index) + ")");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CoveringPrefix(const std::vector<std::string>& ipv4) {
+  std::optional<uint32_t> lo;
+  std::optional<uint32_t> hi;
+  for (const auto& ip : ipv4) {
+    auto v = Parse(ip);
+    if (!v) return "";
+    lo = lo ? std::min(*lo, *v) : *v;
+    hi = hi ? std::max(*hi, *v) : *v;
+  }
+  if (!lo) return "";
+  int bits = 32;
+  while (bits > 0 && (*lo >> (32 - bits)) != (*hi >> (32 - bits))) --bits;
+  uint32_t mask = bits == 0 ? 0 : ~0U << (32 - bits);
+  return Format(*lo & mask) + "/" + std::to_string(bits);
+}
+
+namespace {
+
+// Each HCA's first RoCE v2 entry of the pod's addresses; a note per HCA.
+std::vector<Own> OwnEntries(const std::vector<GidTable>& tables,
+                            const std::vector<std::string>& own_ipv4,
+                            std::vector<std::string>* notes) {
+  std::vector<Own> own;
+  for (const auto& t : tables) {
+    const sysfs::Gid* g = sysfs::FirstV2ForAddresses(t.gids, own_ipv4);
+    if (g == nullptr) {
+      notes->push_back(t.hca + ": no RoCE v2 entry of this pod's addresses (not this pod's)");
+      continue;
+    }
+    own.push_back({t.hca, t.port, g->index, g->Ipv4()});
+    notes->push_back(t.hca + ": this pod's RoCE v2 GID is index " + std::to_string(g->index) +
+                     " (" + g->Ipv4() + ")");
+  }
+  return own;
+}
+
+std::string NeitherHolds(const std::vector<Own>& own, const std::string& cidr,
+                         const std::vector<std::string>& others) {
+  std::vector<std::string> indices;
+  for (const auto& o : own) indices.push_back(o.hca + " " + std::to_string(o.index));
+  return "this pod's RoCE v2 GIDs have different indices (" + Join(indices, ", ") +
+         "), and NCCL_IB_GID_INDEX is one index for every HCA; the smallest prefix holding its "
+         "addresses, " +
+         cidr + ", also holds another pod's (" + Join(others, ", ") +
+         "), so NCCL_IB_ADDR_RANGE cannot single them out. Give each pod an address block of its "
+         "own across its rails (one prefix per pod, e.g. static or whereabouts ranges per pod), "
+         "or attach pods in the same order on every rail so that their indices line up";
+}
+
+}  // namespace
+
+GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
+                          const std::vector<std::string>& own_ipv4) {
+  GidEnvPlan plan;
+  std::vector<Own> own = OwnEntries(tables, own_ipv4, &plan.notes);
+  if (own.empty()) {
+    plan.why_not = "no HCA has a RoCE v2 GID of this pod's addresses (" +
+                   (own_ipv4.empty() ? std::string("none") : Join(own_ipv4, ", ")) +
+                   "): give the pod's RDMA interfaces an address (an ipam section in their NAD)";
+    return plan;
+  }
+  std::vector<std::string> hcas;
+  std::vector<std::string> addresses;
+  for (const auto& o : own) {
+    hcas.push_back(o.hca + ":" + std::to_string(o.port));
+    addresses.push_back(o.ipv4);
+  }
+  bool same = std::all_of(own.begin(), own.end(),
+                          [&](const Own& o) { return o.index == own.front().index; });
+  std::string cidr = CoveringPrefix(addresses);
+  auto others = same ? std::vector<std::string>{} : OthersInside(tables, own, own_ipv4, cidr);
+  if (!same && !others.empty()) {
+    plan.why_not = NeitherHolds(own, cidr, others);
+    return plan;
+  }
+  plan.ok = true;
+  plan.vars.emplace_back("NCCL_IB_HCA", "=" + Join(hcas, ","));
+  if (same) {
+    plan.vars.emplace_back("NCCL_IB_GID_INDEX", std::to_string(own.front().index));
+    return plan;
+  }
+  plan.notes.push_back("the indices differ, so NCCL_IB_GID_INDEX cannot be used; " + cidr +
+                       " holds this pod's addresses and no other entry");
+  plan.vars.emplace_back("NCCL_IB_ADDR_FAMILY", "AF_INET");
+  plan.vars.emplace_back("NCCL_IB_ADDR_RANGE", cidr);
+  plan.vars.emplace_back("NCCL_IB_ROCE_VERSION_NUM", "2");
+  return plan;
+}
+
+}  // namespace kuberdma::validator
