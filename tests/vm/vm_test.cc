@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -51,19 +52,40 @@ std::string Out(const std::string& cmd) {
   return out;
 }
 
-// rxe0 on veth kvm0 (its peer kvm1), removed again: a Soft-RoCE HCA for one test.
+// rxe0 on veth kvm0 (its peer kvm1), or another, removed again: a Soft-RoCE HCA for one test.
 struct SoftRoce {
-  SoftRoce() {
-    REQUIRE(Sh("ip link add kvm0 type veth peer name kvm1") == 0);
-    REQUIRE(Sh("ip link set kvm0 up && ip link set kvm1 up") == 0);
-    REQUIRE(Sh("rdma link add rxe0 type rxe netdev kvm0") == 0);
+  explicit SoftRoce(std::string hca = "rxe0", std::string veth = "kvm0",
+                    const std::string& peer = "kvm1")
+      : hca_(std::move(hca)), veth_(std::move(veth)) {
+    REQUIRE(Sh("ip link add " + veth_ + " type veth peer name " + peer) == 0);
+    REQUIRE(Sh("ip link set " + veth_ + " up && ip link set " + peer + " up") == 0);
+    REQUIRE(Sh("rdma link add " + hca_ + " type rxe netdev " + veth_) == 0);
   }
   ~SoftRoce() {
-    (void)Sh("rdma link delete rxe0");
-    (void)Sh("ip link delete kvm0");
+    (void)Sh("rdma link delete " + hca_);
+    (void)Sh("ip link delete " + veth_);
   }
   SoftRoce(const SoftRoce&) = delete;
   SoftRoce& operator=(const SoftRoce&) = delete;
+
+ private:
+  std::string hca_;
+  std::string veth_;
+};
+
+// Named pod namespaces (/run/netns/NAME), deleted again whatever the test did.
+struct Pods {
+  explicit Pods(std::vector<std::string> names) : names_(std::move(names)) {
+    for (const auto& n : names_) REQUIRE(testing::CreateNamed(n));
+  }
+  ~Pods() {
+    for (const auto& n : names_) (void)testing::DeleteNamed(n);
+  }
+  Pods(const Pods&) = delete;
+  Pods& operator=(const Pods&) = delete;
+
+ private:
+  std::vector<std::string> names_;
 };
 
 sysfs::Hca Read(const std::string& name) {
@@ -153,6 +175,27 @@ std::string GidLine(uint32_t index, const std::string& ipv4) {
   return line;
 }
 
+// The validator's problems in namespace `pod` (address `own`) for a NCCL log whose QPs used
+// GID `index` (`ipv4`) of rxe0.
+std::vector<std::string> GidProblemsIn(netns::NetNs& pod, const std::string& own, uint32_t index,
+                                       const std::string& ipv4) {
+  std::vector<std::string> problems;
+  REQUIRE(pod.RunIn([&] {
+    link::NetlinkLinkOps links;
+    validator::Options o;
+    o.expect = "rxe0";
+    validator::Validator v(o, sysfs::SysfsRoot("/"), links,
+                           [](const char*) -> const char* { return nullptr; });
+    validator::Report r = v.Inventory();
+    validator::NcclLog log;
+    log.AddText("x NCCL INFO NET/IB : Using [0]rxe0:1/RoCE ; OOB net1:" + own + "<0>\n" +
+                GidLine(index, ipv4));
+    v.Judge(r, {}, {}, validator::CollectiveOutcome{}, log);
+    problems = r.problems;
+  }));
+  return problems;
+}
+
 TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address; another pod's fails") {
   SoftRoce rxe;
   auto a = testing::CreateNamed("kvm-pa");
@@ -175,20 +218,7 @@ TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address; another pod
   CHECK(ga->netdev == "net1");  // both pods' entries name net1: names cannot tell them apart
   CHECK(gb->netdev == "net1");
   // Pod A's validator, fed a QP that used pod B's entry: fails naming both indexes.
-  std::vector<std::string> problems;
-  REQUIRE(a->RunIn([&] {
-    link::NetlinkLinkOps links;
-    validator::Options o;
-    o.expect = "rxe0";
-    validator::Validator v(o, sysfs::SysfsRoot("/"), links,
-                           [](const char*) -> const char* { return nullptr; });
-    validator::Report r = v.Inventory();
-    validator::NcclLog log;
-    log.AddText("x NCCL INFO NET/IB : Using [0]rxe0:1/RoCE ; OOB net1:10.9.0.21<0>\n" +
-                GidLine(gb->index, "10.9.0.22"));
-    v.Judge(r, {}, {}, validator::CollectiveOutcome{}, log);
-    problems = r.problems;
-  }));
+  std::vector<std::string> problems = GidProblemsIn(*a, "10.9.0.21", gb->index, "10.9.0.22");
   std::string all;
   for (const auto& p : problems) all += p + "\n";
   INFO(all);
@@ -210,6 +240,182 @@ TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address; another pod
   (void)testing::DeleteNamed("kvm-pb");
   CHECK_FALSE(GidFor("10.9.0.21", false));  // gone with the children
   CHECK_FALSE(GidFor("10.9.0.22", false));
+}
+
+// ---- Child-interface attachments through the `rdma` CNI (mode macvlan / ipvlan) ----
+
+// A binary of the build this guest runs (the doctor's build: BUILD/tools/doctor/rdma-doctor).
+std::string Bin(const std::string& rel) {
+  return g_doctor.substr(0, g_doctor.rfind("/tools/doctor/")) + "/" + rel;
+}
+
+// `cmd`'s stdout and exit status.
+int Status(const std::string& cmd, std::string* out) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n = 0;
+  out->clear();
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+constexpr const char* kChildState = "/run/kube-rdma/vm-child";
+constexpr const char* kChildStore = "/run/kube-rdma/vm-hl";
+
+// A rail's NAD in shared mode: a `mode` child of `hca` per pod, with `ipam`.
+std::string ChildConf(const std::string& name, const std::string& mode, const std::string& hca,
+                      const std::string& ipam) {
+  return R"({"cniVersion":"1.0.0","name":")" + name + R"(","type":"rdma","mode":")" + mode +
+         R"(","hca":")" + hca + R"(","linkState":"up","stateDir":")" + kChildState +
+         R"(","ipam":)" + ipam + "}";
+}
+
+std::string HostLocal(const std::string& subnet) {
+  return R"({"type":"host-local","dataDir":")" + std::string(kChildStore) +
+         R"(","ranges":[[{"subnet":")" + subnet + R"("}]]})";
+}
+
+// The real `rdma` binary's verb for attachment `cid` in named namespace `pod`; the result's
+// first address (without its length) on success.
+std::string Cni(const std::string& verb, const std::string& cid, const std::string& pod,
+                const std::string& ifname, const std::string& conf, int want = 0) {
+  std::string out;
+  int rc = Status("echo '" + conf + "' | CNI_COMMAND=" + verb + " CNI_CONTAINERID=" + cid +
+                      " CNI_NETNS=/run/netns/" + pod + " CNI_IFNAME=" + ifname +
+                      " CNI_PATH=/usr/lib/cni " + Bin("cni/rdma") + " 2>>/tmp/vm-cni.err",
+                  &out);
+  INFO(verb << " " << cid << " " << conf << ": " << out);
+  REQUIRE(rc == want);
+  if (verb != "ADD") return "";
+  auto r = nlohmann::json::parse(out, nullptr, false);
+  std::string ip = r.is_object() && r.contains("ips") ? r["ips"][0].value("address", "") : "";
+  return ip.substr(0, ip.find('/'));
+}
+
+// The addresses host-local still holds (one file per address in its store).
+int HeldAddresses() {
+  std::string out;
+  (void)Status(std::string("ls ") + kChildStore + "/*/ 2>/dev/null | grep -c '^[0-9]'", &out);
+  return std::atoi(out.c_str());
+}
+
+// Pod `pod`'s `rdma-validate --nccl-env`: its stdout, and its exit status.
+int NcclEnv(const std::string& pod, std::string* out) {
+  return Status("ip netns exec " + pod + " " + Bin("tools/validator/rdma-validate") +
+                    " --nccl-env 2>/dev/null",
+                out);
+}
+
+TEST_CASE("Two pods on one Soft-RoCE HCA through the CNI's child modes: GIDs, NCCL, DEL") {
+  for (const std::string mode : {"macvlan", "ipvlan"}) {
+    INFO("mode " << mode);
+    (void)Sh(std::string("rm -rf ") + kChildState + " " + kChildStore);
+    SoftRoce rxe;
+    Pods pods({"kvm-ca", "kvm-cb"});
+    std::string conf = ChildConf("rail1", mode, "rxe0", HostLocal("10.9.1.0/24"));
+    std::string ip_a = Cni("ADD", "ca", "kvm-ca", "net1", conf);
+    std::string ip_b = Cni("ADD", "cb", "kvm-cb", "net1", conf);
+    std::string link;
+    REQUIRE(Status("ip -n kvm-ca -d link show net1", &link) == 0);
+    CHECK_THAT(link, Catch::Contains(mode));
+    CHECK(Read("rxe0").netdevs == std::vector<std::string>{"kvm0"});  // the parent stays home
+    auto ga = GidFor(ip_a, true);
+    auto gb = GidFor(ip_b, true);
+    REQUIRE(ga);
+    REQUIRE(gb);
+    CHECK(ga->netdev == "net1");
+    CHECK(gb->netdev == "net1");
+    // Each pod's --nccl-env names its own index, read from the kernel's table in its namespace.
+    std::string env;
+    CHECK(NcclEnv("kvm-cb", &env) == 0);
+    CHECK_THAT(env,
+               Catch::Contains("export NCCL_IB_GID_INDEX='" + std::to_string(gb->index) + "'") &&
+                   Catch::Contains("export NCCL_IB_HCA='=rxe0:1'"));
+    CHECK(NcclEnv("kvm-ca", &env) == 0);
+    CHECK_THAT(env, Catch::Contains("NCCL_IB_GID_INDEX='" + std::to_string(ga->index) + "'"));
+    // Pod B's validator, fed a QP that used pod A's entry: fails, naming the index to use.
+    auto pod_b = netns::NetNs::Open("/run/netns/kvm-cb");
+    REQUIRE(pod_b);
+    std::string all;
+    for (const auto& p : GidProblemsIn(*pod_b, ip_b, ga->index, ip_a)) all += p + "\n";
+    INFO(all);
+    CHECK_THAT(all,
+               Catch::Contains("used GID " + std::to_string(ga->index) + " (" + ip_a +
+                               "), which is no address of this pod") &&
+                   Catch::Contains("this pod's RoCE v2 GID is index " + std::to_string(gb->index)));
+    // Pod B's doctor marks its entry and pod A's, by address.
+    std::string out =
+        Out("ip netns exec kvm-cb " + g_doctor + " --json --state-dir /nonexistent pod 2>&1");
+    auto doc = nlohmann::json::parse(out, nullptr, false);
+    REQUIRE(doc.is_object());
+    std::map<std::string, std::string> owner;
+    for (const auto& row : doc["result"].value("gids", nlohmann::json::array()))
+      if (row.contains("owner")) owner[row.value("ipv4", "")] = row.value("owner", "");
+    CHECK(owner[ip_b] == "this pod");
+    CHECK(owner[ip_a] == "another pod");
+    for (const auto& [cid, pod] : {std::pair{"ca", "kvm-ca"}, std::pair{"cb", "kvm-cb"}}) {
+      Cni("DEL", cid, pod, "net1", conf);
+      std::string gone;
+      CHECK(Status(std::string("ip -n ") + pod + " link show net1 2>/dev/null", &gone) != 0);
+    }
+    CHECK_FALSE(GidFor(ip_a, false));  // the entries went with the children
+    CHECK_FALSE(GidFor(ip_b, false));
+    CHECK(HeldAddresses() == 0);
+    CHECK(Out(std::string("find ") + kChildState + " -name '*.json'").empty());
+  }
+}
+
+// Pod `pod`'s child on each of two HCAs, through the CNI.
+void AttachTwoRails(const std::string& cid, const std::string& pod, const std::string& ipam1,
+                    const std::string& ipam2) {
+  Cni("ADD", cid, pod, "net1", ChildConf("rail1", "macvlan", "rxe0", ipam1));
+  Cni("ADD", cid, pod, "net2", ChildConf("rail2", "macvlan", "rxe1", ipam2));
+}
+
+std::string Static(const std::string& cidr) {
+  return R"({"type":"static","addresses":[{"address":")" + cidr + R"("}]})";
+}
+
+TEST_CASE("Two HCAs whose tables differ: NCCL_IB_ADDR_RANGE with a block per pod, else refused") {
+  (void)Sh(std::string("rm -rf ") + kChildState + " " + kChildStore);
+  SoftRoce rxe0;
+  SoftRoce rxe1("rxe1", "kvm2", "kvm3");
+  // Addresses of the node's own on rail 2 push every later entry there two indices up each.
+  REQUIRE(Sh("ip addr add 10.9.99.1/24 dev kvm2 && ip addr add 10.9.98.1/24 dev kvm2") == 0);
+  Pods pods({"kvm-ra", "kvm-rb"});
+  std::string env;
+  SECTION("one subnet per rail (host-local): the pods' addresses share no prefix of their own") {
+    AttachTwoRails("ra", "kvm-ra", HostLocal("10.9.1.0/24"), HostLocal("10.9.2.0/24"));
+    AttachTwoRails("rb", "kvm-rb", HostLocal("10.9.1.0/24"), HostLocal("10.9.2.0/24"));
+    std::string err;
+    int rc = Status("ip netns exec kvm-ra " + Bin("tools/validator/rdma-validate") +
+                        " --nccl-env 2>&1 >/dev/null",
+                    &err);
+    INFO(err);
+    CHECK(rc == 1);
+    CHECK_THAT(err, Catch::Contains("different indices") &&
+                        Catch::Contains("NCCL_IB_ADDR_RANGE cannot single them out"));
+  }
+  SECTION("an address block per pod across rails (static): NCCL_IB_ADDR_RANGE holds") {
+    AttachTwoRails("ra", "kvm-ra", Static("10.9.16.5/24"), Static("10.9.17.5/24"));
+    AttachTwoRails("rb", "kvm-rb", Static("10.9.32.5/24"), Static("10.9.33.5/24"));
+    auto a1 = GidFor("10.9.16.5", true);
+    REQUIRE(a1);
+    CHECK(NcclEnv("kvm-ra", &env) == 0);
+    INFO(env);
+    CHECK_THAT(env, Catch::Contains("NCCL_IB_ADDR_RANGE='10.9.16.0/23'") &&
+                        Catch::Contains("NCCL_IB_HCA='=rxe0:1,rxe1:1'"));
+    CHECK_THAT(env, !Catch::Contains("NCCL_IB_GID_INDEX"));
+    CHECK(NcclEnv("kvm-rb", &env) == 0);
+    CHECK_THAT(env, Catch::Contains("NCCL_IB_ADDR_RANGE='10.9.32.0/23'"));
+  }
+  for (const auto& [cid, pod] : {std::pair{"ra", "kvm-ra"}, std::pair{"rb", "kvm-rb"}}) {
+    Cni("DEL", cid, pod, "net1", ChildConf("rail1", "macvlan", "rxe0", HostLocal("10.9.1.0/24")));
+    Cni("DEL", cid, pod, "net2", ChildConf("rail2", "macvlan", "rxe1", HostLocal("10.9.2.0/24")));
+  }
+  CHECK(HeldAddresses() == 0);
 }
 
 TEST_CASE("rdma-doctor node reads the kernel's netns mode and names the Soft-RoCE HCA as virtual") {
