@@ -142,6 +142,29 @@ TEST_CASE(
   CHECK(f.Find(NodeView(f.in), "pitfall-1: device plugin serving", Status::kOk) != nullptr);
 }
 
+TEST_CASE("The node view shows an HCA shared by child attachments as on the host, with them") {
+  Fixture f;
+  for (const char* cid : {"ca", "cb"}) {
+    cni::AttachmentRecord rec{.network = "rail3",
+                              .container_id = cid,
+                              .ifname = "net1",
+                              .netns = "/run/netns/kuberdma-gone-child",
+                              .done = true,
+                              .hca = "mlx5_2",
+                              .hca_address = "0000:3c:00.0",
+                              .mode = cni::AttachMode::kMacvlan};
+    REQUIRE(cni::StateStore(f.in.state_dir).Save(rec));
+  }
+  View v = NodeView(f.in);
+  std::string where = v.doc["hcas"][2]["where"];
+  CHECK_THAT(where, !Catch::StartsWith("pod ") &&
+                        Catch::Contains("shared by 2 child attachment(s): ca/net1, cb/net1"));
+  CHECK(v.doc["cniRecords"][0]["mode"] == "macvlan");
+  const Finding* stranded = f.Find(v, "stranded devices", Status::kFail);
+  REQUIRE(stranded != nullptr);
+  CHECK_THAT(stranded->fix, Catch::Contains("deleted the pod's macvlan child"));
+}
+
 TEST_CASE(
     "Under --host-root, records' namespaces are looked up in the host's tree; one that cannot be "
     "checked is a warning, never a stranded device") {

@@ -122,7 +122,10 @@ struct PortPlace {
 PortPlace Locate(const Inputs& in, const Result<netns::NetNs>& host, const sysfs::Hca& h,
                  const std::vector<cni::AttachmentRecord>& records) {
   for (const auto& r : records) {
-    if (r.hca_address != h.address || r.netns.empty() || !r.done) continue;
+    // A child's parent, whose PFC and trust count, stays on the host.
+    if (r.hca_address != h.address || r.netns.empty() || !r.done || cni::IsChildMode(r.mode)) {
+      continue;
+    }
     auto pod = netns::NetNs::Open(HostPath(in, r.netns));
     if (!pod) return {std::nullopt, r.ifname, r.netns, pod.error().message()};
     return {std::move(*pod), r.ifname, r.netns, ""};

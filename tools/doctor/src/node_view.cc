@@ -42,10 +42,20 @@ std::string WhereIs(const Inputs& in, const Result<netns::NetNs>& host, const sy
   std::string where = "not in this namespace";
   std::string nd = h.netdevs.empty() ? "" : h.netdevs.front();
   if (!nd.empty() && host && in.links != nullptr && in.links->GetByName(*host, nd)) where = "host";
+  std::vector<std::string> children;
   for (const auto& r : records) {
-    if (!h.address.empty() && r.hca_address == h.address) {
+    bool same = h.address.empty() ? r.hca == h.name : r.hca_address == h.address;
+    if (!same) continue;
+    if (cni::IsChildMode(r.mode)) {
+      children.push_back(r.container_id + "/" + r.ifname);
+    } else {
       where = "pod " + r.container_id + "/" + r.ifname + " (" + r.netns + ")";
     }
+  }
+  if (!children.empty()) {
+    std::string list;
+    for (const auto& c : children) list += (list.empty() ? "" : ", ") + c;
+    where += ", shared by " + std::to_string(children.size()) + " child attachment(s): " + list;
   }
   return where;
 }
@@ -173,11 +183,15 @@ void CheckRecord(const Inputs& in, const cni::AttachmentRecord& r, View& v) {
   if (r.netns.empty()) return;
   auto ns = netns::NetNs::Open(HostPath(in, r.netns));
   if (!ns && ns.error().code() == ErrorCode::kNotFound) {
+    bool child = cni::IsChildMode(r.mode);
     Add(v, "stranded devices", Status::kFail,
         r.hca + " is recorded for " + r.container_id + "/" + r.ifname + " in " + r.netns +
             ", which no longer exists",
-        "CNI GC (or DEL of that container) restores it; the kernel has already returned the "
-        "netdev to the host");
+        child ? "the kernel deleted the pod's " + std::string(cni::AttachModeName(r.mode)) +
+                    " child with its namespace; CNI GC (or DEL of that container) releases its "
+                    "address and the record"
+              : "CNI GC (or DEL of that container) restores it; the kernel has already returned "
+                "the netdev to the host");
   } else if (!ns) {
     // Not seeing a namespace is not proof that it is gone: never call a live pod stranded.
     Add(v, "stranded devices", Status::kWarn,
@@ -195,6 +209,7 @@ void CniRecords(const Inputs& in, const std::vector<cni::AttachmentRecord>& reco
                     {"containerID", r.container_id},
                     {"ifname", r.ifname},
                     {"hca", r.hca},
+                    {"mode", cni::AttachModeName(r.mode)},
                     {"netns", r.netns}});
     CheckRecord(in, r, v);
   }
