@@ -73,9 +73,14 @@ netns: build
 FABRIC ?= roce
 DEMO_FIXTURE := tests/fixtures/sysfs/$(if $(filter ib,$(FABRIC)),ib8,roce8)
 DEMO_VALUES ?= $(if $(filter ib,$(FABRIC)),demo-ib-values,demo-values)
+# FABRIC=roce (the default) then runs a second node in shared mode (ci/demo-shared-values.yaml:
+# the trainer's two pods each get a macvlan child of the same four HCAs).
 demo: build helm
 	@bash deploy/render.sh $(BUILD)/rendered >/dev/null
 	@$(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/$(DEMO_VALUES).yaml
+	@if [ "$(FABRIC)" = roce ] && [ "$(DEMO_VALUES)" = demo-values ]; then \
+	  echo; echo "=== Node 2: the same rails in shared mode (many pods per HCA) ==="; \
+	  $(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/demo-shared-values.yaml; fi
 
 # Benchmarks print ratios against a named peer measured in the same run.
 bench: build

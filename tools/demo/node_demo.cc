@@ -24,6 +24,7 @@
 
 #include "demo.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/podenv/slot_id.h"
@@ -47,6 +48,7 @@ namespace fs = std::filesystem;
 struct Attachment {
   int rail = 0;  // net<rail>
   std::string hca, netdev, cidr;
+  bool child = false;  // a macvlan/ipvlan child of netdev (shared mode), not netdev itself
   CniCall call;
 };
 
@@ -75,6 +77,7 @@ class NodeDemo {
   void AttachClusterNetwork(Pod& pod);
   void Attach(Pod& pod, const CniCall& call, const std::string& id);
   void ShowPods();
+  void ShowShared();
   void Validate();
   void RunNccl();
   // Cables net<i> of every pod to switch rail<i>; the interfaces as rdma-validate --expect takes
@@ -295,17 +298,23 @@ void NodeDemo::Attach(Pod& pod, const CniCall& call, const std::string& id) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (r.exit_code != 0) return fail_("ADD " + pod.name + "/" + call.ifname + ": " + r.out + r.err);
   auto res = json::parse(r.out, nullptr, false);
-  std::string mac = res.is_discarded() ? "" : res["interfaces"][0].value("mac", "");
   Attachment a{.rail = static_cast<int>(pod.attachments.size()) + 1, .call = call};
   a.cidr = res.is_discarded() || res["ips"].empty() ? "" : res["ips"][0].value("address", "");
-  for (size_t h = 0; h < netdevs_.size(); ++h) {
-    if (before_[netdevs_[h]].mac == mac) {
-      a.hca = hcas_[h].name;
-      a.netdev = netdevs_[h];
-    }
+  // What `rdma` recorded: the HCA, and its netdev moved in or the parent of a child.
+  std::string how = "<-";
+  auto conf = json::parse(call.config, nullptr, false);
+  auto rec =
+      cni::StateStore(node_->state_dir())
+          .Load(conf.is_object() ? conf.value("name", "") : "", call.container_id, call.ifname);
+  if (rec && *rec) {
+    a.hca = (*rec)->hca;
+    a.netdev = (*rec)->host_name;
+    a.child = cni::IsChildMode((*rec)->mode);
+    if (a.child) how = std::string(cni::AttachModeName((*rec)->mode));
   }
-  std::printf("  %s %-5s deviceID %-9s <- %-6s (%s)  %-13s %.1f ms\n", pod.name.c_str(),
-              call.ifname.c_str(), id.c_str(), a.hca.c_str(), a.netdev.c_str(), a.cidr.c_str(), ms);
+  std::printf("  %s %-5s deviceID %-9s %-7s %-6s (%s)  %-13s %.1f ms\n", pod.name.c_str(),
+              call.ifname.c_str(), id.c_str(), how.c_str(), a.hca.c_str(), a.netdev.c_str(),
+              a.cidr.c_str(), ms);
   auto slot = podenv::ParseSlot(id);
   if (slot && slot->kind == podenv::SlotKind::kPerHca && a.hca != slot->base) {
     fail_(pod.name + "/" + call.ifname + " got " + a.hca + ", not the allocated " + id);
@@ -377,6 +386,30 @@ void NodeDemo::ShowPods() {
   size_t home = 0;
   for (const auto& nd : netdevs_) home += node_->links().GetByName(node_->node(), nd) ? 1u : 0u;
   std::printf("  node namespace now holds %zu of its %zu HCA netdevs\n", home, netdevs_.size());
+  ShowShared();
+}
+
+void NodeDemo::ShowShared() {
+  // Shared mode: the i-th attachment of every pod is a child of the same HCA, left on the node.
+  std::map<int, std::vector<std::string>> per_rail;  // rail -> "pod:hca"
+  for (const auto& pod : pods_) {
+    for (const auto& a : pod.attachments) {
+      if (!a.child) continue;
+      per_rail[a.rail].push_back(pod.name + " on " + a.hca);
+      if (!node_->links().GetByName(node_->node(), a.netdev)) {
+        fail_(a.netdev + ", the parent of " + pod.name + "/" + a.call.ifname + ", left the node");
+      }
+      if (a.hca != pods_.front().attachments.at(static_cast<size_t>(a.rail - 1)).hca) {
+        fail_(pod.name + "/" + a.call.ifname + " shares " + a.hca + ", not rail " +
+              std::to_string(a.rail) + "'s HCA");
+      }
+    }
+  }
+  for (const auto& [rail, who] : per_rail) {
+    std::string list;
+    for (const auto& w : who) list += (list.empty() ? "" : ", ") + w;
+    std::printf("  rail %d shared: %s\n", rail, list.c_str());
+  }
 }
 
 void NodeDemo::Validate() {
