@@ -251,6 +251,11 @@ def check_shared_mode(report, helm, device_plugin):
                      and not any("mtu" in c for c in confs)
                      and all(n["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"] == "rdma/shared" for n in nads),
                      f"roce.mode {mode}: rail i's NAD a {mode} child of mlx5_(i-1), the parent's MTU, resource rdma/shared")
+        sts = next((o for _, o in got if o["kind"] == "StatefulSet"), None)
+        main = sts["spec"]["template"]["spec"]["containers"][0] if sts else {}
+        report.check(sts is not None and main["args"][0].startswith('eval "$(/kube-rdma/bin/rdma-validate --nccl-env)" && exec torchrun')
+                     and any(m["mountPath"] == "/kube-rdma/bin" for m in main.get("volumeMounts", [])),
+                     f"roce.mode {mode}: the trainer sets NCCL's GID variables with rdma-validate --nccl-env before torchrun")
     r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-values.yaml"), "roce.mode=macvlan")
     report.check(r.returncode != 0 and "rdma/shared" in r.stderr,
                  "roce.mode macvlan with the per-HCA rdma/hca resource is refused, naming the pool to use")

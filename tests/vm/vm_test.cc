@@ -335,6 +335,15 @@ TEST_CASE("Two pods on one Soft-RoCE HCA through the CNI's child modes: GIDs, NC
                    Catch::Contains("export NCCL_IB_HCA='=rxe0:1'"));
     CHECK(NcclEnv("kvm-ca", &env) == 0);
     CHECK_THAT(env, Catch::Contains("NCCL_IB_GID_INDEX='" + std::to_string(ga->index) + "'"));
+    // --own-gids (the chart's init container in shared mode): the plan applied, its HCAs expected.
+    std::string report;
+    CHECK(Status("ip netns exec kvm-ca " + Bin("tools/validator/rdma-validate") +
+                     " --own-gids --inventory-only --json - 2>/dev/null",
+                 &report) == 0);
+    auto rep = nlohmann::json::parse(report, nullptr, false);
+    REQUIRE(rep.is_object());
+    CHECK(rep.value("expectedFrom", "") == "--expect");
+    CHECK(rep["devices"].size() == 1);
     // Pod B's validator, fed a QP that used pod A's entry: fails, naming the index to use.
     auto pod_b = netns::NetNs::Open("/run/netns/kvm-cb");
     REQUIRE(pod_b);
@@ -397,6 +406,9 @@ TEST_CASE("Two HCAs whose tables differ: NCCL_IB_ADDR_RANGE with a block per pod
     CHECK(rc == 1);
     CHECK_THAT(err, Catch::Contains("different indices") &&
                         Catch::Contains("NCCL_IB_ADDR_RANGE cannot single them out"));
+    CHECK(Status("ip netns exec kvm-ra " + Bin("tools/validator/rdma-validate") +
+                     " --own-gids --inventory-only --json - 2>/dev/null",
+                 &env) == 1);  // the init container stops the pod: it could not train right
   }
   SECTION("an address block per pod across rails (static): NCCL_IB_ADDR_RANGE holds") {
     AttachTwoRails("ra", "kvm-ra", Static("10.9.16.5/24"), Static("10.9.17.5/24"));

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/version.h"
@@ -52,6 +53,7 @@ struct Cli {
   double step_factor = 0;
   int check = 1;
   bool nccl_env = false;
+  bool own_gids = false;
 };
 
 // Whether NCCL runs at all: only the inventory, or NCCL required.
@@ -143,6 +145,9 @@ void AddRunOptions(CLI::App& app, Cli& c) {
                "print `export` lines of the NCCL variables that make NCCL use this pod's own "
                "GIDs on RoCE HCAs shared with other pods (eval them before NCCL starts); exit 1 "
                "saying why when none can");
+  app.add_flag("--own-gids", c.own_gids,
+               "shared HCAs: run NCCL with --nccl-env's variables and expect only the HCAs with "
+               "this pod's GIDs (exit 1 saying why when no variable can pick them)");
   app.add_option("--size", c.size, "the collective's size without a sweep (e.g. 256M)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
@@ -196,13 +201,14 @@ void AddAcceptanceOptions(CLI::App& app, Cli& c) {
                  "run nothing: turn this fleet report JSON (and --baseline) into --html's page");
 }
 
-// --nccl-env: the plan for this namespace's addresses and the GID tables it sees.
-int PrintNcclEnv() {
+// The --nccl-env plan for this namespace's addresses and the GID tables it sees; nullopt after
+// saying why it could not be read.
+std::optional<GidEnvPlan> PlanForThisPod() {
   auto root = kuberdma::sysfs::SysfsRoot::FromEnv();
   auto hcas = kuberdma::sysfs::DiscoverHcas(root, kuberdma::sysfs::HcaDetail::kTables);
   if (!hcas) {
     std::fprintf(stderr, "rdma-validate: %s\n", hcas.error().message().c_str());
-    return 2;
+    return std::nullopt;
   }
   std::vector<GidTable> tables;
   for (const auto& h : *hcas) {
@@ -214,10 +220,29 @@ int PrintNcclEnv() {
   if (!plan.ok) {
     std::fprintf(stderr, "rdma-validate: no NCCL variable can pick this pod's GIDs: %s\n",
                  plan.why_not.c_str());
-    return 1;
   }
-  for (const auto& [k, v] : plan.vars) std::printf("export %s='%s'\n", k.c_str(), v.c_str());
+  return plan;
+}
+
+// --nccl-env: the plan as `export` lines. Exit 0, 1 when no variable can work, 2 unreadable.
+int PrintNcclEnv() {
+  auto plan = PlanForThisPod();
+  if (!plan) return 2;
+  if (!plan->ok) return 1;
+  for (const auto& [k, v] : plan->vars) std::printf("export %s='%s'\n", k.c_str(), v.c_str());
   return 0;
+}
+
+// --own-gids: the plan's variables in this process's environment (NCCL reads them there), and,
+// without --expect, only the HCAs with this pod's entries expected. False after saying why not.
+bool ApplyOwnGids(Options& o) {
+  auto plan = PlanForThisPod();
+  if (!plan || !plan->ok) return false;
+  for (const auto& [k, v] : plan->vars) {
+    ::setenv(k.c_str(), v.c_str(), 1);
+    if (k == "NCCL_IB_HCA" && o.expect.empty()) o.expect = v;
+  }
+  return true;
 }
 
 // The fleet report `doc` (and the --baseline report) as a page at `path`; false after saying why.
@@ -323,6 +348,7 @@ int Run(int argc, char** argv) {
                  c.size.c_str());
     return 2;
   }
+  if (c.own_gids && !ApplyOwnGids(c.o)) return 1;
   kuberdma::link::NetlinkLinkOps links;
   Validator v(c.o, kuberdma::sysfs::SysfsRoot::FromEnv(), links,
               [](const char* k) { return std::getenv(k); });
