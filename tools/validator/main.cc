@@ -22,6 +22,7 @@
 #include "kuberdma/base/version.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/validator/acceptance_run.h"
 #include "kuberdma/validator/gid_env.h"
 #include "kuberdma/validator/push.h"
@@ -240,7 +241,7 @@ bool ApplyOwnGids(Options& o) {
   if (!plan || !plan->ok) return false;
   for (const auto& [k, v] : plan->vars) {
     ::setenv(k.c_str(), v.c_str(), 1);
-    if (k == "NCCL_IB_HCA" && o.expect.empty()) o.expect = v;
+    if (k == kuberdma::podenv::kNcclIbHca && o.expect.empty()) o.expect = v;
   }
   return true;
 }

@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 
+#include "kuberdma/podenv/pod_env.h"
+
 namespace kuberdma::validator {
 namespace {
 
@@ -129,10 +131,10 @@ GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
                    "): give the pod's RDMA interfaces an address (an ipam section in their NAD)";
     return plan;
   }
-  std::vector<std::string> hcas;
+  podenv::IbHcaList hcas{.exact = true};
   std::vector<std::string> addresses;
   for (const auto& o : own) {
-    hcas.push_back(o.hca + ":" + std::to_string(o.port));
+    hcas.entries.push_back({o.hca, {o.port}});
     addresses.push_back(o.ipv4);
   }
   bool same = std::all_of(own.begin(), own.end(),
@@ -144,7 +146,7 @@ GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
     return plan;
   }
   plan.ok = true;
-  plan.vars.emplace_back("NCCL_IB_HCA", "=" + Join(hcas, ","));
+  plan.vars.emplace_back(podenv::kNcclIbHca, podenv::FormatIbHca(hcas));
   if (same) {
     plan.vars.emplace_back("NCCL_IB_GID_INDEX", std::to_string(own.front().index));
     return plan;
