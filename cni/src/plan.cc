@@ -225,25 +225,29 @@ CniResult<Planner::Selected> Planner::FirstFree(const NetConf& conf, const NetNs
                      ")");
 }
 
+CniResult<Planner::Selected> Planner::SelectForPoolSlot(const NetConf& conf, const NetNs& host,
+                                                        bool chained, const Claims& claimed) {
+  // A share of rdma-device-plugin's pool names no HCA: the one the NAD names (a rail's NAD in
+  // shared mode names its HCA), else a free one, as without a deviceID.
+  const Selector& sel = conf.selector;
+  for (const auto& other : conf.other_selectors) {
+    if (IsPoolSlot(other)) continue;
+    spdlog::info("{} {} is a pool slot: taking the HCA {} names", SelectorName(sel.kind), sel.value,
+                 SelectorName(other.kind));
+    NetConf named = conf;
+    named.selector = other;
+    named.other_selectors.clear();
+    return Select(named, host, chained, claimed);
+  }
+  spdlog::info("{} {} is a pool slot: taking the first free HCA", SelectorName(sel.kind),
+               sel.value);
+  return FirstFree(conf, host, claimed);
+}
+
 CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& host, bool chained,
                                              const Claims& claimed) {
   const Selector& sel = conf.selector;
-  if (IsPoolSlot(sel)) {
-    // A share of rdma-device-plugin's pool names no HCA: the one the NAD names (a rail's NAD in
-    // shared mode names its HCA), else a free one, as without a deviceID.
-    for (const auto& other : conf.other_selectors) {
-      if (IsPoolSlot(other)) continue;
-      spdlog::info("{} {} is a pool slot: taking the HCA {} names", SelectorName(sel.kind),
-                   sel.value, SelectorName(other.kind));
-      NetConf named = conf;
-      named.selector = other;
-      named.other_selectors.clear();
-      return Select(named, host, chained, claimed);
-    }
-    spdlog::info("{} {} is a pool slot: taking the first free HCA", SelectorName(sel.kind),
-                 sel.value);
-    return FirstFree(conf, host, claimed);
-  }
+  if (IsPoolSlot(sel)) return SelectForPoolSlot(conf, host, chained, claimed);
   if (chained && IsChildMode(conf.mode)) {
     return CniFail(kInvalidConfig, "mode " + std::string(AttachModeName(conf.mode)) +
                                        " creates the pod's interface itself; it cannot follow a "

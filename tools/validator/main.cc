@@ -126,6 +126,17 @@ bool ParseCollectiveOptions(Cli& c) {
   return true;
 }
 
+// Shared HCAs: the NCCL variables that pick this pod's own GIDs.
+void AddGidOptions(CLI::App& app, Cli& c) {
+  app.add_flag("--nccl-env", c.nccl_env,
+               "print `export` lines of the NCCL variables that make NCCL use this pod's own "
+               "GIDs on RoCE HCAs shared with other pods (eval them before NCCL starts); exit 1 "
+               "saying why when none can");
+  app.add_flag("--own-gids", c.own_gids,
+               "shared HCAs: run NCCL with --nccl-env's variables and expect only the HCAs with "
+               "this pod's GIDs (exit 1 saying why when no variable can pick them)");
+}
+
 void AddRunOptions(CLI::App& app, Cli& c) {
   Options& o = c.o;
   app.add_option("--mode", c.mode,
@@ -142,13 +153,7 @@ void AddRunOptions(CLI::App& app, Cli& c) {
   app.add_option(
       "--nccl-devices", o.nccl_devices,
       "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
-  app.add_flag("--nccl-env", c.nccl_env,
-               "print `export` lines of the NCCL variables that make NCCL use this pod's own "
-               "GIDs on RoCE HCAs shared with other pods (eval them before NCCL starts); exit 1 "
-               "saying why when none can");
-  app.add_flag("--own-gids", c.own_gids,
-               "shared HCAs: run NCCL with --nccl-env's variables and expect only the HCAs with "
-               "this pod's GIDs (exit 1 saying why when no variable can pick them)");
+  AddGidOptions(app, c);
   app.add_option("--size", c.size, "the collective's size without a sweep (e.g. 256M)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));

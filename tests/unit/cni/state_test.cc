@@ -72,6 +72,21 @@ TEST_CASE("A record from a newer version or a corrupt file is an error, not a gu
   CHECK_FALSE(store.Load("rdma-net", "c1", "net1"));
 }
 
+TEST_CASE("A record keeps its mode; an older record without one moved; an unknown one is refused") {
+  AttachmentRecord child{
+      .network = "rail1", .container_id = "c", .ifname = "net1", .mode = AttachMode::kIpvlan};
+  auto back = AttachmentRecord::FromJson(child.ToJson());
+  REQUIRE(back);
+  CHECK(back->mode == AttachMode::kIpvlan);
+  nlohmann::json old = child.ToJson();
+  old.erase("mode");
+  CHECK(AttachmentRecord::FromJson(old)->mode == AttachMode::kMove);
+  old["mode"] = "tap";
+  auto unknown = AttachmentRecord::FromJson(old);
+  REQUIRE_FALSE(unknown);
+  CHECK_THAT(unknown.error().message(), Catch::Contains("'tap'"));
+}
+
 TEST_CASE("Network names are escaped into one safe path component") {
   CHECK(EscapeName("rdma-net") == "rdma-net");
   CHECK(EscapeName("../etc") == "%2E.%2Fetc");

@@ -65,6 +65,8 @@ class Planner {
 
   static CniResult<Claims> ClaimsOf(const StateStore& store, const NetConf& conf,
                                     const std::string& self_key);
+  CniResult<Selected> SelectForPoolSlot(const NetConf& conf, const netns::NetNs& host, bool chained,
+                                        const Claims& claimed);
   CniResult<Selected> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
                              const Claims& claimed);
   Result<sysfs::Hca> FindNamed(const Selector& sel, const netns::NetNs& host);
