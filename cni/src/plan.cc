@@ -53,6 +53,12 @@ std::string Hex4(uint16_t v) {
 
 bool IsEthernet(const Hca& hca) { return hca.link_layer() == sysfs::LinkLayer::kEthernet; }
 
+// An HCA's identity in the claims: its bus address, or its name for a software one (no address).
+std::string HcaKey(const std::string& address, const std::string& name) {
+  return address.empty() ? name : address;
+}
+std::string HcaKey(const Hca& hca) { return HcaKey(hca.address, hca.name); }
+
 }  // namespace
 
 CniResult<Planner::Claims> Planner::ClaimsOf(const StateStore& store, const NetConf& conf,
@@ -63,9 +69,9 @@ CniResult<Planner::Claims> Planner::ClaimsOf(const StateStore& store, const NetC
     std::string key = AttachmentKey(r.container_id, r.ifname);
     if (key == self_key && r.network == conf.name) continue;
     if (IsChildMode(r.mode)) {
-      ++claimed.children[r.hca_address];
+      ++claimed.children[HcaKey(r.hca_address, r.hca)];
     } else {
-      claimed.moved[r.hca_address] = key;
+      claimed.moved[HcaKey(r.hca_address, r.hca)] = key;
     }
   }
   return claimed;
@@ -152,7 +158,7 @@ Result<Hca> Planner::FindNamed(const Selector& sel, const NetNs& host) {
 
 std::string Planner::WhyNot(const Hca& hca, const NetConf& conf, const Claims& claimed) {
   const std::string mode(AttachModeName(conf.mode));
-  if (auto c = claimed.moved.find(hca.address); c != claimed.moved.end()) {
+  if (auto c = claimed.moved.find(HcaKey(hca)); c != claimed.moved.end()) {
     return "already attached to " + c->second +
            (IsChildMode(conf.mode) ? " (a " + mode + " child needs its netdev on the host)" : "");
   }
@@ -173,7 +179,7 @@ std::string Planner::WhyNot(const Hca& hca, const NetConf& conf, const Claims& c
            "device when its netdev leaves the host namespace, and refuses to move the RDMA "
            "device); use mode macvlan or ipvlan";
   }
-  if (auto c = claimed.children.find(hca.address); c != claimed.children.end()) {
+  if (auto c = claimed.children.find(HcaKey(hca)); c != claimed.children.end()) {
     return "shared by " + std::to_string(c->second) +
            " child attachment(s) (mode macvlan/ipvlan): its netdev must stay on the host";
   }
@@ -205,7 +211,7 @@ CniResult<Planner::Selected> Planner::FirstFree(const NetConf& conf, const NetNs
   std::optional<Selected> best;
   int best_children = 0;
   for (const auto& h : hcas) {
-    auto c = claimed.children.find(h.address);
+    auto c = claimed.children.find(HcaKey(h));
     int children = c == claimed.children.end() ? 0 : c->second;
     if (best && children >= best_children) continue;
     auto candidate = Candidate(h, conf, host, claimed);
@@ -270,7 +276,7 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
   if (std::string why = WhyNot(*found, conf, claimed); !why.empty()) {
     // A config naming an HCA of the wrong link layer cannot apply anywhere (7); a device that is
     // taken or cannot move is unavailable (100).
-    bool wrong_layer = IsChildMode(conf.mode) && !claimed.moved.contains(found->address);
+    bool wrong_layer = IsChildMode(conf.mode) && !claimed.moved.contains(HcaKey(*found));
     return CniFail(wrong_layer ? kInvalidConfig : kDeviceUnavailable,
                    found->name + " (" + found->address + ") is " + why + "; nothing was changed");
   }

@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "kuberdma/cni/plan.h"
 #include "kuberdma/link/addr_ops.h"
+#include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/sim_node.h"
 #include "roce8_node.h"
 
@@ -33,15 +33,7 @@ struct Store {
     dir = mkdtemp(tmpl);
   }
   ~Store() { fs::remove_all(dir); }
-  std::set<std::string> Allocated() const {
-    std::set<std::string> out;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir + "/hl/rail1", ec)) {
-      std::string n = e.path().filename();
-      if (link::ParseAddress(n)) out.insert(n);
-    }
-    return out;
-  }
+  size_t Held() const { return HostLocalHeld(dir + "/hl"); }
   std::string Script(const std::string& name, const std::string& body) const {
     std::string path = dir + "/bin/" + name;
     fs::create_directories(dir + "/bin");
@@ -92,7 +84,7 @@ TEST_CASE("Two pods get macvlan children of one HCA netdev, each with its own ad
     CHECK(net1->admin_up);
     CHECK(AddressesOf(node, node.Pod(pod), net1->ifindex).size() == 1);
   }
-  CHECK(s.Allocated().size() == 2);
+  CHECK(s.Held() == 2);
   // The parent is where it was, unrenamed, unchanged.
   auto still = node.links().GetByName(node.node(), "ens1f0np0");
   REQUIRE(still);
@@ -115,7 +107,7 @@ TEST_CASE("Two pods get macvlan children of one HCA netdev, each with its own ad
     REQUIRE(del.exit_code == 0);
     CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net1"));
   }
-  CHECK(s.Allocated().empty());
+  CHECK(s.Held() == 0);
   CHECK(node.links().GetByName(node.node(), "ens1f0np0")->ifindex == parent.ifindex);
 }
 
@@ -131,7 +123,7 @@ TEST_CASE("A child MTU above its parent's is error 7 and nothing is created or h
   CHECK(err["code"] == 7);
   CHECK_THAT(err["msg"].get<std::string>(), Catch::Contains("ens1f0np0"));
   CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net1"));
-  CHECK(s.Allocated().empty());
+  CHECK(s.Held() == 0);
 }
 
 TEST_CASE("Every undo path deletes the child and releases its address, for real") {
@@ -167,7 +159,7 @@ TEST_CASE("Every undo path deletes the child and releases its address, for real"
     conf = RailConf(node, s, "", "crash-ipam");
     auto add = node.Run(kBin, Call("ADD", "c1", pod, conf, path));
     CHECK(add.exit_code == 128 + SIGKILL);
-    CHECK(s.Allocated().size() == 1);
+    CHECK(s.Held() == 1);
     CHECK(node.links().GetByName(node.Pod(pod), "net1"));  // created, then the crash
     auto del = node.Run(kBin, Call("DEL", "c1", pod, conf, path));
     INFO(del.err);
@@ -182,7 +174,7 @@ TEST_CASE("Every undo path deletes the child and releases its address, for real"
     REQUIRE(r.exit_code == 0);
     CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net1"));
   }
-  CHECK(s.Allocated().empty());
+  CHECK(s.Held() == 0);
   CHECK(fs::is_empty(node.state_dir() + "/rail1"));
   CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
 }

@@ -56,8 +56,8 @@ class Planner {
     sysfs::Hca hca;
     std::optional<link::LinkInfo> host_link;
   };
-  // Who holds each HCA (by bus address): the attachment it is moved into ("cid/ifname"), or how
-  // many child attachments share it.
+  // Who holds each HCA (by bus address, a software HCA by name): the attachment it is moved into
+  // ("cid/ifname"), or how many child attachments share it.
   struct Claims {
     std::map<std::string, std::string> moved;
     std::map<std::string, int> children;
