@@ -399,7 +399,9 @@ void NodeDemo::ShowShared() {
       if (!node_->links().GetByName(node_->node(), a.netdev)) {
         fail_(a.netdev + ", the parent of " + pod.name + "/" + a.call.ifname + ", left the node");
       }
-      if (a.hca != pods_.front().attachments.at(static_cast<size_t>(a.rail - 1)).hca) {
+      const auto& first = pods_.front().attachments;
+      auto rail = static_cast<size_t>(a.rail - 1);
+      if (rail >= first.size() || a.hca != first[rail].hca) {
         fail_(pod.name + "/" + a.call.ifname + " shares " + a.hca + ", not rail " +
               std::to_string(a.rail) + "'s HCA");
       }

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <optional>
 
@@ -52,8 +53,9 @@ std::vector<std::string> OthersInside(const std::vector<GidTable>& tables,
                                       const std::string& cidr) {
   std::vector<std::string> out;
   auto slash = cidr.find('/');
+  if (slash == std::string::npos) return out;
   auto prefix = Parse(cidr.substr(0, slash));
-  int bits = std::stoi(cidr.substr(slash + 1));
+  int bits = std::atoi(cidr.c_str() + slash + 1);  // CoveringPrefix wrote it: 0..32
   for (const auto& t : tables) {
     bool used = std::any_of(own.begin(), own.end(), [&](const Own& o) { return o.hca == t.hca; });
     if (!used || !prefix) continue;
