@@ -102,6 +102,34 @@ TEST_CASE("Planning ADD on every fixture, by every selector, only looks") {
   }
 }
 
+TEST_CASE("Planning a child on every RoCE fixture only looks, and plans a child, not a move") {
+  for (const char* fixture : {"roce8", "sriov", "sf"}) {
+    World w(fixture);
+    w.world.SetMode(rdma::NetnsMode::kShared);
+    size_t last = w.names.size() - 1;
+    for (const char* mode : {"macvlan", "ipvlan"}) {
+      INFO(fixture << " " << mode);
+      auto plan = w.Plan(w.Conf(std::string(R"(,"mtu":1500,"mode":")") + mode + R"(","hca":")" +
+                                w.names[last] + "\""));
+      if (!plan) {
+        // A fixture whose HCAs are InfiniBand refuses, before anything changes.
+        CHECK_THAT(plan.error().msg, Catch::Contains("RoCE"));
+        continue;
+      }
+      CHECK(plan->record.hca == w.names[last]);
+      CHECK(plan->record.host_name == w.netdevs[last]);
+      CHECK_FALSE(plan->record.netdev_moved);
+      REQUIRE(plan->child);
+      CHECK(plan->child->name == "net1");
+      CHECK(plan->child->mtu == 1500u);
+      CHECK(plan->child->mac.empty() == (std::string(mode) == "ipvlan"));
+      const std::string parent_mac = w.world.FindLink(kHostPath, w.netdevs[last])->mac;
+      CHECK(plan->record.mac == (std::string(mode) == "ipvlan" ? parent_mac : plan->child->mac));
+      CHECK_FALSE(plan->into.name);  // the child is created under its name; nothing is renamed
+    }
+  }
+}
+
 TEST_CASE("A plan that cannot be carried out is an error before anything changes") {
   World w("roce8");
   CHECK(w.Plan(w.Conf(R"(,"pkey":"0x8001")")).error().code == kInvalidConfig);
