@@ -311,6 +311,18 @@ TEST_CASE(
   const Finding* ok = f.Find(v, "RoCE: routable GID", Status::kOk);
   REQUIRE(ok != nullptr);
   CHECK_THAT(ok->message, Catch::Contains("mlx5_0 6:10.10.1.9"));
+  // With no variable set, NCCL's automatic choice would take the other pod's entry at 3.
+  CHECK(f.Find(v, "RoCE: shared GID table", Status::kFail) == nullptr);  // the index decides
+  f.in.getenv = Env({});
+  View unset = PodView(f.in);
+  const Finding* shared = f.Find(unset, "RoCE: shared GID table", Status::kFail);
+  REQUIRE(shared != nullptr);
+  // Only mlx5_0 holds an entry of this pod's: the other HCAs are not its.
+  CHECK_THAT(shared->message, Catch::EndsWith("mlx5_0: index 3 (10.10.1.2) before this pod's 6"));
+  CHECK_THAT(shared->fix, Catch::Contains("rdma-validate --nccl-env"));
+  f.in.getenv = Env({{"NCCL_IB_ADDR_RANGE", "10.10.1.9/32"}});
+  View ranged = PodView(f.in);
+  CHECK(f.Find(ranged, "RoCE: shared GID table", Status::kFail) == nullptr);
 }
 
 TEST_CASE(

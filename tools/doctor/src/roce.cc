@@ -124,6 +124,36 @@ void CheckRoutable(const sysfs::Hca& h, const sysfs::Port& p, const std::vector<
       "whereabouts, one range per rail; docs/cni.md)");
 }
 
+// On a shared HCA: "mlx5_0: index 3 (10.10.1.2) before this pod's 6" when NCCL's automatic
+// choice (the first RoCE v2 IPv4 entry) would take another pod's entry; "" otherwise.
+std::string AutoChoiceIsAnotherPods(const sysfs::Hca& h, const sysfs::Port& p,
+                                    const std::vector<std::string>& own) {
+  // An HCA without an entry of the pod's is not its (the routable-GID check says so).
+  const sysfs::Gid* mine = own.empty() ? nullptr : sysfs::FirstV2ForAddresses(p.gids, own);
+  if (mine == nullptr) return "";
+  for (const auto& g : p.gids) {
+    if (!g.IsRoceV2() || g.Ipv4().empty()) continue;
+    if (Owns(own, g)) return "";
+    return h.name + ": index " + std::to_string(g.index) + " (" + g.Ipv4() +
+           ") before this pod's " + std::to_string(mine->index);
+  }
+  return "";
+}
+
+void CheckSharedTables(const Inputs& in, const std::vector<std::string>& taken, View& v) {
+  if (taken.empty()) return;
+  // Either variable decides NCCL's choice; CheckGidIndex judges an index, the range is the
+  // operator's (rdma-validate --nccl-env prints one that holds).
+  if (!Env(in, "NCCL_IB_GID_INDEX").empty() || !Env(in, "NCCL_IB_ADDR_RANGE").empty()) return;
+  Add(v, "RoCE: shared GID table", Status::kFail,
+      "NCCL's automatic GID choice (the first RoCE v2 IPv4 entry) would take another pod's "
+      "entry: " +
+          Join(taken, "; "),
+      "eval \"$(rdma-validate --nccl-env)\" before NCCL starts: it sets NCCL_IB_GID_INDEX or "
+      "NCCL_IB_ADDR_RANGE to this pod's entries, or says why neither can "
+      "(docs/install.md#one-hca-per-pod-or-many-pods-per-hca)");
+}
+
 }  // namespace
 
 void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v) {
@@ -131,6 +161,7 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
   std::string gid_index = Env(in, "NCCL_IB_GID_INDEX");
   std::vector<std::string> routable;
   std::vector<std::string> sparse;
+  std::vector<std::string> taken;  // HCAs whose automatic choice is another pod's entry
   const std::vector<std::string> own = OwnIpv4(in);
   for (const auto& listed : expected) {
     if (!IsRoce(listed)) continue;
@@ -141,9 +172,11 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
       CheckRoutable(*h, p, own, &routable, v);
       if (!gid_index.empty()) CheckGidIndex(*h, p, std::atoi(gid_index.c_str()), own, v);
       if (Sparse(p)) sparse.push_back(h->name);
+      if (auto t = AutoChoiceIsAnotherPods(*h, p, own); !t.empty()) taken.push_back(t);
     }
   }
   v.doc["gids"] = rows;
+  CheckSharedTables(in, taken, v);
   if (!routable.empty()) {
     Add(v, kGidCheck, Status::kOk, "RoCE v2 GIDs (HCA index:address): " + Join(routable, ", "));
   }
