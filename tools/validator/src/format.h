@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace kuberdma::validator {
 
@@ -22,6 +23,13 @@ inline std::string Pct(double fraction) {
   char b[32];
   std::snprintf(b, sizeof b, "%.0f%%", 100 * fraction);
   return b;
+}
+
+// Parts joined with `sep`: "mlx5_0,mlx5_1".
+inline std::string Join(const std::vector<std::string>& parts, const std::string& sep = ",") {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
 }
 
 }  // namespace kuberdma::validator

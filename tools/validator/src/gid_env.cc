@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "format.h"
 #include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::validator {
@@ -39,12 +40,6 @@ struct Own {
   uint32_t index = 0;
   std::string ipv4;
 };
-
-std::string Join(const std::vector<std::string>& parts, const char* sep) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
-  return out;
-}
 
 // Other pods' RoCE v2 IPv4 entries inside `cidr` on the HCAs the pod uses ("10.9.2.7 on rxe1").
 std::vector<std::string> OthersInside(const std::vector<GidTable>& tables,

@@ -27,12 +27,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string Join(const std::vector<std::string>& v, const std::string& sep = ",") {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
-
 std::string Bytes(uint64_t b) {
   char buf[32];
   if (b >= (1ull << 30)) {
