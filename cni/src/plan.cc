@@ -53,11 +53,7 @@ std::string Hex4(uint16_t v) {
 
 bool IsEthernet(const Hca& hca) { return hca.link_layer() == sysfs::LinkLayer::kEthernet; }
 
-// An HCA's identity in the claims: its bus address, or its name for a software one (no address).
-std::string HcaKey(const std::string& address, const std::string& name) {
-  return address.empty() ? name : address;
-}
-std::string HcaKey(const Hca& hca) { return HcaKey(hca.address, hca.name); }
+std::string HcaKey(const Hca& hca) { return HcaIdentity(hca.address, hca.name); }
 
 }  // namespace
 
@@ -69,9 +65,9 @@ CniResult<Planner::Claims> Planner::ClaimsOf(const StateStore& store, const NetC
     std::string key = AttachmentKey(r.container_id, r.ifname);
     if (key == self_key && r.network == conf.name) continue;
     if (IsChildMode(r.mode)) {
-      ++claimed.children[HcaKey(r.hca_address, r.hca)];
+      ++claimed.children[HcaIdentity(r.hca_address, r.hca)];
     } else {
-      claimed.moved[HcaKey(r.hca_address, r.hca)] = key;
+      claimed.moved[HcaIdentity(r.hca_address, r.hca)] = key;
     }
   }
   return claimed;

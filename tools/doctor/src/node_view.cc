@@ -44,8 +44,7 @@ std::string WhereIs(const Inputs& in, const Result<netns::NetNs>& host, const sy
   if (!nd.empty() && host && in.links != nullptr && in.links->GetByName(*host, nd)) where = "host";
   std::vector<std::string> children;
   for (const auto& r : records) {
-    bool same = h.address.empty() ? r.hca == h.name : r.hca_address == h.address;
-    if (!same) continue;
+    if (cni::HcaIdentity(r.hca_address, r.hca) != cni::HcaIdentity(h.address, h.name)) continue;
     if (cni::IsChildMode(r.mode)) {
       children.push_back(r.container_id + "/" + r.ifname);
     } else {
@@ -53,9 +52,8 @@ std::string WhereIs(const Inputs& in, const Result<netns::NetNs>& host, const sy
     }
   }
   if (!children.empty()) {
-    std::string list;
-    for (const auto& c : children) list += (list.empty() ? "" : ", ") + c;
-    where += ", shared by " + std::to_string(children.size()) + " child attachment(s): " + list;
+    where += ", shared by " + std::to_string(children.size()) +
+             " child attachment(s): " + Join(children, ", ");
   }
   return where;
 }

@@ -42,6 +42,12 @@ std::optional<AttachMode> ParseAttachMode(std::string_view name);
 // Whether `mode` creates a child link (the HCA is shared).
 inline bool IsChildMode(AttachMode mode) { return mode != AttachMode::kMove; }
 
+// Who an HCA is across records and rediscovery: its bus address, or, for a software HCA
+// (Soft-RoCE: no bus address), its name.
+inline std::string HcaIdentity(const std::string& address, const std::string& name) {
+  return address.empty() ? name : address;
+}
+
 // What an attachment asked of its IPAM plugin: enough to release the address on every undo path,
 // even when the runtime's config no longer names the plugin.
 struct IpamState {
@@ -60,7 +66,7 @@ struct AttachmentRecord {
   bool done = false;  // false while ADD is in progress (or died half-way)
 
   std::string hca;          // RDMA device name on the host ("mlx5_3")
-  std::string hca_address;  // its bus address, the stable identity
+  std::string hca_address;  // its bus address, the stable identity (HcaIdentity)
   std::string link_layer;   // "Ethernet" / "InfiniBand"
 
   AttachMode mode = AttachMode::kMove;
