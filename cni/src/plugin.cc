@@ -116,11 +116,8 @@ Result<void> Plugin::Apply(AttachPlan& plan, const StateStore& store, const NetN
   if (plan.child) {
     KUBERDMA_TRY(d_.links.CreateChild(host, rec.host_ifindex, pod, *plan.child));
     if (!plan.into.up) return {};
+    // The record already names the child's MAC (planned: macvlan's derived one, ipvlan's parent's).
     KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, d_.links.GetByName(pod, rec.ifname));
-    if (rec.mac.empty()) {
-      rec.mac = l.mac;  // ipvlan: the parent's, as planned; kept in case the kernel differs
-      KUBERDMA_TRY(store.Save(rec));
-    }
     return d_.links.Change(pod, l.ifindex, plan.into);
   }
   auto move_rdma = [&]() -> Result<void> {
