@@ -5,8 +5,6 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <map>
 #include <optional>
 
 #include "format.h"
@@ -27,11 +25,35 @@ std::string Format(uint32_t host_order) {
   return ::inet_ntop(AF_INET, &a, buf, sizeof buf) != nullptr ? buf : "";
 }
 
-// Whether `ipv4` lies in `prefix`/`bits`.
-bool Inside(const std::string& ipv4, uint32_t prefix, int bits) {
-  auto v = Parse(ipv4);
-  uint32_t mask = bits == 0 ? 0 : ~0U << (32 - bits);
-  return v && (*v & mask) == prefix;
+// An IPv4 prefix: `net` (host order) of `bits` leading bits.
+struct V4Prefix {
+  uint32_t net = 0;
+  int bits = 32;
+
+  uint32_t Mask() const { return bits == 0 ? 0 : ~0U << (32 - bits); }
+  bool Holds(const std::string& ipv4) const {
+    auto v = Parse(ipv4);
+    return v && (*v & Mask()) == net;
+  }
+  std::string Cidr() const { return Format(net) + "/" + std::to_string(bits); }
+};
+
+// The smallest prefix holding every address of `ipv4`; nullopt for none or one that does not
+// parse.
+std::optional<V4Prefix> Covering(const std::vector<std::string>& ipv4) {
+  std::optional<uint32_t> lo;
+  std::optional<uint32_t> hi;
+  for (const auto& ip : ipv4) {
+    auto v = Parse(ip);
+    if (!v) return std::nullopt;
+    lo = lo ? std::min(*lo, *v) : *v;
+    hi = hi ? std::max(*hi, *v) : *v;
+  }
+  if (!lo) return std::nullopt;
+  V4Prefix p;
+  while (p.bits > 0 && (*lo >> (32 - p.bits)) != (*hi >> (32 - p.bits))) --p.bits;
+  p.net = *lo & p.Mask();
+  return p;
 }
 
 struct Own {
@@ -41,22 +63,18 @@ struct Own {
   std::string ipv4;
 };
 
-// Other pods' RoCE v2 IPv4 entries inside `cidr` on the HCAs the pod uses ("10.9.2.7 on rxe1").
+// Other pods' RoCE v2 IPv4 entries inside `prefix` on the HCAs the pod uses ("10.9.2.7 on rxe1").
 std::vector<std::string> OthersInside(const std::vector<GidTable>& tables,
                                       const std::vector<Own>& own,
                                       const std::vector<std::string>& own_ipv4,
-                                      const std::string& cidr) {
+                                      const V4Prefix& prefix) {
   std::vector<std::string> out;
-  auto slash = cidr.find('/');
-  if (slash == std::string::npos) return out;
-  auto prefix = Parse(cidr.substr(0, slash));
-  int bits = std::atoi(cidr.c_str() + slash + 1);  // CoveringPrefix wrote it: 0..32
   for (const auto& t : tables) {
     bool used = std::any_of(own.begin(), own.end(), [&](const Own& o) { return o.hca == t.hca; });
-    if (!used || !prefix) continue;
+    if (!used) continue;
     for (const auto& g : t.gids) {
       std::string ip = g.Ipv4();
-      if (!g.IsRoceV2() || ip.empty() || !Inside(ip, *prefix, bits)) continue;
+      if (!g.IsRoceV2() || ip.empty() || !prefix.Holds(ip)) continue;
       if (std::find(own_ipv4.begin(), own_ipv4.end(), ip) == own_ipv4.end()) {
         out.push_back(ip + " on " + t.hca + " (index " + std::to_string(g.index) + ")");
       }
@@ -68,19 +86,8 @@ std::vector<std::string> OthersInside(const std::vector<GidTable>& tables,
 }  // namespace
 
 std::string CoveringPrefix(const std::vector<std::string>& ipv4) {
-  std::optional<uint32_t> lo;
-  std::optional<uint32_t> hi;
-  for (const auto& ip : ipv4) {
-    auto v = Parse(ip);
-    if (!v) return "";
-    lo = lo ? std::min(*lo, *v) : *v;
-    hi = hi ? std::max(*hi, *v) : *v;
-  }
-  if (!lo) return "";
-  int bits = 32;
-  while (bits > 0 && (*lo >> (32 - bits)) != (*hi >> (32 - bits))) --bits;
-  uint32_t mask = bits == 0 ? 0 : ~0U << (32 - bits);
-  return Format(*lo & mask) + "/" + std::to_string(bits);
+  auto p = Covering(ipv4);
+  return p ? p->Cidr() : "";
 }
 
 namespace {
@@ -136,9 +143,11 @@ GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
   }
   bool same = std::all_of(own.begin(), own.end(),
                           [&](const Own& o) { return o.index == own.front().index; });
-  std::string cidr = CoveringPrefix(addresses);
-  auto others = same ? std::vector<std::string>{} : OthersInside(tables, own, own_ipv4, cidr);
-  if (!same && !others.empty()) {
+  auto prefix = Covering(addresses);  // the pod's entries' addresses: IPv4, so it exists
+  std::vector<std::string> others;
+  if (!same && prefix) others = OthersInside(tables, own, own_ipv4, *prefix);
+  std::string cidr = prefix ? prefix->Cidr() : "none";
+  if (!same && (!prefix || !others.empty())) {
     plan.why_not = NeitherHolds(own, cidr, others);
     return plan;
   }
