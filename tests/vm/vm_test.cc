@@ -41,14 +41,21 @@ std::string g_doctor;
 // A shell step of the test's own setup (iproute2); its exit status.
 int Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
-std::string Out(const std::string& cmd) {
-  std::string out;
+// `cmd`'s stdout and exit status (-1 when it did not run or exit).
+int Status(const std::string& cmd, std::string* out) {
   FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
+  out->clear();
+  if (p == nullptr) return -1;
   char buf[4096];
   size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ::pclose(p);
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string Out(const std::string& cmd) {
+  std::string out;
+  (void)Status(cmd, &out);
   return out;
 }
 
@@ -247,18 +254,6 @@ TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address; another pod
 // A binary of the build this guest runs (the doctor's build: BUILD/tools/doctor/rdma-doctor).
 std::string Bin(const std::string& rel) {
   return g_doctor.substr(0, g_doctor.rfind("/tools/doctor/")) + "/" + rel;
-}
-
-// `cmd`'s stdout and exit status.
-int Status(const std::string& cmd, std::string* out) {
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n = 0;
-  out->clear();
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
-  int st = ::pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 constexpr const char* kChildState = "/run/kube-rdma/vm-child";
