@@ -215,7 +215,21 @@ int Dispatch(const Request& req, const NetConf& conf) {
   kuberdma::netns::RealNamespaceOps namespaces;
   kuberdma::link::NetlinkAddrOps addrs;
   ExecIpam ipam;
-  Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam});
+  kuberdma::rails::NodeConfig node;
+  if (req.command == Command::kAdd) {
+    // The node config as the DaemonSet resolved it for this node; DEL never needs it.
+    auto loaded = kuberdma::rails::LoadNodeConfig(kuberdma::rails::NodeConfigPath(), "");
+    if (!loaded) {
+      return PrintError(conf.cni_version,
+                        CniError{kInvalidConfig,
+                                 loaded.error().message() +
+                                     ": fix the node config (docs/install.md); nothing was changed",
+                                 ""});
+    }
+    node = std::move(*loaded);
+  }
+  Plugin plugin(
+      {links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam, node});
   VerbTimer timer(links);
   auto done = [&](const CniResult<void>& r) {
     return r ? 0 : PrintError(conf.cni_version, r.error());

@@ -148,6 +148,15 @@ CniResult<void> ParseNumbers(const json& obj, NetConf* conf) {
     if (!pk) return CniFail(kInvalidConfig, "invalid network config: " + pk.error().message());
     conf->pkey = *pk;
   }
+  if (auto it = obj.find("rail"); it != obj.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return tl::unexpected(FieldError("rail", "an integer", *it));
+    auto v = it->get<int64_t>();
+    if (v < 1 || v > static_cast<int64_t>(rails::kMaxRails)) {
+      return CniFail(kInvalidConfig, "invalid network config: rail " + std::to_string(v) +
+                                         " is outside 1.." + std::to_string(rails::kMaxRails));
+    }
+    conf->rail = static_cast<int>(v);
+  }
   if (auto it = obj.find("lockTimeoutMs"); it != obj.end() && !it->is_null()) {
     if (!it->is_number_unsigned()) {
       return tl::unexpected(FieldError("lockTimeoutMs", "a non-negative integer", *it));

@@ -195,6 +195,10 @@ Result<Planner::Selected> Planner::Candidate(const Hca& h, const NetConf& conf, 
   KUBERDMA_ASSIGN_OR_RETURN(Hca full, sysfs::ReadHca(root_, h.name, sysfs::HcaDetail::kPorts));
   // The link layer is known only now that the ports are read.
   if (why = WhyNot(full, conf, claimed); !why.empty()) return Fail(ErrorCode::kNotFound, why);
+  if (!IsChildMode(conf.mode)) {
+    KUBERDMA_ASSIGN_OR_RETURN(std::string own, NodeOwn(full, host));
+    if (!own.empty()) return Fail(ErrorCode::kNotFound, "the node's own NIC (" + own + ")");
+  }
   return Selected{std::move(full), std::move(*l)};
 }
 
@@ -241,6 +245,11 @@ CniResult<Planner::Selected> Planner::SelectForPoolSlot(const NetConf& conf, con
     named.other_selectors.clear();
     return Select(named, host, chained, claimed);
   }
+  if (conf.rail) {
+    spdlog::info("{} {} is a pool slot: taking rail {}'s HCA", SelectorName(sel.kind), sel.value,
+                 *conf.rail);
+    return SelectOnRail(conf, host, claimed);
+  }
   spdlog::info("{} {} is a pool slot: taking the first free HCA", SelectorName(sel.kind),
                sel.value);
   return FirstFree(conf, host, claimed);
@@ -254,6 +263,9 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
     return CniFail(kInvalidConfig, "mode " + std::string(AttachModeName(conf.mode)) +
                                        " creates the pod's interface itself; it cannot follow a "
                                        "plugin whose prevResult already has it");
+  }
+  if (sel.kind == SelectorKind::kAuto && conf.rail && !chained) {
+    return SelectOnRail(conf, host, claimed);
   }
   if (sel.kind == SelectorKind::kAuto) {
     if (chained) {
@@ -276,7 +288,100 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
     return CniFail(wrong_layer ? kInvalidConfig : kDeviceUnavailable,
                    found->name + " (" + found->address + ") is " + why + "; nothing was changed");
   }
+  KUBERDMA_CNI_TRY(CheckRail(*found, conf, host), 0);
+  if (!chained) KUBERDMA_CNI_TRY(CheckNotNodeOwn(*found, conf, host), 0);
   return Selected{std::move(*found), std::nullopt};
+}
+
+Result<const rails::HostNet*> Planner::HostNetwork(const NetNs& host) {
+  if (!host_net_) {
+    KUBERDMA_ASSIGN_OR_RETURN(rails::HostNet net, rails::ReadHostNet(links_, addrs_, host));
+    host_net_ = std::move(net);
+  }
+  return &*host_net_;
+}
+
+Result<std::string> Planner::NodeOwn(const Hca& hca, const NetNs& host) {
+  KUBERDMA_ASSIGN_OR_RETURN(const rails::HostNet* net, HostNetwork(host));
+  // A declared rail may hold its own addresses; judging one HCA needs only the declaration.
+  rails::NodeRoles one = rails::JudgeHcas({hca}, *net, node_);
+  return one.Find(hca.name)->node_own;
+}
+
+CniResult<void> Planner::CheckNotNodeOwn(const Hca& hca, const NetConf& conf, const NetNs& host) {
+  if (IsChildMode(conf.mode)) return {};  // a child leaves the parent and its traffic alone
+  auto own = NodeOwn(hca, host);
+  if (!own) {
+    return tl::unexpected(FromError(
+        own.error().Wrap("check that " + hca.name + " is not the node's own NIC"), kIoFailure));
+  }
+  if (own->empty()) return {};
+  return CniFail(kNodeOwnNic, hca.name + " (" + hca.address + ") is the node's own NIC: " + *own +
+                                  "; moving it into a pod would take the node off its network. "
+                                  "Nothing was changed. Name another HCA, or declare the node's "
+                                  "rails in " +
+                                  rails::NodeConfigPath() + " (docs/install.md)");
+}
+
+CniResult<const rails::NodeRoles*> Planner::Rails(const NetNs& host) {
+  if (!roles_) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(
+        auto hcas, sysfs::DiscoverHcas(root_, sysfs::HcaDetail::kIdentity), kDeviceUnavailable);
+    auto net = HostNetwork(host);
+    if (!net) {
+      return tl::unexpected(FromError(net.error().Wrap("number the rails"), kIoFailure));
+    }
+    roles_ = rails::JudgeHcas(hcas, **net, node_);
+  }
+  return &*roles_;
+}
+
+namespace {
+
+std::string RailSource(const rails::NodeConfig& node) {
+  return node.Declared()
+             ? "as declared in " + rails::NodeConfigPath()
+             : "numbered in PCI-address order: no rails declared in " + rails::NodeConfigPath();
+}
+
+}  // namespace
+
+CniResult<void> Planner::CheckRail(const Hca& hca, const NetConf& conf, const NetNs& host) {
+  if (!conf.rail) return {};
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(const rails::NodeRoles* roles, Rails(host), 0);
+  const rails::HcaRole* role = roles->Find(hca.name);
+  int rail = role == nullptr ? 0 : role->rail;
+  if (rail == *conf.rail) return {};
+  std::string on = rail == 0 ? "on no rail (" + (role ? role->no_rail : "unknown HCA") + ")"
+                             : "on rail " + std::to_string(rail);
+  return CniFail(kInvalidConfig,
+                 "network " + conf.name + " is rail " + std::to_string(*conf.rail) + ", but " +
+                     std::string(SelectorName(conf.selector.kind)) + " " + conf.selector.value +
+                     " is " + hca.name + ", " + on + " (rails " + RailSource(node_) +
+                     "); nothing was changed. Give each rail's network the resource of its "
+                     "rail's HCA (the chart's per-rail resources do)");
+}
+
+CniResult<Planner::Selected> Planner::SelectOnRail(const NetConf& conf, const NetNs& host,
+                                                   const Claims& claimed) {
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(const rails::NodeRoles* roles, Rails(host), 0);
+  std::string name = roles->HcaOnRail(*conf.rail);
+  if (name.empty()) {
+    return CniFail(kInvalidConfig, "network " + conf.name + " is rail " +
+                                       std::to_string(*conf.rail) +
+                                       ", and no HCA of this node is on that rail (rails " +
+                                       RailSource(node_) + "); nothing was changed");
+  }
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(Hca h, sysfs::ReadHca(root_, name, sysfs::HcaDetail::kIdentity),
+                                kDeviceUnavailable);
+  auto candidate = Candidate(h, conf, host, claimed);
+  if (!candidate) {
+    return CniFail(kDeviceUnavailable, "network " + conf.name + " is rail " +
+                                           std::to_string(*conf.rail) + ", whose HCA " + name +
+                                           " is " + candidate.error().message() +
+                                           "; nothing was changed");
+  }
+  return std::move(*candidate);
 }
 
 CniResult<RdmaNetnsMode> Planner::NetnsMode(const NetNs& host, const NetConf& conf) {
@@ -355,6 +460,8 @@ CniResult<LinkInfo> Planner::Netdev(const Request& req, const NetConf& conf,
   if (!chained && links_.GetByName(pod, req.ifname)) {
     return CniFail(kInvalidEnv, "CNI_IFNAME " + req.ifname + " already exists in " + req.netns);
   }
+  if (!IsChildMode(conf.mode) && !chained) KUBERDMA_CNI_TRY(CheckMaxMtu(hca, *netdev, conf), 0);
+  if (IsChildMode(conf.mode)) KUBERDMA_CNI_TRY(CheckParentUp(hca, *netdev, conf), 0);
   if (IsChildMode(conf.mode) && conf.mtu && *conf.mtu > netdev->mtu) {
     return CniFail(kInvalidConfig, "mtu " + std::to_string(*conf.mtu) + " is above the MTU of " +
                                        netdev->name + " (" + std::to_string(netdev->mtu) + ", " +
@@ -363,6 +470,47 @@ CniResult<LinkInfo> Planner::Netdev(const Request& req, const NetConf& conf,
                                        "on the node or lower mtu");
   }
   return std::move(*netdev);
+}
+
+CniResult<void> Planner::CheckMaxMtu(const Hca& hca, const LinkInfo& netdev, const NetConf& conf) {
+  if (!conf.mtu) return {};
+  // IFLA_MAX_MTU is the driver's word; an IPoIB netdev in datagram mode (mlx5's enhanced IPoIB
+  // has no other) carries at most IB's 4096-byte MTU less its 4-byte header, which sysfs shows
+  // even where the link at hand reports no maximum.
+  bool datagram = hca.link_layer() == sysfs::LinkLayer::kInfiniBand &&
+                  root_.ReadAttrOr("class/net/" + netdev.name + "/mode", "") == "datagram";
+  uint32_t max = netdev.max_mtu;
+  std::string why = "the driver's maximum";
+  if (datagram && (max == 0 || max > kIpoibDatagramMaxMtu)) {
+    max = kIpoibDatagramMaxMtu;
+    why =
+        "IPoIB in datagram mode (mlx5's enhanced IPoIB has no connected mode) carries at most "
+        "the IB MTU of 4096 bytes less its 4-byte header";
+  } else if (datagram) {
+    why = "IPoIB in datagram mode, as the driver reports it";
+  }
+  if (max == 0 || *conf.mtu <= max) return {};
+  return CniFail(kInvalidConfig, "mtu " + std::to_string(*conf.mtu) +
+                                     " is above the maximum MTU of " + netdev.name + " (" +
+                                     hca.name + "): " + std::to_string(max) + ", " + why +
+                                     "; set mtu to at most " + std::to_string(max) +
+                                     " or leave it unset. Nothing was changed");
+}
+
+CniResult<void> Planner::CheckParentUp(const Hca& hca, const LinkInfo& parent,
+                                       const NetConf& conf) {
+  // A child of a parent that is down or has no carrier would come up in the pod and carry
+  // nothing: refused (100, which the runtime retries), so the pod does not start on a dead rail.
+  bool no_carrier = parent.oper_state == "down" || parent.oper_state == "lowerlayerdown" ||
+                    parent.oper_state == "notpresent";
+  if (parent.admin_up && !no_carrier) return {};
+  return CniFail(kDeviceUnavailable,
+                 "the " + std::string(AttachModeName(conf.mode)) + " child's parent " +
+                     parent.name + " (" + hca.name + ") is " +
+                     (parent.admin_up ? "up without carrier (operstate " + parent.oper_state + ")"
+                                      : "administratively down") +
+                     ": a child would carry nothing. Bring the link up on the node (check the "
+                     "cable and the switch port: rdma-doctor node); nothing was changed");
 }
 
 CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,

@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "kuberdma/base/check.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/cni/result.h"
@@ -313,7 +314,9 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
     if (auto again = Repeat(*existing, req, conf, *pod)) return *again;
     KUBERDMA_CNI_TRY(UndoStale(*existing, req, conf, store, host), 0);
   }
-  Planner planner(d_.links, d_.rdma, d_.sysfs);
+  // ADD judges the node's own NICs by their addresses and routes: main always wires AddrOps in.
+  KUBERDMA_CHECK(d_.addrs != nullptr);
+  Planner planner(d_.links, d_.rdma, *d_.addrs, d_.sysfs, d_.node);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(AttachPlan plan, planner.Plan(req, conf, store, host, *pod), 0);
   return Execute(plan, req, conf, store, host, *pod);
 }

@@ -61,16 +61,20 @@ class FakeNamespaces final : public netns::NamespaceOps {
 class FakeLinks final : public link::LinkOps {
  public:
   explicit FakeLinks(FakeWorld& w) : w_(w) {}
+  LinkInfo Reported(LinkInfo l) const {
+    if (!w_.report_max_mtu) l.max_mtu = 0;
+    return l;
+  }
   Result<LinkInfo> GetByName(const NetNs& ns, const std::string& name) override {
     KUBERDMA_TRY(w_.Tick("link get " + name));
     for (const auto& l : w_.LinksOf(ns.inode())) {
-      if (l.name == name) return l;
+      if (l.name == name) return Reported(l);
     }
     return Fail(ErrorCode::kNotFound, "link " + name + " not found", ENODEV);
   }
   Result<LinkInfo> GetByIndex(const NetNs& ns, int ifindex) override {
     KUBERDMA_TRY(w_.Tick("link get #" + std::to_string(ifindex)));
-    if (auto* l = w_.Find(ns.inode(), ifindex)) return *l;
+    if (auto* l = w_.Find(ns.inode(), ifindex)) return Reported(*l);
     return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
   }
   Result<std::vector<LinkInfo>> List(const NetNs& ns) override {
@@ -126,8 +130,8 @@ class FakeLinks final : public link::LinkOps {
                .name = child.name,
                .mac = child.kind == link::ChildKind::kIpvlan ? parent->mac : child.mac,
                .mtu = child.mtu.value_or(parent->mtu),
-               .kind = kind};
-    w_.max_mtu_[l.ifindex] = parent->mtu;
+               .kind = kind,
+               .max_mtu = parent->mtu};
     w_.LinksOf(into.inode()).push_back(l);
     return {};
   }
@@ -147,7 +151,7 @@ class FakeLinks final : public link::LinkOps {
   Result<void> Apply(ino_t ino, LinkInfo& l, const LinkChange& c) {
     if (c.name && *c.name != l.name) KUBERDMA_TRY(w_.Rename(ino, l, *c.name));
     if (c.mtu) {
-      if (*c.mtu < 68 || *c.mtu > w_.max_mtu_[l.ifindex]) {
+      if (*c.mtu < 68 || *c.mtu > l.max_mtu) {
         return Fail(ErrorCode::kInvalidArgument, "set mtu: Invalid argument", EINVAL);
       }
       l.mtu = *c.mtu;
@@ -193,6 +197,18 @@ class FakeAddrs final : public link::AddrOps {
     }
     w_.routes_[ns.inode()].push_back(r);
     return {};
+  }
+  Result<std::vector<std::pair<int, link::IpPrefix>>> ListAllAddresses(const NetNs& ns) override {
+    KUBERDMA_TRY(w_.Tick("addr list all"));
+    std::vector<std::pair<int, link::IpPrefix>> out;
+    for (const auto& [ifindex, list] : w_.addrs_[ns.inode()]) {
+      for (const auto& p : list) out.emplace_back(ifindex, p);
+    }
+    return out;
+  }
+  Result<std::vector<link::Route>> ListAllRoutes(const NetNs& ns) override {
+    KUBERDMA_TRY(w_.Tick("route list all"));
+    return w_.routes_[ns.inode()];
   }
   Result<std::vector<link::Route>> ListRoutes(const NetNs& ns, int ifindex) override {
     KUBERDMA_TRY(w_.Tick("route list"));
@@ -384,8 +400,30 @@ void FakeWorld::KillNamespace(const std::string& path) {
 void FakeWorld::AddLink(const std::string& ns_path, const std::string& name, const std::string& mac,
                         uint32_t mtu, bool up, uint32_t max_mtu) {
   LinkInfo l{.ifindex = next_ifindex_++, .name = name, .mac = mac, .mtu = mtu, .admin_up = up};
-  max_mtu_[l.ifindex] = max_mtu;
+  l.max_mtu = max_mtu;
   links_[ns_by_path_.at(ns_path)].push_back(l);
+}
+
+void FakeWorld::Enslave(const std::string& ns_path, const std::string& name,
+                        const std::string& master) {
+  auto& links = links_[ns_by_path_.at(ns_path)];
+  int master_index = 0;
+  for (const auto& l : links) {
+    if (l.name == master) master_index = l.ifindex;
+  }
+  for (auto& l : links) {
+    if (l.name == name) l.master_ifindex = master_index;
+  }
+}
+
+void FakeWorld::SetOperState(const std::string& ns_path, const std::string& name,
+                             const std::string& state) {
+  for (auto& l : links_[ns_by_path_.at(ns_path)]) {
+    if (l.name == name) {
+      l.oper_state = state;
+      l.oper_up = state == "up";
+    }
+  }
 }
 
 void FakeWorld::AddRdma(const std::string& ns_path, const std::string& name, uint32_t index) {

@@ -54,6 +54,10 @@ class FakeWorld {
   void AddLink(const std::string& ns_path, const std::string& name, const std::string& mac,
                uint32_t mtu, bool up, uint32_t max_mtu = 9978);
   void AddRdma(const std::string& ns_path, const std::string& name, uint32_t index);
+  // Makes `name` a port of `master` (a bond, bridge, ...: IFLA_MASTER), both in `ns_path`.
+  void Enslave(const std::string& ns_path, const std::string& name, const std::string& master);
+  // Sets the operational state the kernel reports ("up", "down", "lowerlayerdown").
+  void SetOperState(const std::string& ns_path, const std::string& name, const std::string& state);
   void SetMode(std::optional<rdma::NetnsMode> mode) { mode_ = mode; }  // nullopt: no subsystem
 
   // ---- Inspecting ----
@@ -67,6 +71,9 @@ class FakeWorld {
   std::string Snapshot() const;
 
   // ---- Failure injection ----
+  // false: lookups report no IFLA_MAX_MTU (a kernel before 4.19, or a driver that sets none), so
+  // only the kernel's refusal after a move stops a too-large MTU.
+  bool report_max_mtu = true;
   int fail_at = 0;  // 1-based number of the call that fails; 0 for none
   int calls = 0;
   std::vector<std::string> trace;
@@ -91,7 +98,6 @@ class FakeWorld {
 
   std::map<std::string, ino_t> ns_by_path_;
   std::map<ino_t, std::vector<LinkInfo>> links_;
-  std::map<int, uint32_t> max_mtu_;
   std::map<ino_t, std::vector<rdma::RdmaDevice>> rdma_;
   std::optional<rdma::NetnsMode> mode_ = rdma::NetnsMode::kExclusive;
   ino_t next_ino_ = 100;

@@ -59,9 +59,14 @@ CniCall Call(const std::string& cmd, const std::string& cid, const std::string& 
   return {cmd, cid, pod, "net1", conf, path};
 }
 
+// The IPv4 addresses of a link (IPAM's; the kernel's IPv6 link-local one comes with carrier).
 std::vector<link::IpPrefix> AddressesOf(SimNode& node, const netns::NetNs& ns, int ifindex) {
   auto a = node.addrs().ListAddresses(ns, ifindex);
-  return a ? *a : std::vector<link::IpPrefix>{};
+  std::vector<link::IpPrefix> v4;
+  for (const auto& p : a ? *a : std::vector<link::IpPrefix>{}) {
+    if (p.family == 4) v4.push_back(p);
+  }
+  return v4;
 }
 
 TEST_CASE("Two pods get macvlan children of one HCA netdev, each with its own address") {

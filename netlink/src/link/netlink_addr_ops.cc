@@ -142,20 +142,28 @@ Result<void> NetlinkAddrOps::DeleteAddress(const NetNs& ns, int ifindex, const I
   return r;
 }
 
-Result<std::vector<IpPrefix>> NetlinkAddrOps::ListAddresses(const NetNs& ns, int ifindex) {
+Result<std::vector<std::pair<int, IpPrefix>>> NetlinkAddrOps::ListAllAddresses(const NetNs& ns) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, socks_.Get(ns, NETLINK_ROUTE, true));
   nl_cache* raw = nullptr;
   int err = rtnl_addr_alloc_cache(sock, &raw);
   if (err < 0) return Fail(nl::NlError(err, "list addresses in netns " + ns.path()));
   CachePtr cache(raw);
-  std::vector<IpPrefix> out;
+  std::vector<std::pair<int, IpPrefix>> out;
   for (nl_object* o = nl_cache_get_first(raw); o != nullptr; o = nl_cache_get_next(o)) {
     auto* a = reinterpret_cast<rtnl_addr*>(o);
-    if (rtnl_addr_get_ifindex(a) != ifindex) continue;
     IpPrefix p;
     p.address = FromBinary(rtnl_addr_get_local(a), &p.family);
     p.prefix_len = rtnl_addr_get_prefixlen(a);
-    if (!p.address.empty()) out.push_back(std::move(p));
+    if (!p.address.empty()) out.emplace_back(rtnl_addr_get_ifindex(a), std::move(p));
+  }
+  return out;
+}
+
+Result<std::vector<IpPrefix>> NetlinkAddrOps::ListAddresses(const NetNs& ns, int ifindex) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto all, ListAllAddresses(ns));
+  std::vector<IpPrefix> out;
+  for (auto& [index, p] : all) {
+    if (index == ifindex) out.push_back(std::move(p));
   }
   return out;
 }
@@ -167,7 +175,7 @@ Result<void> NetlinkAddrOps::AddRoute(const NetNs& ns, const Route& route) {
                   std::to_string(route.ifindex));
 }
 
-Result<std::vector<Route>> NetlinkAddrOps::ListRoutes(const NetNs& ns, int ifindex) {
+Result<std::vector<Route>> NetlinkAddrOps::ListAllRoutes(const NetNs& ns) {
   KUBERDMA_ASSIGN_OR_RETURN(nl_sock * sock, socks_.Get(ns, NETLINK_ROUTE, true));
   nl_cache* raw = nullptr;
   int err = rtnl_route_alloc_cache(sock, AF_UNSPEC, 0, &raw);
@@ -178,15 +186,23 @@ Result<std::vector<Route>> NetlinkAddrOps::ListRoutes(const NetNs& ns, int ifind
     auto* r = reinterpret_cast<rtnl_route*>(o);
     if (rtnl_route_get_table(r) != RT_TABLE_MAIN || rtnl_route_get_nnexthops(r) < 1) continue;
     rtnl_nexthop* nh = rtnl_route_nexthop_n(r, 0);
-    if (rtnl_route_nh_get_ifindex(nh) != ifindex) continue;
     Route route;
-    route.ifindex = ifindex;
+    route.ifindex = rtnl_route_nh_get_ifindex(nh);
     route.dst.address = FromBinary(rtnl_route_get_dst(r), &route.dst.family);
     route.dst.prefix_len =
         rtnl_route_get_dst(r) ? static_cast<int>(nl_addr_get_prefixlen(rtnl_route_get_dst(r))) : 0;
     int gw_family = 0;
     route.gateway = FromBinary(rtnl_route_nh_get_gateway(nh), &gw_family);
     out.push_back(std::move(route));
+  }
+  return out;
+}
+
+Result<std::vector<Route>> NetlinkAddrOps::ListRoutes(const NetNs& ns, int ifindex) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto all, ListAllRoutes(ns));
+  std::vector<Route> out;
+  for (auto& r : all) {
+    if (r.ifindex == ifindex) out.push_back(std::move(r));
   }
   return out;
 }

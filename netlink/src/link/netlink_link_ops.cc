@@ -50,6 +50,7 @@ LinkInfo FromRtnl(rtnl_link* l) {
   info.oper_state = rtnl_link_operstate2str(op, buf, sizeof buf);
   if (const char* a = rtnl_link_get_ifalias(l)) info.alias = a;
   if (const char* t = rtnl_link_get_type(l)) info.kind = t;
+  info.master_ifindex = rtnl_link_get_master(l);
   info.tx_bytes = rtnl_link_get_stat(l, RTNL_LINK_TX_BYTES);
   info.rx_bytes = rtnl_link_get_stat(l, RTNL_LINK_RX_BYTES);
   info.tx_errors = rtnl_link_get_stat(l, RTNL_LINK_TX_ERRORS);
@@ -60,6 +61,36 @@ LinkInfo FromRtnl(rtnl_link* l) {
 }
 
 using nl::MsgPtr;
+
+int OnMaxMtu(nl_msg* msg, void* arg) {
+  nlattr* tb[IFLA_MAX + 1] = {};
+  if (nlmsg_parse(nlmsg_hdr(msg), sizeof(ifinfomsg), tb, IFLA_MAX, nullptr) < 0) return NL_SKIP;
+  if (tb[IFLA_MAX_MTU] != nullptr) *static_cast<uint32_t*>(arg) = nla_get_u32(tb[IFLA_MAX_MTU]);
+  return NL_OK;
+}
+
+// IFLA_MAX_MTU (kernel 4.19+), which libnl 3.7's link object does not keep: one more
+// RTM_GETLINK for the link, parsed here. 0 where the kernel does not say.
+Result<uint32_t> ReadMaxMtu(nl_sock* sock, int ifindex, const std::string& what, const NetNs& ns) {
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = ifindex;
+  int err = nl_send_simple(sock, RTM_GETLINK, 0, &ifi, sizeof ifi);
+  uint32_t max_mtu = 0;
+  if (err >= 0) {
+    nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
+    if (cb == nullptr) return Fail(ErrorCode::kIo, "read the maximum MTU of " + what, ENOMEM);
+    nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, OnMaxMtu, &max_mtu);
+    err = nl_recvmsgs(sock, cb);
+    nl_cb_put(cb);
+    // The link sockets ask for ACKs (nl_send_simple adds NLM_F_ACK): read it now, as
+    // rtnl_link_get_kernel does, or the next request would take it for its answer.
+    if (err >= 0) err = nl_wait_for_ack(sock);
+  }
+  if (err < 0)
+    return Fail(NlError(err, "read the maximum MTU of " + what + " in netns " + ns.path()));
+  return max_mtu;
+}
 
 }  // namespace
 
@@ -149,6 +180,7 @@ Result<LinkInfo> NetlinkLinkOps::Get(const NetNs& ns, int ifindex, const std::st
   if (err < 0) return Fail(NlError(err, "look up " + what + " in netns " + ns.path()));
   LinkInfo info = FromRtnl(l);
   rtnl_link_put(l);
+  KUBERDMA_ASSIGN_OR_RETURN(info.max_mtu, ReadMaxMtu(sock, info.ifindex, what, ns));
   return info;
 }
 

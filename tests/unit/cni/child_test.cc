@@ -309,5 +309,30 @@ TEST_CASE("CHECK, GC and the device-info file for children") {
   CHECK(p.Status(conf));  // children never exhaust a node
 }
 
+TEST_CASE("A child of a parent without carrier or administratively down is refused, nothing made") {
+  Node n;
+  std::string before = n.world.Snapshot();
+  Plugin p = n.MakePlugin();
+  n.world.SetOperState(kHostPath, "ens1f0np0", "down");
+  auto no_carrier = p.Add(Req(kPodA, "ca"), n.Conf());
+  REQUIRE_FALSE(no_carrier);
+  CHECK(no_carrier.error().code == kDeviceUnavailable);
+  CHECK_THAT(no_carrier.error().msg,
+             Catch::Contains("parent ens1f0np0 (mlx5_0) is up without carrier (operstate down)"));
+  n.world.SetOperState(kHostPath, "ens1f0np0", "up");
+  auto host = n.world.namespaces().Host();
+  REQUIRE(n.world.links().Change(*host, n.world.FindLink(kHostPath, "ens1f0np0")->ifindex,
+                                 {.up = false}));
+  auto admin_down = p.Add(Req(kPodA, "ca"), n.Conf());
+  REQUIRE_FALSE(admin_down);
+  CHECK_THAT(admin_down.error().msg, Catch::Contains("administratively down"));
+  CHECK(n.ipam.allocated.empty());
+  CHECK(n.Records().empty());
+  REQUIRE(n.world.links().Change(*host, n.world.FindLink(kHostPath, "ens1f0np0")->ifindex,
+                                 {.up = true}));
+  CHECK(n.world.Snapshot() == before);
+  REQUIRE(p.Add(Req(kPodA, "ca"), n.Conf()));
+}
+
 }  // namespace
 }  // namespace kuberdma::cni

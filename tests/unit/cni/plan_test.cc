@@ -22,7 +22,8 @@ constexpr const char* kPod = "/var/run/netns/pod-a";
 // A FakeWorld holding every HCA of `fixture` with its first netdev on the host.
 struct World {
   explicit World(const std::string& fixture)
-      : root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + fixture) {
+      : root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + fixture),
+        mtu(fixture == "ib8" ? 4092 : 9000) {  // IPoIB (datagram) takes at most 4092
     char tmpl[] = "/tmp/kuberdma-plan-XXXXXX";
     state_dir = mkdtemp(tmpl);
     auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kIdentity);
@@ -40,9 +41,9 @@ struct World {
   ~World() { std::filesystem::remove_all(state_dir); }
 
   NetConf Conf(const std::string& extra) const {
-    auto c = ParseConfig(R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","mtu":9000,
-        "linkState":"up","stateDir":")" +
-                             state_dir + "\"" + extra + "}",
+    auto c = ParseConfig(R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","mtu":)" +
+                             std::to_string(mtu) + R"(,"linkState":"up","stateDir":")" + state_dir +
+                             "\"" + extra + "}",
                          Command::kAdd, TestPolicy());
     REQUIRE(c);
     return *c;
@@ -50,7 +51,7 @@ struct World {
 
   // Plans, then checks that nothing but lookups happened.
   CniResult<AttachPlan> Plan(const NetConf& conf) {
-    Planner planner(world.links(), world.rdma(), root);
+    Planner planner(world.links(), world.rdma(), world.addrs(), root);
     auto host = world.namespaces().Host();
     auto pod = world.namespaces().Open(kPod);
     world.trace.clear();
@@ -61,7 +62,8 @@ struct World {
     for (const auto& call : world.trace) {
       INFO(call);
       bool read_only = call.rfind("link get", 0) == 0 || call.rfind("link list", 0) == 0 ||
-                       call == "rdma list" || call == "rdma mode" || call.rfind("open ", 0) == 0;
+                       call == "rdma list" || call == "rdma mode" || call.rfind("open ", 0) == 0 ||
+                       call.rfind("addr list", 0) == 0 || call.rfind("route list", 0) == 0;
       CHECK(read_only);
     }
     CHECK(world.Snapshot() == before);
@@ -70,6 +72,7 @@ struct World {
   }
 
   sysfs::SysfsRoot root;
+  uint32_t mtu;
   std::string state_dir;
   FakeWorld world;
   std::vector<std::string> names, netdevs, addresses;
@@ -96,7 +99,7 @@ TEST_CASE("Planning ADD on every fixture, by every selector, only looks") {
       CHECK_FALSE(plan->record.rdma_moved);  // armed by execution, not by the plan
       CHECK(plan->record.netdev_moved);
       CHECK(plan->into.name == "net1");
-      CHECK(plan->into.mtu == 9000u);
+      CHECK(plan->into.mtu == w.mtu);
       CHECK(plan->into.up == true);
     }
   }

@@ -27,7 +27,7 @@ constexpr const char* kPod2 = "/var/run/netns/pod-b";
 
 struct Node {
   explicit Node(const std::string& fixture = "roce8", bool ib = false)
-      : root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + fixture) {
+      : root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + fixture), infiniband(ib) {
     char tmpl[] = "/tmp/kuberdma-plugin-XXXXXX";
     state_dir = mkdtemp(tmpl);
     for (int i = 0; i < 8; ++i) {
@@ -45,16 +45,21 @@ struct Node {
   ~Node() { std::filesystem::remove_all(state_dir); }
 
   NetConf Conf(const std::string& extra = "") const {
+    // IPoIB (datagram mode) takes at most 4092, RoCE jumbo frames.
     std::string text = R"({"cniVersion":"1.1.0","name":"rdma-net","type":"rdma","pkey":"0xffff",
-        "linkState":"up","mtu":9000,"stateDir":")" +
-                       state_dir + "\"" + extra + "}";
+        "linkState":"up","mtu":)" +
+                       std::string(infiniband ? "4092" : "9000") + R"(,"stateDir":")" + state_dir +
+                       "\"" + extra + "}";
     auto c = ParseConfig(text, Command::kAdd, TestPolicy(state_dir + "/devinfo"));
     REQUIRE(c);
     return *c;
   }
-  Plugin MakePlugin() { return Plugin({world.links(), world.rdma(), world.namespaces(), root}); }
+  Plugin MakePlugin() {
+    return Plugin({world.links(), world.rdma(), world.namespaces(), root, &world.addrs()});
+  }
 
   sysfs::SysfsRoot root;
+  bool infiniband = false;
   std::string state_dir;
   FakeWorld world;
 };
@@ -164,6 +169,7 @@ TEST_CASE("Every failing call of ADD is undone completely and leaves no state") 
 
 TEST_CASE("An MTU the device refuses fails ADD after the kernel moved it, and the move is undone") {
   Node n;
+  n.world.report_max_mtu = false;  // else the plan refuses it before the move
   std::string before = n.world.Snapshot();
   Plugin p = n.MakePlugin();
   auto conf = n.Conf();
@@ -547,6 +553,141 @@ TEST_CASE("A per-HCA slot of an HCA this node does not have is refused, naming t
   auto r = p.Add(Req(kPod, "net1"), n.Conf(R"(,"deviceID":"mlx5_9-001")"));
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().msg, Catch::Contains("slot 1 of HCA mlx5_9"));
+}
+
+// ---- The node's own NICs, rails, the maximum MTU ----
+
+link::IpPrefix V4(const std::string& ip, int len) {
+  return {.family = 4, .address = ip, .prefix_len = len};
+}
+
+// mlx5_0's netdev carries the default route, mlx5_1's an address no rail declares, mlx5_2's is a
+// bond member.
+void MakeNodeNics(Node& n) {
+  auto host = n.world.namespaces().Host();
+  REQUIRE(host);
+  link::AddrOps& addrs = n.world.addrs();
+  int ens1 = n.world.FindLink(kHostPath, "ens1f0np0")->ifindex;
+  int ens2 = n.world.FindLink(kHostPath, "ens2f0np0")->ifindex;
+  REQUIRE(addrs.AddRoute(*host, {.dst = V4("0.0.0.0", 0), .gateway = "10.0.0.1", .ifindex = ens1}));
+  REQUIRE(addrs.AddAddress(*host, ens2, V4("10.50.0.9", 24)));
+  n.world.AddLink(kHostPath, "bond0", "b8:3f:d2:00:00:ff", 1500, true);
+  n.world.Enslave(kHostPath, "ens3f0np0", "bond0");
+}
+
+TEST_CASE("A move never takes the node's own NIC, however it is named, and changes nothing") {
+  Node n;
+  MakeNodeNics(n);
+  std::string before = n.world.Snapshot();
+  Plugin p = n.MakePlugin();
+  struct Case {
+    std::string extra, says;
+  };
+  for (const Case& c :
+       {Case{R"(,"hca":"mlx5_0")", "carries the node's default route (via 10.0.0.1)"},
+        Case{R"(,"deviceID":"0000:1b:00.0")", "holds 10.50.0.9/24"},
+        Case{R"(,"deviceID":"mlx5_2-000")", "is a port of bond0"},
+        Case{R"(,"device":"ens1f0np0")", "default route"},
+        Case{R"(,"runtimeConfig":{"deviceID":"mlx5_1"})", "10.50.0.9/24"}}) {
+    auto r = p.Add(Req(kPod, "net1"), n.Conf(c.extra));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == kNodeOwnNic);
+    CHECK_THAT(r.error().msg, Catch::Contains(c.says) && Catch::Contains("the node's own NIC") &&
+                                  Catch::Contains("Nothing was changed"));
+    CHECK(n.world.Snapshot() == before);
+    CHECK(StateStore(n.state_dir).List()->empty());
+  }
+  // The first free HCA, and a pool slot, skip them.
+  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf()));
+  CHECK(n.world.HasRdma(kPod, "mlx5_3"));
+  REQUIRE(p.Add(Req(kPod, "net2"), n.Conf(R"(,"deviceID":"pool-shared-000")")));
+  CHECK(n.world.HasRdma(kPod, "mlx5_4"));
+}
+
+TEST_CASE("A declared rail may hold its own address; the node's address or default route never") {
+  Node n;
+  MakeNodeNics(n);
+  rails::NodeConfig node{.rails = {"ens2f0np0", "ens1f0np0"}};
+  Plugin p({n.world.links(), n.world.rdma(), n.world.namespaces(), n.root, &n.world.addrs(),
+            nullptr, node});
+  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf(R"(,"hca":"mlx5_1")")));
+  auto def = p.Add(Req(kPod, "net2"), n.Conf(R"(,"hca":"mlx5_0")"));
+  REQUIRE_FALSE(def);
+  CHECK(def.error().code == kNodeOwnNic);
+
+  Node m;
+  MakeNodeNics(m);
+  node.node_addresses = {"10.50.0.9"};
+  Plugin q({m.world.links(), m.world.rdma(), m.world.namespaces(), m.root, &m.world.addrs(),
+            nullptr, node});
+  auto known = q.Add(Req(kPod, "net1"), m.Conf(R"(,"hca":"mlx5_1")"));
+  REQUIRE_FALSE(known);
+  CHECK_THAT(known.error().msg, Catch::Contains("the address the node is known by"));
+}
+
+TEST_CASE("A rail's network takes the HCA on that rail, and refuses a device on another rail") {
+  Node n;
+  // Cabled in reverse: rail 1 is mlx5_7's ens8f0np0.
+  rails::NodeConfig node{.rails = {"ens8f0np0", "ens7f0np0", "ens6f0np0", "ens5f0np0"}};
+  Plugin p({n.world.links(), n.world.rdma(), n.world.namespaces(), n.root, &n.world.addrs(),
+            nullptr, node});
+  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf(R"(,"rail":2)")));
+  CHECK(n.world.HasRdma(kPod, "mlx5_6"));
+  // A pool slot names no HCA: the rail decides.
+  REQUIRE(p.Add(Req(kPod, "net3"), n.Conf(R"(,"rail":3,"deviceID":"pool-shared-004")")));
+  CHECK(n.world.HasRdma(kPod, "mlx5_5"));
+  REQUIRE(p.Add(Req(kPod, "net4"), n.Conf(R"(,"rail":1,"deviceID":"mlx5_7-000")")));
+
+  std::string before = n.world.Snapshot();
+  auto wrong = p.Add(Req(kPod2, "net1", "c2"), n.Conf(R"(,"rail":4,"deviceID":"mlx5_3-000")"));
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().code == kInvalidConfig);
+  CHECK_THAT(wrong.error().msg, Catch::Contains("network rdma-net is rail 4") &&
+                                    Catch::Contains("mlx5_3, on no rail") &&
+                                    Catch::Contains("declared in"));
+  auto none = p.Add(Req(kPod2, "net1", "c2"), n.Conf(R"(,"rail":7)"));
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.error().msg, Catch::Contains("no HCA of this node is on that rail"));
+  auto taken = p.Add(Req(kPod2, "net1", "c2"), n.Conf(R"(,"rail":2)"));
+  REQUIRE_FALSE(taken);
+  CHECK(taken.error().code == kDeviceUnavailable);
+  CHECK_THAT(taken.error().msg, Catch::Contains("whose HCA mlx5_6 is already attached to c1/net1"));
+  CHECK(n.world.Snapshot() == before);
+}
+
+TEST_CASE("Without a declaration a rail is the HCA's place in PCI-address order") {
+  Node n;
+  Plugin p = n.MakePlugin();
+  REQUIRE(p.Add(Req(kPod, "net1"), n.Conf(R"(,"rail":3)")));
+  CHECK(n.world.HasRdma(kPod, "mlx5_2"));  // roce8's third PCI address, 0000:3c:00.0
+  auto wrong = p.Add(Req(kPod, "net2"), n.Conf(R"(,"rail":1,"hca":"mlx5_5")"));
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.error().msg,
+             Catch::Contains("on rail 6") && Catch::Contains("PCI-address order"));
+}
+
+TEST_CASE("An MTU above the netdev's maximum is refused before anything moves (IPoIB: 4092)") {
+  Node ib("ib8", true);
+  std::string before = ib.world.Snapshot();
+  Plugin q = ib.MakePlugin();
+  auto c = ib.Conf();
+  c.mtu = 9000;  // the value users copy from RoCE examples
+  auto r = q.Add(Req(kPod, "net1"), c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == kInvalidConfig);
+  CHECK_THAT(r.error().msg, Catch::Contains("mtu 9000 is above the maximum MTU of ibp26s0") &&
+                                Catch::Contains("4092") && Catch::Contains("datagram"));
+  CHECK(ib.world.Snapshot() == before);
+  c.mtu = 4092;
+  REQUIRE(q.Add(Req(kPod, "net1"), c));
+
+  Node roce;  // the fake driver's maximum is 9978, as mlx5's on Ethernet
+  Plugin p = roce.MakePlugin();
+  auto jumbo = roce.Conf();
+  jumbo.mtu = 9979;
+  auto big = p.Add(Req(kPod, "net1"), jumbo);
+  REQUIRE_FALSE(big);
+  CHECK_THAT(big.error().msg, Catch::Contains("ens1f0np0 (mlx5_0): 9978, the driver's maximum"));
 }
 
 }  // namespace

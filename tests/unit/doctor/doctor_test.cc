@@ -276,6 +276,13 @@ class OwnAddrs final : public link::AddrOps {
   Result<std::vector<link::Route>> ListRoutes(const netns::NetNs&, int) override {
     return std::vector<link::Route>{};
   }
+  Result<std::vector<std::pair<int, link::IpPrefix>>> ListAllAddresses(
+      const netns::NetNs&) override {
+    return std::vector<std::pair<int, link::IpPrefix>>{};
+  }
+  Result<std::vector<link::Route>> ListAllRoutes(const netns::NetNs&) override {
+    return std::vector<link::Route>{};
+  }
 
  private:
   std::string ip_;

@@ -62,9 +62,18 @@ SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs
   netdevs_ = netdevs;
   int i = 0;
   for (const auto& n : netdevs) {
-    auto r = net_.CreateVeth(node_, n, fabric_, "sw" + std::to_string(i++));
+    std::string port = "sw" + std::to_string(i++);
+    auto r = net_.CreateVeth(node_, n, fabric_, port);
+    // Both ends up, as a cabled NIC and its switch port are: the netdev has carrier.
+    if (r) r = Up(fabric_, port);
+    if (r) r = Up(node_, n);
     if (!r) throw std::runtime_error(r.error().message());
   }
+}
+
+Result<void> SimNode::Up(const netns::NetNs& ns, const std::string& name) {
+  KUBERDMA_ASSIGN_OR_RETURN(link::LinkInfo l, links_.GetByName(ns, name));
+  return links_.Change(ns, l.ifindex, {.up = true});
 }
 
 constexpr uint32_t kSwitchMtu = 9216;

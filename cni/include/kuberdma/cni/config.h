@@ -16,6 +16,7 @@
 
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/rails/node_config.h"
 
 namespace kuberdma::cni {
 
@@ -73,6 +74,9 @@ struct NetConf {
   // move (default): the HCA's netdev into the pod; macvlan/ipvlan: a child of it (RoCE only).
   AttachMode mode = AttachMode::kMove;
   std::optional<uint32_t> mtu;
+  // The physical rail (1-based, rails/rails.h) this network is: the HCA attached must be the
+  // one on this rail, whatever device was named, in whatever order Multus passed them.
+  std::optional<int> rail;
   Selector selector;
   std::vector<Selector> other_selectors;  // also given, lower precedence (logged)
   std::string device_info_file;           // runtimeConfig.CNIDeviceInfoFile

@@ -16,11 +16,16 @@
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
+#include "kuberdma/rails/rails.h"
 #include "kuberdma/rdma/rdma_ops.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::cni {
+
+// The largest MTU of an IPoIB netdev in datagram mode: the IB MTU (4096) less the IPoIB header.
+inline constexpr uint32_t kIpoibDatagramMaxMtu = 4092;
 
 struct AttachPlan {
   // The attachment as it will be once done (done == false, nothing moved yet): everything the
@@ -41,12 +46,16 @@ struct AttachPlan {
 
 class Planner {
  public:
-  Planner(link::LinkOps& links, rdma::RdmaOps& rdma, sysfs::SysfsRoot root)
-      : links_(links), rdma_(rdma), root_(std::move(root)) {}
+  // `addrs` reads the host's addresses and routes (the node's own NICs are never moved);
+  // `node` is the node config (declared rails, the node's addresses).
+  Planner(link::LinkOps& links, rdma::RdmaOps& rdma, link::AddrOps& addrs, sysfs::SysfsRoot root,
+          rails::NodeConfig node = {})
+      : links_(links), rdma_(rdma), addrs_(addrs), root_(std::move(root)), node_(std::move(node)) {}
 
   // The plan for attaching `req` with `conf`, or the CNI error that stops it (7 for a config that
-  // cannot apply or no free device, 100 for a device attached elsewhere, 102 for shared mode under
-  // sharedNetnsPolicy "error", 4 for an ifname already in the pod).
+  // cannot apply, no free device or a device on another rail than the network's, 100 for a device
+  // attached elsewhere, 102 for shared mode under sharedNetnsPolicy "error", 107 for the node's
+  // own NIC, 4 for an ifname already in the pod).
   CniResult<AttachPlan> Plan(const Request& req, const NetConf& conf, const StateStore& store,
                              const netns::NetNs& host, const netns::NetNs& pod);
 
@@ -82,13 +91,37 @@ class Planner {
   // Child modes: the HCA stays on the host, so the pod sees it only in shared mode.
   static CniResult<RdmaNetnsMode> ChildNetnsMode(RdmaNetnsMode mode, const NetConf& conf);
   CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
+  // Error 7 when `conf.mtu` is above what `netdev` can take (IFLA_MAX_MTU; IPoIB datagram mode).
+  CniResult<void> CheckMaxMtu(const sysfs::Hca& hca, const link::LinkInfo& netdev,
+                              const NetConf& conf);
+  // Error 100 when a child's parent is down or has no carrier.
+  static CniResult<void> CheckParentUp(const sysfs::Hca& hca, const link::LinkInfo& parent,
+                                       const NetConf& conf);
+  // The host's links, addresses and routes, read once per plan.
+  Result<const rails::HostNet*> HostNetwork(const netns::NetNs& host);
+  // Why `hca`'s netdev carries the node's own traffic (rails.h), or "".
+  Result<std::string> NodeOwn(const sysfs::Hca& hca, const netns::NetNs& host);
+  // Every HCA's rail (rails.h), judged once per plan.
+  CniResult<const rails::NodeRoles*> Rails(const netns::NetNs& host);
+  // `conf.rail`'s HCA when the network names a rail and no device; error 7 when none is.
+  CniResult<Selected> SelectOnRail(const NetConf& conf, const netns::NetNs& host,
+                                   const Claims& claimed);
+  // Error 7 when `conf` names a rail and `hca` is on another.
+  CniResult<void> CheckRail(const sysfs::Hca& hca, const NetConf& conf, const netns::NetNs& host);
+  // Error 107 when a move would take the node's own NIC.
+  CniResult<void> CheckNotNodeOwn(const sysfs::Hca& hca, const NetConf& conf,
+                                  const netns::NetNs& host);
   CniResult<link::LinkInfo> Netdev(const Request& req, const NetConf& conf,
                                    const Selected& selected, bool chained, const netns::NetNs& host,
                                    const netns::NetNs& pod);
 
   link::LinkOps& links_;
   rdma::RdmaOps& rdma_;
+  link::AddrOps& addrs_;
   sysfs::SysfsRoot root_;
+  rails::NodeConfig node_;
+  std::optional<rails::HostNet> host_net_;
+  std::optional<rails::NodeRoles> roles_;
 };
 
 // The admin state `conf` wants in the pod for a netdev that was `host_admin_up` on the host (a

@@ -32,9 +32,12 @@ struct Deps {
   rdma::RdmaOps& rdma;
   netns::NamespaceOps& namespaces;
   sysfs::SysfsRoot sysfs;
-  // Needed only for configs with an `ipam` section (error 7 naming what is missing otherwise).
+  // Needed by ADD (the node's own NICs are judged by their addresses and routes) and for
+  // configs with an `ipam` section.
   link::AddrOps* addrs = nullptr;
   IpamPlugin* ipam = nullptr;
+  // The node config (rails/node_config.h): declared rails and the node's addresses.
+  rails::NodeConfig node;
 };
 
 // The IPAM an attachment uses: what its record says, else what the config says; nullopt for none.

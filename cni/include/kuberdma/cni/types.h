@@ -30,6 +30,7 @@ enum Code : int {
   kRollbackIncomplete = 104,  // A failure could not be fully undone; the message says what is left.
   kCheckFailed = 105,         // CHECK found the attachment differs from what ADD set up.
   kIpamFailed = 106,     // The IPAM plugin could not be run, timed out, or gave no usable answer.
+  kNodeOwnNic = 107,     // The HCA carries the node's own traffic (node config: docs/install.md).
   kInternalError = 199,  // A bug: an unexpected exception reached the boundary.
 };
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kuberdma/base/error.h"
@@ -62,6 +63,10 @@ class AddrOps {
   virtual Result<void> AddRoute(const NetNs& ns, const Route& route) = 0;
   // The main table's routes that leave by link `ifindex` (kernel-made connected routes included).
   virtual Result<std::vector<Route>> ListRoutes(const NetNs& ns, int ifindex) = 0;
+  // Every address of `ns` with the ifindex of the link it is on, in one dump.
+  virtual Result<std::vector<std::pair<int, IpPrefix>>> ListAllAddresses(const NetNs& ns) = 0;
+  // Every route of `ns`'s main table, in one dump.
+  virtual Result<std::vector<Route>> ListAllRoutes(const NetNs& ns) = 0;
 };
 
 }  // namespace kuberdma::link

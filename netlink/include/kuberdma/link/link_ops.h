@@ -35,6 +35,11 @@ struct LinkInfo {
   std::string oper_state;  // "up", "down", "lowerlayerdown", ...
   std::string alias;       // IFLA_IFALIAS
   std::string kind;        // "veth", "" for a physical device
+  // IFLA_MASTER: the bond, team, bridge or VRF this link is a port of; 0 for none.
+  int master_ifindex = 0;
+  // IFLA_MAX_MTU: the largest MTU the driver accepts (IPoIB datagram mode: 4092); 0 where unknown
+  // (List does not read it; GetByName and GetByIndex do).
+  uint32_t max_mtu = 0;
   // IFLA_STATS64 counters (the validator's proof of traffic on Socket-transport netdevs; read over
   // netlink so they are the calling namespace's own, whatever /sys is mounted from).
   uint64_t tx_bytes = 0;

@@ -25,6 +25,8 @@ class NetlinkAddrOps final : public AddrOps {
   Result<std::vector<IpPrefix>> ListAddresses(const NetNs& ns, int ifindex) override;
   Result<void> AddRoute(const NetNs& ns, const Route& route) override;
   Result<std::vector<Route>> ListRoutes(const NetNs& ns, int ifindex) override;
+  Result<std::vector<std::pair<int, IpPrefix>>> ListAllAddresses(const NetNs& ns) override;
+  Result<std::vector<Route>> ListAllRoutes(const NetNs& ns) override;
 
  private:
   Result<void> Send(const NetNs& ns, const std::vector<uint8_t>& msg, const std::string& what);

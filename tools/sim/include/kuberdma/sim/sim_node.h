@@ -71,6 +71,7 @@ class SimNode {
   std::vector<CniRun> RunAll(const std::string& binary, const std::vector<CniCall>& calls) const;
 
  private:
+  Result<void> Up(const netns::NetNs& ns, const std::string& name);
   pid_t Start(const std::string& binary, const CniCall& call, int out[2], int err[2]) const;
   std::string prefix_;
   std::string sysfs_root_;

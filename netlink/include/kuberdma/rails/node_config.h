@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node config: what only an admin of the node can say about its NICs, read by the CNI, the
+// device plugin and the doctor alike. Which HCAs are the rails (in rail order: rail 1 first), and
+// the addresses the node is known by. One file for the whole cluster (the chart's ConfigMap),
+// with per-node overrides; the DaemonSet resolves it for its node and writes the result to the
+// host (`rdma-device-plugin --write-node-config`), where the CNI reads it:
+//
+//   {"rails": ["ens1f0np0", "0000:1b:00.0", "mlx5_2"],      // netdev, PCI address or HCA name
+//    "nodeAddresses": ["10.0.0.5"],
+//    "nodes": {"gpu-17": {"rails": ["ens2f0np0", "..."]}}}  // replaces the fields it names
+//
+//   KUBERDMA_ASSIGN_OR_RETURN(NodeConfig nc, LoadNodeConfig(NodeConfigPath(), node_name));
+//   if (nc.Declared()) ...
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+
+namespace kuberdma::rails {
+
+inline constexpr char kNodeConfigEnv[] = "KUBERDMA_NODE_CONFIG";
+inline constexpr char kNodeConfigPath[] = "/etc/kube-rdma/node.json";
+// At most this many rails (and node addresses): a bound on what a file can make us hold.
+inline constexpr size_t kMaxRails = 64;
+
+struct NodeConfig {
+  // The declared rails in rail order; each a netdev name, a PCI address or an HCA name. Empty: no
+  // declaration, rails are numbered in PCI-address order (rails.h).
+  std::vector<std::string> rails;
+  // Addresses the node is known by (its Kubernetes node IP is added by the DaemonSet): a netdev
+  // holding one is the node's own, declared as a rail or not.
+  std::vector<std::string> node_addresses;
+  bool Declared() const { return !rails.empty(); }
+};
+
+// KUBERDMA_NODE_CONFIG when set, else kNodeConfigPath.
+std::string NodeConfigPath();
+
+// Parses a node config and resolves it for `node_name` (its entry in "nodes" replaces the
+// top-level fields it sets; "" or an unlisted node: the top level). kInvalidArgument naming the
+// field for a wrong type, an unknown key (a misspelt key must not silently mean "no rails"), an
+// empty or duplicate rail, or more than kMaxRails entries.
+Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& node_name);
+
+// Reads `path` and parses it; a missing file is the empty config (no declaration). kIo or
+// kInvalidArgument naming the path otherwise.
+Result<NodeConfig> LoadNodeConfig(const std::string& path, const std::string& node_name);
+
+// The resolved config as the file the CNI reads on the host (no "nodes").
+std::string FormatNodeConfig(const NodeConfig& config);
+
+}  // namespace kuberdma::rails

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node config, rail numbering and the node's own NICs, judged on synthetic HCAs and host
+// networks (the judging is pure; ReadHostNet is proven on real namespaces in netns/).
+#include "kuberdma/rails/rails.h"
+
+#include <catch2/catch.hpp>
+
+#include "kuberdma/rails/node_config.h"
+
+using namespace kuberdma;
+using namespace kuberdma::rails;
+
+namespace {
+
+sysfs::Hca Pf(const std::string& name, const std::string& addr, const std::string& netdev) {
+  sysfs::Hca h;
+  h.name = name;
+  h.bus = sysfs::BusKind::kPci;
+  h.address = h.pci_address = addr;
+  if (!netdev.empty()) h.netdevs = {netdev};
+  return h;
+}
+
+// Four PFs whose names are not in PCI order (mlx5_0 is the highest address), and the netdevs.
+struct Node {
+  std::vector<sysfs::Hca> hcas = {
+      Pf("mlx5_0", "0000:d1:00.0", "ens4np0"), Pf("mlx5_1", "0000:1a:00.0", "ens1np0"),
+      Pf("mlx5_2", "0000:9a:00.0", "ens3np0"), Pf("mlx5_3", "0000:3b:00.0", "ens2np0")};
+  HostNet net;
+  Node() {
+    int i = 10;
+    for (const auto& h : hcas) net.links.push_back({.ifindex = i++, .name = h.netdevs[0]});
+    net.links.push_back({.ifindex = 99, .name = "bond0", .kind = "bond"});
+  }
+  int Index(const std::string& netdev) const {
+    for (const auto& l : net.links) {
+      if (l.name == netdev) return l.ifindex;
+    }
+    return 0;
+  }
+  void Address(const std::string& netdev, const std::string& ip, int len = 24) {
+    net.addresses.emplace_back(Index(netdev),
+                               link::IpPrefix{.family = 4, .address = ip, .prefix_len = len});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Without a declaration rails follow the PCI-address order, not the HCA names") {
+  Node n;
+  NodeRoles roles = JudgeHcas(n.hcas, n.net, NodeConfig{});
+  CHECK(roles.Find("mlx5_1")->rail == 1);  // 1a
+  CHECK(roles.Find("mlx5_3")->rail == 2);  // 3b
+  CHECK(roles.Find("mlx5_2")->rail == 3);  // 9a
+  CHECK(roles.Find("mlx5_0")->rail == 4);  // d1
+  CHECK(roles.HcaOnRail(3) == "mlx5_2");
+  CHECK(roles.HcaOnRail(5).empty());
+}
+
+TEST_CASE("The NIC with the node's default route is the node's own and takes no rail number") {
+  Node n;
+  n.net.routes.push_back({.dst = {.family = 4, .address = "0.0.0.0", .prefix_len = 0},
+                          .gateway = "10.0.0.1",
+                          .ifindex = n.Index("ens1np0")});
+  NodeRoles roles = JudgeHcas(n.hcas, n.net, NodeConfig{});
+  CHECK_THAT(roles.Find("mlx5_1")->node_own,
+             Catch::Contains("ens1np0 carries the node's default route (via 10.0.0.1)"));
+  CHECK(roles.Find("mlx5_1")->rail == 0);
+  CHECK_THAT(roles.Find("mlx5_1")->no_rail, Catch::Contains("the node's own NIC"));
+  // The others close ranks: the rails are the PFs kube-rdma may take.
+  CHECK(roles.Find("mlx5_3")->rail == 1);
+  CHECK(roles.Find("mlx5_0")->rail == 3);
+}
+
+TEST_CASE("A bond member, the node's address and an undeclared global address make a node NIC") {
+  Node n;
+  n.net.links[1].master_ifindex = 99;  // ens1np0 in bond0
+  n.Address("ens3np0", "192.168.7.5");
+  n.Address("ens2np0", "10.50.0.9");
+  n.Address("ens4np0", "169.254.3.3", 16);  // link-local: not the node's traffic
+  NodeConfig config;
+  config.node_addresses = {"192.168.7.5"};
+  NodeRoles roles = JudgeHcas(n.hcas, n.net, config);
+  CHECK_THAT(roles.Find("mlx5_1")->node_own, Catch::Contains("ens1np0 is a port of bond0 (bond)"));
+  CHECK_THAT(roles.Find("mlx5_2")->node_own,
+             Catch::Contains("holds 192.168.7.5, the address the node is known by"));
+  CHECK_THAT(roles.Find("mlx5_3")->node_own,
+             Catch::Contains("holds 10.50.0.9/24, a global address that no declared rail has"));
+  CHECK(roles.Find("mlx5_0")->node_own.empty());
+  CHECK(roles.Find("mlx5_0")->rail == 1);
+}
+
+TEST_CASE("Declared rails number the HCAs in declaration order and may hold their addresses") {
+  Node n;
+  n.Address("ens2np0", "10.10.2.7");  // the rail's own address (routed rails)
+  NodeConfig config;
+  config.rails = {"ens4np0", "0000:3b:00.0", "mlx5_2"};
+  NodeRoles roles = JudgeHcas(n.hcas, n.net, config);
+  CHECK(roles.Find("mlx5_0")->rail == 1);
+  CHECK(roles.Find("mlx5_3")->rail == 2);
+  CHECK(roles.Find("mlx5_3")->node_own.empty());
+  CHECK(roles.Find("mlx5_2")->rail == 3);
+  CHECK(roles.Find("mlx5_1")->rail == 0);
+  CHECK_THAT(roles.Find("mlx5_1")->no_rail, Catch::Contains("not one of the node's declared"));
+  CHECK(roles.unmatched.empty());
+}
+
+TEST_CASE("A declared rail with the default route or the node's address is still the node's own") {
+  Node n;
+  n.Address("ens4np0", "10.0.0.5");
+  NodeConfig config;
+  config.rails = {"ens4np0", "ens9np0"};
+  config.node_addresses = {"10.0.0.5"};
+  NodeRoles roles = JudgeHcas(n.hcas, n.net, config);
+  CHECK_THAT(roles.Find("mlx5_0")->node_own, Catch::Contains("the address the node is known by"));
+  CHECK(roles.Find("mlx5_0")->rail == 0);
+  REQUIRE(roles.unmatched.size() == 1);
+  CHECK_THAT(roles.unmatched[0], Catch::Contains("rail 2: ens9np0 names no HCA"));
+}
+
+TEST_CASE("A VF and a scalable function are on their PF's rail; a software HCA on none") {
+  Node n;
+  sysfs::Hca vf = Pf("mlx5_8", "0000:1a:00.2", "");
+  vf.pf_address = "0000:1a:00.0";
+  sysfs::Hca sf;
+  sf.name = "mlx5_9";
+  sf.bus = sysfs::BusKind::kAuxiliary;
+  sf.address = "mlx5_core.sf.2";
+  sf.pci_address = "0000:9a:00.0";
+  sysfs::Hca rxe;
+  rxe.name = "rxe0";
+  rxe.bus = sysfs::BusKind::kVirtual;
+  n.hcas.insert(n.hcas.end(), {vf, sf, rxe});
+  NodeRoles roles = JudgeHcas(n.hcas, n.net, NodeConfig{});
+  CHECK(roles.Find("mlx5_8")->rail == 1);
+  CHECK(roles.Find("mlx5_9")->rail == 3);
+  CHECK(roles.Find("rxe0")->rail == 0);
+  CHECK_THAT(roles.Find("rxe0")->no_rail, Catch::Contains("software RDMA device"));
+}
+
+TEST_CASE("The node config resolves per node and refuses unknown keys, duplicates and types") {
+  const char* text = R"({"rails":["a","b"],"nodeAddresses":["10.0.0.5"],
+                         "nodes":{"gpu-7":{"rails":["c"]}}})";
+  auto top = ParseNodeConfig(text, "gpu-1");
+  REQUIRE(top);
+  CHECK(top->rails == std::vector<std::string>{"a", "b"});
+  auto seven = ParseNodeConfig(text, "gpu-7");
+  REQUIRE(seven);
+  CHECK(seven->rails == std::vector<std::string>{"c"});
+  CHECK(seven->node_addresses == std::vector<std::string>{"10.0.0.5"});
+  CHECK(ParseNodeConfig(FormatNodeConfig(*seven), "")->rails == seven->rails);
+
+  auto typo = ParseNodeConfig(R"({"rail":["a"]})", "");
+  REQUIRE_FALSE(typo);
+  CHECK_THAT(typo.error().message(), Catch::Contains("rail: unknown field"));
+  auto nested = ParseNodeConfig(R"({"nodes":{"x":{"nodeAddress":[]}}})", "y");
+  REQUIRE_FALSE(nested);
+  CHECK_THAT(nested.error().message(), Catch::Contains("nodes.x.nodeAddress: unknown field"));
+  CHECK_FALSE(ParseNodeConfig(R"({"rails":["a","a"]})", ""));
+  CHECK_FALSE(ParseNodeConfig(R"({"rails":"a"})", ""));
+  CHECK_FALSE(ParseNodeConfig(R"({"rails":[""]})", ""));
+  CHECK_FALSE(ParseNodeConfig("[1]", ""));
+  CHECK(LoadNodeConfig("/nonexistent/node.json", "")->rails.empty());
+}
