@@ -383,3 +383,84 @@ TEST_CASE("DEL with a config that does not parse succeeds with no record, and un
 
 }  // namespace
 }  // namespace kuberdma::sim
+
+namespace kuberdma::sim {
+namespace {
+
+TEST_CASE(
+    "The real binary never moves the node's own NICs: default route, a bridge port, an "
+    "undeclared address; a declared rail moves, and a rail's network takes its rail's HCA") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  auto ens1 = MustGet(node, node.node(), "ens1f0np0");
+  auto ens3 = MustGet(node, node.node(), "ens3f0np0");
+  link::IpPrefix node_ip{.family = 4, .address = "10.0.0.5", .prefix_len = 24};
+  REQUIRE(node.addrs().AddAddress(node.node(), ens1.ifindex, node_ip));
+  REQUIRE(node.addrs().AddRoute(node.node(),
+                                {.dst = {.family = 4, .address = "0.0.0.0", .prefix_len = 0},
+                                 .gateway = "10.0.0.1",
+                                 .ifindex = ens1.ifindex}));
+  REQUIRE(node.net().CreateLink(node.node(), "br0", "bridge"));
+  REQUIRE(node.net().SetMaster(node.node(), "ens2f0np0", "br0"));
+  REQUIRE(node.addrs().AddAddress(node.node(), ens3.ifindex,
+                                  {.family = 4, .address = "10.60.0.3", .prefix_len = 24}));
+  std::string pod = node.AddPod("pod");
+  struct Case {
+    std::string extra, says;
+  };
+  for (const Case& c : {Case{R"(,"hca":"mlx5_0")", "carries the node's default route"},
+                        Case{R"(,"deviceID":"0000:1b:00.0")", "ens2f0np0 is a port of br0"},
+                        Case{R"(,"device":"ens3f0np0")", "holds 10.60.0.3/24"}}) {
+    auto add = node.Run(kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0", c.extra)});
+    INFO(add.out << add.err);
+    REQUIRE(add.exit_code != 0);
+    json err = json::parse(add.out);
+    CHECK(err["code"] == 107);
+    CHECK_THAT(err["msg"].get<std::string>(), Catch::Contains(c.says));
+  }
+  // Every refusal changed nothing: the node keeps its address, its route and its NICs.
+  CHECK(MustGet(node, node.node(), "ens1f0np0").ifindex == ens1.ifindex);
+  auto routes = node.addrs().ListRoutes(node.node(), ens1.ifindex);
+  REQUIRE(routes);
+  CHECK(std::any_of(routes->begin(), routes->end(),
+                    [](const link::Route& r) { return r.dst.prefix_len == 0; }));
+  std::string records = node.state_dir() + "/rdma-net";
+  CHECK((!std::filesystem::exists(records) || std::filesystem::is_empty(records)));
+  // The first free HCA skips all three.
+  auto first = node.Run(kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0")});
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(json::parse(first.out)["interfaces"][0]["mac"] == MustGet(node, node.Pod(pod), "net1").mac);
+  CHECK_FALSE(node.links().GetByName(node.node(), "ens4f0np0"));
+
+  // Declared rails: ens3f0np0's address is rail 1's own, so it moves; rail 2 is ens6f0np0.
+  REQUIRE(WriteFileAtomic(node.node_config_path(),
+                          R"({"rails":["ens3f0np0","ens6f0np0"],"nodeAddresses":["10.0.0.5"]})"));
+  auto rail2 = node.Run(kBin, {"ADD", "c1", pod, "net2", SeedConf(node, "1.0.0", R"(,"rail":2)")});
+  INFO(rail2.err);
+  REQUIRE(rail2.exit_code == 0);
+  CHECK_FALSE(node.links().GetByName(node.node(), "ens6f0np0"));
+  auto rail1 = node.Run(
+      kBin, {"ADD", "c1", pod, "net3", SeedConf(node, "1.0.0", R"(,"rail":1,"hca":"mlx5_2")")});
+  INFO(rail1.err);
+  CHECK(rail1.exit_code == 0);
+  auto wrong = node.Run(
+      kBin, {"ADD", "c1", pod, "net4", SeedConf(node, "1.0.0", R"(,"rail":1,"hca":"mlx5_7")")});
+  REQUIRE(wrong.exit_code != 0);
+  CHECK_THAT(json::parse(wrong.out)["msg"].get<std::string>(),
+             Catch::Contains("is rail 1") && Catch::Contains("mlx5_7, on no rail"));
+  REQUIRE(WriteFileAtomic(node.node_config_path(), R"({"rail":["ens3f0np0"]})"));
+  auto typo = node.Run(kBin, {"ADD", "c1", pod, "net4", SeedConf(node, "1.0.0")});
+  REQUIRE(typo.exit_code != 0);
+  CHECK(json::parse(typo.out)["code"] == 7);
+  CHECK_THAT(json::parse(typo.out)["msg"].get<std::string>(),
+             Catch::Contains("rail: unknown field"));
+  for (const char* ifname : {"net3", "net2", "net1"}) {
+    REQUIRE(node.Run(kBin, {"DEL", "c1", pod, ifname, SeedConf(node, "1.0.0")}).exit_code == 0);
+  }
+  // DEL gave rail 1 back with its address (IPv4 addresses go with a namespace move: this one was
+  // never re-added by rdma, which is what routed rails will do).
+  CHECK(node.links().GetByName(node.node(), "ens3f0np0"));
+}
+
+}  // namespace
+}  // namespace kuberdma::sim

@@ -58,6 +58,9 @@ class SimNode {
   // The node policy file (cni::NodePolicy) every CNI call of this node is given: state_dir()
   // is its state and log root, state_dir()/devinfo its device-info directory.
   std::string policy_path() const { return state_dir_ + "/node-policy.json"; }
+  // The node config (rails/node_config.h) every CNI call of this node is given; absent until a
+  // test or the demo writes it (no rails declared).
+  std::string node_config_path() const { return state_dir_ + "/node.json"; }
   const std::string& sysfs_root() const { return sysfs_root_; }
 
   // Cables HCA netdevs to one switch: their fabric ends become ports of bridge `rail` in the
