@@ -12,20 +12,42 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/deviceplugin/manager.h"
+#include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/rails/node_config.h"
+#include "kuberdma/rails/rails.h"
 
 namespace {
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+const char* EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
 
 struct Cli {
   std::string config = "/etc/kube-rdma/device-plugin.json";
   std::string sysfs_root = kuberdma::sysfs::SysfsRoot::FromEnv().root();
   std::string level = "info";
   bool check_only = false;
+  // The node config (ConfigMap key node.json, mounted beside the config), resolved for this node.
+  std::string node_config = kuberdma::rails::NodeConfigPath();
+  std::string node_name = EnvOr("NODE_NAME", "");
+  std::string node_ip = EnvOr("NODE_IP", "");
+  std::string write_node_config;
   kuberdma::deviceplugin::Options opts;
 };
 
@@ -38,6 +60,17 @@ void AddOptions(CLI::App& app, Cli& c) {
                  "address /metrics and /healthz listen on (default 0.0.0.0: every address)");
   app.add_flag("--check-config", c.check_only,
                "validate --config, print the resources it defines, and exit (0 valid, 2 not)");
+  app.add_option("--node-config", c.node_config,
+                 "node config: declared rails, the node's addresses (default " + c.node_config +
+                     "; absent: none declared)");
+  app.add_option("--node-name", c.node_name,
+                 "this node's name, for the node config's \"nodes\" "
+                 "(default $NODE_NAME)");
+  app.add_option("--node-ip", c.node_ip,
+                 "the address the node is known by, never taken (default $NODE_IP)");
+  app.add_option("--write-node-config", c.write_node_config,
+                 "write the node config resolved for this node (with --node-ip) to this path, "
+                 "where the CNI reads it, and exit (0 written, 2 bad config)");
   app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
@@ -50,13 +83,66 @@ void SetUpLogging(const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
-// --check-config: the resources the config defines.
-void PrintResources(const kuberdma::deviceplugin::Config& cfg) {
+// The node's HCAs and their roles (rails, the node's own NICs) as this namespace shows them.
+struct NodeView {
+  std::vector<kuberdma::sysfs::Hca> hcas;
+  std::optional<kuberdma::rails::NodeRoles> roles;
+};
+
+NodeView ViewNode(const Cli& c, const kuberdma::rails::NodeConfig& node) {
+  NodeView v;
+  auto hcas = kuberdma::sysfs::DiscoverHcas(kuberdma::sysfs::SysfsRoot(c.sysfs_root),
+                                            kuberdma::sysfs::HcaDetail::kPorts);
+  if (hcas) v.hcas = std::move(*hcas);
+  kuberdma::link::NetlinkLinkOps links;
+  kuberdma::link::NetlinkAddrOps addrs;
+  auto host = kuberdma::netns::NetNs::Current();
+  if (!host) return v;
+  auto net = kuberdma::rails::ReadHostNet(links, addrs, *host);
+  if (!net) {
+    std::fprintf(stderr, "rdma-device-plugin: cannot judge the node's own NICs: %s\n",
+                 net.error().message().c_str());
+    return v;
+  }
+  v.roles = kuberdma::rails::JudgeHcas(v.hcas, *net, node);
+  return v;
+}
+
+// --check-config: the resources the config defines, and which of this node's HCAs each takes
+// and skips, and why.
+void PrintResources(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
+                    const kuberdma::rails::NodeConfig& node) {
+  NodeView v = ViewNode(c, node);
+  const kuberdma::rails::NodeRoles* roles = v.roles ? &*v.roles : nullptr;
   for (const auto& r : cfg.resources) {
     bool per_hca = r.policy == kuberdma::deviceplugin::Policy::kPerHca;
     std::printf("%s: policy %s, %u slots%s\n", r.FullName().c_str(), per_hca ? "per-hca" : "pool",
                 r.rdma_hca_max, per_hca ? " per HCA" : "");
+    kuberdma::deviceplugin::Resource res(r, kuberdma::sysfs::SysfsRoot(c.sysfs_root));
+    for (const auto& h : v.hcas) {
+      std::string why = res.WhyNotSelected(h, v.hcas, roles);
+      const kuberdma::rails::HcaRole* role = roles ? roles->Find(h.name) : nullptr;
+      std::string rail = role && role->rail > 0 ? ", rail " + std::to_string(role->rail) : "";
+      std::printf("  %s %s (%s%s)%s%s\n", why.empty() ? "takes" : "skips", h.name.c_str(),
+                  h.address.empty() ? "virtual" : h.address.c_str(), rail.c_str(),
+                  why.empty() ? "" : ": ", why.c_str());
+    }
   }
+  if (v.hcas.empty())
+    std::printf("(no HCAs under %s/sys/class/infiniband)\n", c.sysfs_root.c_str());
+  for (const auto& u : roles ? roles->unmatched : std::vector<std::string>{}) {
+    std::printf("node config: %s\n", u.c_str());
+  }
+}
+
+// The node config for this node: its entry in "nodes" applied, the node IP added.
+kuberdma::Result<kuberdma::rails::NodeConfig> NodeConfigFor(const Cli& c) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto node, kuberdma::rails::LoadNodeConfig(c.node_config, c.node_name));
+  if (!c.node_ip.empty() && std::find(node.node_addresses.begin(), node.node_addresses.end(),
+                                      c.node_ip) == node.node_addresses.end()) {
+    node.node_addresses.push_back(c.node_ip);
+  }
+  return node;
 }
 
 // Serves until SIGTERM/SIGINT; its exit code.
@@ -105,10 +191,29 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "rdma-device-plugin: %s\n", cfg.error().message().c_str());
     return 2;
   }
-  if (c.check_only) {
-    PrintResources(*cfg);
+  auto node = NodeConfigFor(c);
+  if (!node) {
+    std::fprintf(stderr, "rdma-device-plugin: %s\n", node.error().message().c_str());
+    return 2;
+  }
+  if (!c.write_node_config.empty()) {
+    auto w =
+        kuberdma::WriteFileAtomic(c.write_node_config, kuberdma::rails::FormatNodeConfig(*node));
+    if (!w) {
+      std::fprintf(stderr, "rdma-device-plugin: %s\n", w.error().message().c_str());
+      return 2;
+    }
+    std::printf("wrote %s: node %s, %zu declared rail(s), node addresses [%s]\n",
+                c.write_node_config.c_str(),
+                c.node_name.empty() ? "(unnamed)" : c.node_name.c_str(), node->rails.size(),
+                Join(node->node_addresses).c_str());
     return 0;
   }
+  if (c.check_only) {
+    PrintResources(*cfg, c, *node);
+    return 0;
+  }
+  c.opts.node = std::move(*node);
   return Serve(c, std::move(*cfg));
 }
 

@@ -81,6 +81,39 @@ Result<void> CheckFunctions(const std::vector<std::string>& functions, const std
   return {};
 }
 
+const std::vector<std::string> kSelectorKeys = {
+    "vendors",  "deviceIDs", "drivers",     "ifNames",   "linkTypes", "pciAddresses",
+    "hcaNames", "pfNames",   "rootDevices", "functions", "rails"};
+const std::vector<std::string> kEntryKeys = {
+    "resourceName", "resourcePrefix", "rdmaHcaMax", "selectors", "devices",
+    "policy",       "injectMad",      "ncclEnv",    "extraEnv",  "cdi"};
+
+// Unknown keys are errors: a misspelt key must not silently mean "no constraint".
+Result<void> KnownKeys(const json& obj, const std::vector<std::string>& known,
+                       const std::string& where, const std::string& why) {
+  for (const auto& [key, value] : obj.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    return Bad(where + "." + key, "unknown field (" + why + "; known: " + list + ")");
+  }
+  return {};
+}
+
+Result<std::vector<int>> Rails(const json& s, const std::string& sw) {
+  std::vector<int> out;
+  auto it = s.find("rails");
+  if (it == s.end() || it->is_null()) return out;
+  if (!it->is_array()) return Bad(sw + ".rails", "must be an array of rail numbers (1, 2, ...)");
+  for (const auto& v : *it) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > 64) {
+      return Bad(sw + ".rails", "every entry must be a rail number 1..64");
+    }
+    out.push_back(static_cast<int>(v.get<uint64_t>()));
+  }
+  return out;
+}
+
 Result<void> ParseSelectors(const json& entry, const std::string& where, Selectors* sel) {
   json s = json::object();
   if (auto it = entry.find("selectors"); it != entry.end() && !it->is_null()) {
@@ -88,6 +121,9 @@ Result<void> ParseSelectors(const json& entry, const std::string& where, Selecto
     s = *it;
   }
   std::string sw = where + ".selectors";
+  KUBERDMA_TRY(
+      KnownKeys(s, kSelectorKeys, sw, "a misspelt selector would select every HCA of the node"));
+  KUBERDMA_ASSIGN_OR_RETURN(sel->rails, Rails(s, sw));
   struct Field {
     const char* key;
     std::vector<std::string>* dst;
@@ -151,6 +187,7 @@ Result<void> ParseOurs(const json& e, const std::string& where, ResourceConfig* 
 
 Result<ResourceConfig> ParseEntry(const json& e, const std::string& where) {
   if (!e.is_object()) return Bad(where, "must be an object");
+  KUBERDMA_TRY(KnownKeys(e, kEntryKeys, where, "a misspelt field would be ignored"));
   ResourceConfig rc;
   auto name = e.find("resourceName");
   if (name == e.end() || !name->is_string())
@@ -193,6 +230,8 @@ Result<Config> ParseConfig(std::string_view text) {
   if (!parsed) return Bad("(top level)", parsed.error().message());
   json j = std::move(*parsed);
   if (!j.is_object()) return Bad("(top level)", "must be an object");
+  KUBERDMA_TRY(KnownKeys(j, {"periodicUpdateInterval", "healthPollMs", "cdiSpecDir", "configList"},
+                         "(top level)", "a misspelt field would be ignored"));
   Config cfg;
   if (auto it = j.find("periodicUpdateInterval"); it != j.end() && !it->is_null()) {
     if (!it->is_number_unsigned())

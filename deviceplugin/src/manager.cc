@@ -123,13 +123,54 @@ void Manager::Stop() { Wake(kStop); }
 void Manager::RequestRescan() { Wake(kRescan); }
 void Manager::RequestReload() { Wake(kReload); }
 
-Result<void> Manager::StartResources() {
+namespace {
+
+void LogRoleChanges(const rails::NodeRoles* before, const rails::NodeRoles& now) {
+  for (const auto& [hca, role] : now.by_hca) {
+    const rails::HcaRole* was = before == nullptr ? nullptr : before->Find(hca);
+    if (was != nullptr && was->node_own == role.node_own && was->rail == role.rail) continue;
+    if (!role.node_own.empty()) {
+      spdlog::warn("event=node_nic hca={} offered=false reason=\"{}\"", hca, role.node_own);
+    } else {
+      spdlog::info("event=rail hca={} rail={}{}", hca, role.rail,
+                   role.rail == 0 ? " reason=\"" + role.no_rail + "\"" : "");
+    }
+  }
+  for (const auto& u : now.unmatched) spdlog::warn("event=rail_unmatched detail=\"{}\"", u);
+}
+
+}  // namespace
+
+Result<std::vector<sysfs::Hca>> Manager::Discover() {
   auto hcas = sysfs::DiscoverHcas(opts_.sysfs, sysfs::HcaDetail::kPorts);
   if (!hcas) return Fail(hcas.error().Wrap("discover HCAs"));
+  auto host = netns::NetNs::Current();
+  auto net =
+      host ? rails::ReadHostNet(links_, addrs_, *host) : Result<rails::HostNet>(Fail(host.error()));
+  if (!net) {
+    // The CNI refuses to move the node's own NIC whatever is advertised: keep the last judgement.
+    spdlog::error("event=node_nics_unknown error=\"{}\" (keeping the last judgement)",
+                  net.error().message());
+    return hcas;
+  }
+  rails::NodeRoles now = rails::JudgeHcas(*hcas, *net, opts_.node);
+  LogRoleChanges(roles(), now);
+  metrics_.Clear("kuberdma_hca_node_nic");
+  metrics_.Clear("kuberdma_hca_rail");
+  for (const auto& [hca, role] : now.by_hca) {
+    metrics_.Set("kuberdma_hca_node_nic", {{"hca", hca}}, role.node_own.empty() ? 0 : 1);
+    metrics_.Set("kuberdma_hca_rail", {{"hca", hca}}, role.rail);
+  }
+  roles_ = std::move(now);
+  return hcas;
+}
+
+Result<void> Manager::StartResources() {
+  KUBERDMA_ASSIGN_OR_RETURN(auto hcas, Discover());
   for (const auto& rc : cfg_.resources) {
     if (servers_.contains(rc.FullName())) continue;
     auto shared = std::make_shared<SharedResource>(Resource(rc, opts_.sysfs));
-    shared->resource.Refresh(*hcas);
+    shared->resource.Refresh(hcas, roles());
     KUBERDMA_ASSIGN_OR_RETURN(auto srv,
                               ResourceServer::Start(shared, SocketPath(rc.FullName()), metrics_,
                                                     [this] { Wake(kStreamClosed); }));
@@ -198,7 +239,7 @@ void Manager::RegisterAll(const char* why) {
 }
 
 void Manager::Rescan() {
-  auto hcas = sysfs::DiscoverHcas(opts_.sysfs, sysfs::HcaDetail::kPorts);
+  auto hcas = Discover();
   if (!hcas) {
     spdlog::error("event=rescan_failed error=\"{}\"", hcas.error().message());
     return;
@@ -233,7 +274,7 @@ bool Manager::Refresh(const std::string& name, ResourceServer& srv,
   Resource& r = srv.shared()->resource;
   std::map<std::string, bool> before;
   for (const auto& [h, st] : r.hcas()) before[h] = st.healthy;
-  bool changed = r.Refresh(hcas);
+  bool changed = r.Refresh(hcas, roles());
   for (const auto& [h, st] : r.hcas()) {
     auto was = before.find(h);
     if (was == before.end() || was->second != st.healthy) {

@@ -82,34 +82,70 @@ bool SelectsByPf(const Selectors& s, const Hca& h, const std::vector<Hca>& all) 
 
 }  // namespace
 
-bool Resource::Selects(const Hca& h, const std::vector<Hca>& all) const {
-  const Selectors& s = cfg_.selectors;
-  if (!s.functions.empty() && !Any(s.functions, FunctionKind(h))) return false;
-  if (!SelectsByPf(s, h, all)) return false;
-  if (!s.vendors.empty() && !Any(s.vendors, Strip0x(h.vendor))) return false;
-  if (!s.device_ids.empty() && !Any(s.device_ids, Strip0x(h.device_id))) return false;
-  if (!s.drivers.empty() && !Any(s.drivers, h.driver)) return false;
-  if (!s.if_names.empty() && std::none_of(h.netdevs.begin(), h.netdevs.end(),
-                                          [&](const auto& n) { return Any(s.if_names, n); })) {
-    return false;
-  }
-  if (!s.link_types.empty()) {
-    std::string lt = h.link_layer() == sysfs::LinkLayer::kInfiniBand ? "infiniband" : "ether";
-    if (!Any(s.link_types, lt)) return false;
-  }
-  if (!s.pci_addresses.empty()) {
-    bool hit = false;
-    for (const auto& a : s.pci_addresses) {
-      std::string want = WithDomain(a);
-      hit = hit || want == h.address || want == h.pci_address;
-    }
-    if (!hit) return false;
-  }
-  if (!s.hca_names.empty() && !Any(s.hca_names, h.name)) return false;
-  return true;
+namespace {
+
+std::string List(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return "[" + out + "]";
 }
 
-bool Resource::Refresh(const std::vector<Hca>& all) {
+// "field [listed] does not list value" when `list` is set and `value` is not in it.
+std::string Unlisted(const char* field, const std::vector<std::string>& list,
+                     const std::string& value) {
+  if (list.empty() || Any(list, value)) return "";
+  return std::string(field) + " " + List(list) + " does not list " +
+         (value.empty() ? "(none)" : value);
+}
+
+std::string ByIdentity(const Selectors& s, const Hca& h) {
+  if (!s.if_names.empty() && std::none_of(h.netdevs.begin(), h.netdevs.end(),
+                                          [&](const auto& n) { return Any(s.if_names, n); })) {
+    return "ifNames " + List(s.if_names) + " lists none of its netdevs " + List(h.netdevs);
+  }
+  std::string lt = h.link_layer() == sysfs::LinkLayer::kInfiniBand ? "infiniband" : "ether";
+  if (auto why = Unlisted("linkTypes", s.link_types, lt); !why.empty()) return why;
+  if (!s.pci_addresses.empty() &&
+      std::none_of(s.pci_addresses.begin(), s.pci_addresses.end(), [&](const std::string& a) {
+        return WithDomain(a) == h.address || WithDomain(a) == h.pci_address;
+      })) {
+    return "pciAddresses " + List(s.pci_addresses) + " does not list " + h.address;
+  }
+  return Unlisted("hcaNames", s.hca_names, h.name);
+}
+
+}  // namespace
+
+std::string Resource::WhyNotSelected(const Hca& h, const std::vector<Hca>& all,
+                                     const rails::NodeRoles* roles) const {
+  const Selectors& s = cfg_.selectors;
+  const rails::HcaRole* role = roles == nullptr ? nullptr : roles->Find(h.name);
+  // Before any selector: the node's own NIC is offered by no resource, however it is selected.
+  if (role != nullptr && !role->node_own.empty()) return "the node's own NIC: " + role->node_own;
+  for (const std::string& why : {Unlisted("functions", s.functions, FunctionKind(h)),
+                                 Unlisted("vendors", s.vendors, Strip0x(h.vendor)),
+                                 Unlisted("deviceIDs", s.device_ids, Strip0x(h.device_id)),
+                                 Unlisted("drivers", s.drivers, h.driver), ByIdentity(s, h)}) {
+    if (!why.empty()) return why;
+  }
+  if (!SelectsByPf(s, h, all)) return "pfNames/rootDevices name another PF";
+  if (!s.rails.empty()) {
+    int rail = role == nullptr ? 0 : role->rail;
+    if (std::find(s.rails.begin(), s.rails.end(), rail) == s.rails.end()) {
+      return rail == 0 ? "rails selects rails, and it is on none (" +
+                             (role == nullptr ? std::string("not judged") : role->no_rail) + ")"
+                       : "on rail " + std::to_string(rail) + ", which rails does not list";
+    }
+  }
+  return "";
+}
+
+bool Resource::Selects(const Hca& h, const std::vector<Hca>& all,
+                       const rails::NodeRoles* roles) const {
+  return WhyNotSelected(h, all, roles).empty();
+}
+
+bool Resource::Refresh(const std::vector<Hca>& all, const rails::NodeRoles* roles) {
   // The advertised list is a function of each HCA's presence, health and NUMA node: compare those
   // rather than building the (possibly 8000-entry) device list twice every poll.
   auto state = [this] {
@@ -119,8 +155,11 @@ bool Resource::Refresh(const std::vector<Hca>& all) {
   };
   auto before = state();
   for (auto& [name, st] : hcas_) st.present = false;
+  std::map<std::string, std::string> taken_by_node;
   for (const auto& h : all) {
-    if (!Selects(h, all)) continue;
+    const rails::HcaRole* role = roles == nullptr ? nullptr : roles->Find(h.name);
+    if (role != nullptr && !role->node_own.empty()) taken_by_node[h.name] = role->node_own;
+    if (!Selects(h, all, roles)) continue;
     HcaHealth& st = hcas_[h.name];
     st.hca = h;
     st.present = true;
@@ -129,7 +168,10 @@ bool Resource::Refresh(const std::vector<Hca>& all) {
   for (auto& [name, st] : hcas_) {
     if (!st.present) {
       st.healthy = false;
-      st.reason = "gone";
+      // An HCA that became the node's own (an address or route added on the host) stops being
+      // offered: Unhealthy, saying why, so no new pod gets it.
+      auto own = taken_by_node.find(name);
+      st.reason = own == taken_by_node.end() ? "gone" : "the node's own NIC: " + own->second;
     }
   }
   return state() != before;

@@ -342,5 +342,72 @@ TEST_CASE("The CDI spec lists each HCA's device nodes under the resource's kind"
   CHECK(a->cdi_devices.front() == "kube-rdma.io/shared=mlx5_0");
 }
 
+TEST_CASE("A misspelt key is an error naming it, not a selector that takes every HCA") {
+  for (
+      const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+          {R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"selectors":{"vendor":["15b3"]}}]})",
+           "configList[0].selectors.vendor: unknown field"},
+          {R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"selector":{"vendors":["15b3"]}}]})",
+           "configList[0].selector: unknown field"},
+          {R"({"configLists":[]})", "(top level).configLists: unknown field"},
+          {R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,"selectors":{"rails":[0]}}]})",
+           "selectors.rails: every entry must be a rail number"}}) {
+    auto cfg = ParseConfig(text);
+    REQUIRE_FALSE(cfg);
+    CHECK_THAT(cfg.error().message(), Catch::Contains(field));
+  }
+}
+
+TEST_CASE("The node's own NIC is offered by no resource, and one that becomes it goes Unhealthy") {
+  auto cfg =
+      ParseConfig(R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1,"policy":"per-hca"}]})");
+  REQUIRE(cfg);
+  sysfs::SysfsRoot root(Fx("roce8"));
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  Resource r(cfg->resources.at(0), root);
+  rails::HostNet net;
+  rails::NodeRoles roles = rails::JudgeHcas(hcas, net, {});
+  r.Refresh(hcas, &roles);
+  CHECK(r.healthy_hcas() == 8);
+  // The admin gives ens2f0np0 (mlx5_1) the node's default route.
+  net.links.push_back({.ifindex = 7, .name = "ens2f0np0"});
+  net.routes.push_back({.dst = {.family = 4, .address = "0.0.0.0", .prefix_len = 0},
+                        .gateway = "10.0.0.1",
+                        .ifindex = 7});
+  roles = rails::JudgeHcas(hcas, net, {});
+  CHECK(r.Refresh(hcas, &roles));
+  CHECK(r.healthy_hcas() == 7);
+  CHECK_FALSE(r.hcas().at("mlx5_1").healthy);
+  CHECK_THAT(r.hcas().at("mlx5_1").reason,
+             Catch::Contains("the node's own NIC: ens2f0np0 carries the node's default route"));
+  CHECK_THAT(r.WhyNotSelected(hcas[1], hcas, &roles), Catch::Contains("the node's own NIC"));
+  // A fresh plugin never lists it at all.
+  Resource fresh(cfg->resources.at(0), root);
+  fresh.Refresh(hcas, &roles);
+  CHECK(fresh.hcas().size() == 7);
+  CHECK_FALSE(fresh.hcas().contains("mlx5_1"));
+}
+
+TEST_CASE("A rails selector takes the HCAs on those rails, and says why it skips the others") {
+  auto cfg = ParseConfig(R"({"configList":[{"resourceName":"rail-3","rdmaHcaMax":1,
+      "policy":"per-hca","selectors":{"rails":[3]}}]})");
+  REQUIRE(cfg);
+  sysfs::SysfsRoot root(Fx("roce8"));
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  Resource r(cfg->resources.at(0), root);
+  rails::NodeConfig declared{.rails = {"ens8f0np0", "ens7f0np0", "ens6f0np0"}};
+  rails::NodeRoles roles = rails::JudgeHcas(hcas, rails::HostNet{}, declared);
+  r.Refresh(hcas, &roles);
+  CHECK(Names(r) == std::vector<std::string>{"mlx5_5"});
+  CHECK_THAT(r.WhyNotSelected(hcas[7], hcas, &roles),
+             Catch::Contains("on rail 1, which rails does not list"));
+  CHECK_THAT(r.WhyNotSelected(hcas[0], hcas, &roles),
+             Catch::Contains("on none (not one of the node's declared rails"));
+  auto vendor = ParseConfig(R"({"configList":[{"resourceName":"x","rdmaHcaMax":1,
+      "selectors":{"vendors":["8086"]}}]})");
+  Resource intel(vendor->resources.at(0), root);
+  CHECK(intel.WhyNotSelected(hcas[0], hcas) == "vendors [8086] does not list 15b3");
+}
+
 }  // namespace
 }  // namespace kuberdma::deviceplugin

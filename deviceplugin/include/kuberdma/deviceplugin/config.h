@@ -34,6 +34,10 @@ struct Selectors {
   // "sf" (an auxiliary scalable function). The shipped config selects "pf", so PFs and their
   // VFs are never mixed in one resource.
   std::vector<std::string> functions;
+  // ours: physical rails (1-based, rails/rails.h: declared in the node config, else PCI-address
+  // order), so that a resource per rail lets the scheduler admit only pods whose node can give
+  // every rail they ask for.
+  std::vector<int> rails;
 };
 
 enum class Policy { kPool, kPerHca };

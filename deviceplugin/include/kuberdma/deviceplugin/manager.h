@@ -23,6 +23,9 @@
 #include "kuberdma/deviceplugin/port_counters.h"
 #include "kuberdma/deviceplugin/server.h"
 #include "kuberdma/events/kernel_events.h"
+#include "kuberdma/link/netlink_addr_ops.h"
+#include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/rails/rails.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/sysfs.h"
 
@@ -40,6 +43,9 @@ struct Options {
   // probe reach a hostNetwork pod on the node's address); the DaemonSet can bind the node IP.
   std::string metrics_address = "0.0.0.0";
   bool kernel_events = true;
+  // The node config, resolved for this node (rails/node_config.h): HCAs that are the node's own
+  // NICs are never offered, and `rails` selectors number HCAs by it.
+  rails::NodeConfig node;
 };
 
 class Manager {
@@ -63,6 +69,10 @@ class Manager {
 
  private:
   Manager(Options opts, Config cfg);
+  // The node's HCAs (kPorts) with their roles judged against the host namespace (roles_), the
+  // changes logged and exported.
+  Result<std::vector<sysfs::Hca>> Discover();
+  const rails::NodeRoles* roles() const { return roles_ ? &*roles_ : nullptr; }
   Result<void> StartResources();
   void StopResources();
   void Rescan();
@@ -81,6 +91,9 @@ class Manager {
 
   Options opts_;
   Config cfg_;
+  link::NetlinkLinkOps links_;
+  link::NetlinkAddrOps addrs_;
+  std::optional<rails::NodeRoles> roles_;
   std::string cfg_fingerprint_;
   Metrics metrics_;
   std::map<std::string, std::unique_ptr<ResourceServer>> servers_;  // by full resource name

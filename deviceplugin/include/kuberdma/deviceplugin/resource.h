@@ -16,6 +16,7 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/deviceplugin/config.h"
+#include "kuberdma/rails/rails.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::deviceplugin {
@@ -51,13 +52,19 @@ class Resource {
   Resource(ResourceConfig cfg, sysfs::SysfsRoot root);
 
   const ResourceConfig& config() const { return cfg_; }
-  // Whether `hca` is selected by this resource's selectors.
   // Whether the config's selectors take `hca`; `all` (every HCA of the node) answers what its
-  // PF is called (pfNames).
-  bool Selects(const sysfs::Hca& hca, const std::vector<sysfs::Hca>& all = {}) const;
-  // Takes a fresh view of the node's HCAs (kPorts detail). HCAs seen before but now absent stay,
-  // Unhealthy ("gone"), until they return. Returns true when the advertised list changed.
-  bool Refresh(const std::vector<sysfs::Hca>& all);
+  // PF is called (pfNames); `roles` (rails.h) gives each HCA's rail and whether it is the node's
+  // own NIC, which no resource ever offers.
+  bool Selects(const sysfs::Hca& hca, const std::vector<sysfs::Hca>& all = {},
+               const rails::NodeRoles* roles = nullptr) const;
+  // Why this resource leaves `hca` out ("vendors [15b3] does not list 8086", "the node's own
+  // NIC: ..."), or "" when it selects it.
+  std::string WhyNotSelected(const sysfs::Hca& hca, const std::vector<sysfs::Hca>& all = {},
+                             const rails::NodeRoles* roles = nullptr) const;
+  // Takes a fresh view of the node's HCAs (kPorts detail) and their roles. HCAs seen before but
+  // now absent, or now the node's own, stay Unhealthy ("gone", "the node's own NIC: ...") until
+  // they return. Returns true when the advertised list changed.
+  bool Refresh(const std::vector<sysfs::Hca>& all, const rails::NodeRoles* roles = nullptr);
   std::vector<DeviceView> Devices() const;
   const std::map<std::string, HcaHealth>& hcas() const { return hcas_; }
   size_t healthy_hcas() const;
