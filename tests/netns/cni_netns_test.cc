@@ -10,6 +10,7 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/doctor/doctor.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/sysfs.h"
 #include "roce8_node.h"
@@ -460,6 +461,38 @@ TEST_CASE(
   // DEL gave rail 1 back with its address (IPv4 addresses go with a namespace move: this one was
   // never re-added by rdma, which is what routed rails will do).
   CHECK(node.links().GetByName(node.node(), "ens3f0np0"));
+}
+
+TEST_CASE("rdma-doctor node marks the node's own NIC and numbers the rails, on a real namespace") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  auto ens2 = MustGet(node, node.node(), "ens2f0np0");
+  REQUIRE(node.addrs().AddAddress(node.node(), ens2.ifindex,
+                                  {.family = 4, .address = "10.0.0.5", .prefix_len = 24}));
+  REQUIRE(node.addrs().AddRoute(node.node(),
+                                {.dst = {.family = 4, .address = "0.0.0.0", .prefix_len = 0},
+                                 .gateway = "10.0.0.1",
+                                 .ifindex = ens2.ifindex}));
+  doctor::Inputs in{.root = sysfs::SysfsRoot(kRoce8)};
+  in.links = &node.links();
+  in.addrs = &node.addrs();
+  in.state_dir = node.state_dir();
+  in.plugin_dir = node.state_dir();
+  in.node_config = node.node_config_path();
+  in.pod_resources = node.state_dir() + "/absent.sock";
+  doctor::View v;
+  REQUIRE(node.node().RunIn([&] { v = doctor::NodeView(in); }));
+  const auto& hcas = v.doc["hcas"];
+  REQUIRE(hcas.size() == 8);
+  CHECK_THAT(hcas[1].value("nodeNic", ""), Catch::Contains("carries the node's default route"));
+  CHECK(hcas[1].value("rail", -1) == 0);
+  CHECK(hcas[0].value("rail", -1) == 1);
+  CHECK(hcas[2].value("rail", -1) == 2);  // the node's own NIC takes no rail number
+  std::string text = doctor::Render(v);
+  CHECK_THAT(text, Catch::Contains("NODE'S OWN NIC: ens2f0np0 carries the node's default route") &&
+                       Catch::Contains("never offered or moved: mlx5_1"));
+  REQUIRE(WriteFileAtomic(node.node_config_path(), R"({"rails":["ens9f0np0"]})"));
+  REQUIRE(node.node().RunIn([&] { v = doctor::NodeView(in); }));
+  CHECK_THAT(doctor::Render(v), Catch::Contains("rail 1: ens9f0np0 names no HCA on this node"));
 }
 
 }  // namespace

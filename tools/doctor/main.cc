@@ -53,7 +53,10 @@ void AddOptions(CLI::App& app, Cli& c) {
        &in.checkpoint},
       {app.add_option("--pod-resources", in.pod_resources,
                       "kubelet pod-resources socket (tried first)"),
-       &in.pod_resources}};
+       &in.pod_resources},
+      {app.add_option("--node-config", in.node_config,
+                      "the node config the CNI reads (declared rails, the node's addresses)"),
+       &in.node_config}};
   app.require_subcommand(1);
   c.node = app.add_subcommand(
       "node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");

@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/podresources.h"
+#include "kuberdma/rails/rails.h"
 
 namespace kuberdma::doctor {
 
@@ -233,6 +234,50 @@ void CheckRenamed(const Inputs& in, const Result<netns::NetNs>& host, View& v) {
 
 }  // namespace
 
+namespace {
+
+// Each HCA's rail and whether it is the node's own NIC, as the CNI and the device plugin judge
+// them: the same node config, the same host namespace.
+void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
+              const std::vector<sysfs::Hca>& hcas, View& v) {
+  auto config = rails::LoadNodeConfig(in.node_config, "");
+  if (!config) {
+    Add(v, "node config", Status::kFail, config.error().message(),
+        "the CNI refuses every ADD until it parses: fix node.json in the chart's values "
+        "(nodeConfig) and let the DaemonSet rewrite it (docs/install.md)");
+    return;
+  }
+  if (!host || in.links == nullptr || in.addrs == nullptr) return;
+  auto net = rails::ReadHostNet(*in.links, *in.addrs, *host);
+  if (!net) {
+    Add(v, "node's own NICs", Status::kWarn, net.error().message(), "run on the host as root");
+    return;
+  }
+  rails::NodeRoles roles = rails::JudgeHcas(hcas, *net, *config);
+  std::vector<std::string> own;
+  for (auto& h : v.doc["hcas"]) {
+    const rails::HcaRole* r = roles.Find(h["name"].get<std::string>());
+    if (r == nullptr) continue;
+    h["rail"] = r->rail;
+    if (!r->node_own.empty()) {
+      h["nodeNic"] = r->node_own;
+      own.push_back(h["name"].get<std::string>() + " (" + r->node_own + ")");
+    }
+  }
+  Add(v, "node's own NICs", Status::kOk,
+      own.empty() ? "none: every HCA may go to pods" : "never offered or moved: " + Join(own, "; "),
+      "");
+  for (const auto& u : roles.unmatched) {
+    Add(v, "declared rails", Status::kWarn, u,
+        "name each rail's netdev, PCI address or HCA as this node shows them (rdma-doctor node "
+        "lists them), in " +
+            in.node_config);
+  }
+  v.doc["railsDeclared"] = config->Declared();
+}
+
+}  // namespace
+
 View NodeView(const Inputs& in) {
   View v{"node", json::object(), {}};
   auto host = netns::NetNs::Current();
@@ -240,6 +285,7 @@ View NodeView(const Inputs& in) {
   std::vector<cni::AttachmentRecord> records = Records(in, v);
   std::vector<sysfs::Hca> all = hcas ? *hcas : std::vector<sysfs::Hca>{};
   ListHcas(in, host, all, records, v);
+  NodeNics(in, host, all, v);
   v.doc["netnsMode"] = NetnsMode(in, host);
   DevicePlugin(in, v);
   Allocations(in, v);

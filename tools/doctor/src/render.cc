@@ -36,8 +36,10 @@ void RenderHcas(const json& hcas, std::ostringstream& o) {
     o << "  " << h.value("name", "") << "  " << h.value("address", "") << "  numa "
       << h.value("numaNode", -1) << "  " << h.value("linkLayer", "") << "  port "
       << h.value("portState", "") << "  netdev " << h.value("netdev", "-") << " ("
-      << h.value("where", "") << ")" << (h.contains("pf") ? "  VF of " + Cell(h["pf"]) : "")
-      << "\n";
+      << h.value("where", "") << ")" << (h.contains("pf") ? "  VF of " + Cell(h["pf"]) : "");
+    if (h.value("rail", 0) > 0) o << "  rail " << h.value("rail", 0);
+    if (h.contains("nodeNic")) o << "  NODE'S OWN NIC: " << h.value("nodeNic", "");
+    o << "\n";
   }
 }
 

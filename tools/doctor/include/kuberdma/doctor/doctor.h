@@ -57,6 +57,8 @@ struct Inputs {
   // traffic class 106 is DSCP 26, which NVIDIA's lossless setup maps to priority 3).
   int roce_priority = 3;
   std::string state_dir = "/run/kube-rdma/cni";
+  // node: the node config the CNI reads (declared rails, the node's addresses).
+  std::string node_config = "/etc/kube-rdma/node.json";
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string checkpoint;  // default <plugin_dir>/kubelet_internal_checkpoint
   std::string pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock";  // tried first
