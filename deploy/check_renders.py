@@ -253,12 +253,47 @@ def check_shared_mode(report, helm, device_plugin):
                      f"roce.mode {mode}: rail i's NAD a {mode} child of mlx5_(i-1), the parent's MTU, resource rdma/shared")
         sts = next((o for _, o in got if o["kind"] == "StatefulSet"), None)
         main = sts["spec"]["template"]["spec"]["containers"][0] if sts else {}
-        report.check(sts is not None and main["args"][0].startswith('eval "$(/kube-rdma/bin/rdma-validate --nccl-env)" && exec torchrun')
+        report.check(sts is not None and main["args"][0].startswith('nccl_env="$(/kube-rdma/bin/rdma-validate --nccl-env)" ||')
                      and any(m["mountPath"] == "/kube-rdma/bin" for m in main.get("volumeMounts", [])),
                      f"roce.mode {mode}: the trainer sets NCCL's GID variables with rdma-validate --nccl-env before torchrun")
+        if sts is not None:
+            check_trainer_command(report, main["command"], main["args"][0], mode)
     r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-values.yaml"), "roce.mode=macvlan")
     report.check(r.returncode != 0 and "rdma/shared" in r.stderr,
                  "roce.mode macvlan with the per-HCA rdma/hca resource is refused, naming the pool to use")
+
+
+def check_trainer_command(report, command, script, label):
+    """Runs the rendered trainer command with stand-ins for rdma-validate and torchrun: a failing
+    --nccl-env must stop the pod (eval of nothing would succeed), and the variables it prints must
+    reach torchrun as printed, whatever they hold."""
+    with tempfile.TemporaryDirectory() as d:
+        validate = os.path.join(d, "rdma-validate")
+        marker = os.path.join(d, "torchrun-ran")
+        with open(os.path.join(d, "torchrun"), "w") as f:
+            f.write(f'#!/bin/sh\nprintf %s "$NCCL_IB_HCA" > {marker}\n')
+        os.chmod(os.path.join(d, "torchrun"), 0o755)
+        run_script = script.replace("/kube-rdma/bin/rdma-validate", validate)
+        env = dict(os.environ, PATH=d + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+        results = {}
+        hostile = "=mlx5_0:1,it's $(touch " + marker + ")"
+        exports = os.path.join(d, "exports")
+        with open(exports, "w") as f:  # as rdma-validate quotes it: ' written as '\''
+            f.write("export NCCL_IB_HCA=" + "'" + hostile.replace("'", "'\\''") + "'\n")
+        for case, body in (("fails", "echo 'no NCCL variable can pick this pod' >&2; exit 1"),
+                           ("prints", "cat " + exports)):
+            with open(validate, "w") as f:
+                f.write("#!/bin/sh\n" + body + "\n")
+            os.chmod(validate, 0o755)
+            if os.path.exists(marker):
+                os.remove(marker)
+            r = subprocess.run(command + [run_script], env=env, capture_output=True, text=True)
+            results[case] = (r.returncode, open(marker).read() if os.path.exists(marker) else None, r.stderr)
+        report.check(results["fails"][0] != 0 and results["fails"][1] is None
+                     and "not starting" in results["fails"][2],
+                     f"roce.mode {label}: a failing rdma-validate --nccl-env stops the trainer before torchrun {results['fails']}")
+        report.check(results["prints"][0] == 0 and results["prints"][1] == hostile,
+                     f"roce.mode {label}: what --nccl-env prints reaches torchrun as printed {results['prints']}")
 
 
 def check_self_contained(report, helm):

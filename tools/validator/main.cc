@@ -235,7 +235,7 @@ int PrintNcclEnv() {
   auto plan = PlanForThisPod();
   if (!plan) return 2;
   if (!plan->ok) return 1;
-  for (const auto& [k, v] : plan->vars) std::printf("export %s='%s'\n", k.c_str(), v.c_str());
+  std::fputs(FormatExports(*plan).c_str(), stdout);
   return 0;
 }
 

@@ -6,9 +6,13 @@
 #include "kuberdma/validator/gid_env.h"
 
 #include <arpa/inet.h>
+#include <stdlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
+
+#include "kuberdma/base/files.h"
 
 namespace kuberdma::validator {
 namespace {
@@ -88,6 +92,33 @@ TEST_CASE("The covering prefix is the smallest that holds every address") {
   CHECK(CoveringPrefix({"1.0.0.0", "200.0.0.0"}) == "0.0.0.0/0");
   CHECK(CoveringPrefix({"10.0.0.1", "nonsense"}).empty());
   CHECK(CoveringPrefix({}).empty());
+}
+
+TEST_CASE(
+    "Every value printed for eval comes back as it was, whatever it holds, and runs nothing") {
+  char dir_tmpl[] = "/tmp/kuberdma-quote-XXXXXX";
+  std::string dir = mkdtemp(dir_tmpl);
+  std::string marker = dir + "/ran";
+  GidEnvPlan plan;
+  const std::string hostile =
+      "=mlx5_0:1,it's $(touch " + marker + ") `touch " + marker + "` \"\\\n;touch " + marker;
+  plan.vars = {{"NCCL_IB_HCA", hostile}, {"NCCL_IB_GID_INDEX", "3"}};
+  std::string text = FormatExports(plan);
+  CHECK_THAT(text, Catch::StartsWith("export NCCL_IB_HCA='=mlx5_0:1,it'\\''s $(touch"));
+  CHECK_THAT(text, Catch::Contains("export NCCL_IB_GID_INDEX='3'\n"));
+  std::string script = dir + "/env.sh";
+  REQUIRE(WriteFileAtomic(script, text));
+  std::string cmd = "sh -c '. " + script + " && printf %s \"$NCCL_IB_HCA\"'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string got;
+  char buf[256];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) got.append(buf, n);
+  CHECK(::pclose(p) == 0);
+  CHECK(got == hostile);
+  CHECK_FALSE(std::filesystem::exists(marker));
+  CHECK(ShellQuote("") == "''");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

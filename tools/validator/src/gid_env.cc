@@ -165,4 +165,23 @@ GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
   return plan;
 }
 
+std::string ShellQuote(std::string_view value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string FormatExports(const GidEnvPlan& plan) {
+  std::string out;
+  for (const auto& [name, value] : plan.vars)
+    out += "export " + name + "=" + ShellQuote(value) + "\n";
+  return out;
+}
+
 }  // namespace kuberdma::validator

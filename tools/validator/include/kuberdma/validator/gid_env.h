@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,13 @@ struct GidEnvPlan {
 // its (they are left out of NCCL_IB_HCA).
 GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
                           const std::vector<std::string>& own_ipv4);
+
+// `value` as one word for a POSIX shell, whatever it contains: single quotes, each ' written as
+// '\'' ("a'b" -> 'a'\''b'), so `eval` of the output never runs what a name holds.
+std::string ShellQuote(std::string_view value);
+
+// The plan's variables as `export NAME='value'` lines, for `eval`.
+std::string FormatExports(const GidEnvPlan& plan);
 
 // The smallest IPv4 prefix holding every address of `ipv4` ("10.9.16.0/23"); "" for none or one
 // that does not parse.
