@@ -278,7 +278,37 @@ CniResult<void> ParseIpam(const json& obj, NetConf* conf) {
                    "invalid network config: field 'ipam.type' is required (the IPAM plugin to run, "
                    "e.g. \"host-local\", \"static\" or \"whereabouts\")");
   }
+  if (**type == kNodeAddressesIpam) {
+    return CniFail(kInvalidConfig, "invalid network config: ipam.type '" + **type +
+                                       "' is reserved: set \"addresses\": \"node\" instead");
+  }
   conf->ipam = IpamConf{**type, *it};
+  return {};
+}
+
+// "addresses": "node" (routed rails): the netdev's own addresses and routes on the node go into
+// the pod with it and come back on DEL; they are the rail's, configured on the host.
+CniResult<void> ParseAddresses(const json& obj, NetConf* conf) {
+  auto v = OptString(obj, "addresses");
+  if (!v) return tl::unexpected(v.error());
+  if (!*v || (*v)->empty()) return {};
+  if (**v != "node") {
+    return CniFail(kInvalidConfig, "invalid network config: addresses '" + **v +
+                                       R"(' is not "node" (leave it unset to use ipam))");
+  }
+  if (conf->ipam) {
+    return CniFail(kInvalidConfig,
+                   "invalid network config: addresses \"node\" and ipam both give the interface "
+                   "its addresses: keep one");
+  }
+  if (IsChildMode(conf->mode)) {
+    return CniFail(kInvalidConfig,
+                   "invalid network config: addresses \"node\" moves the netdev's own addresses "
+                   "into the pod, and mode " +
+                       std::string(AttachModeName(conf->mode)) +
+                       " leaves the netdev on the node: use ipam for children");
+  }
+  conf->node_addresses = true;
   return {};
 }
 
@@ -373,7 +403,8 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command, const Nod
   if (command != Command::kVersion && conf.name.empty()) {
     return CniFail(kInvalidConfig, "invalid network config: field 'name' is required");
   }
-  for (auto step : {&ParseLinkState, &ParseMode, &ParseNumbers, &ParseGc, &ParseIpam}) {
+  for (auto step :
+       {&ParseLinkState, &ParseMode, &ParseNumbers, &ParseGc, &ParseIpam, &ParseAddresses}) {
     auto r = step(obj, &conf);
     if (!r) return tl::unexpected(r.error());
   }

@@ -95,6 +95,7 @@ Result<void> Plugin::ConfigureInterface(const AttachmentRecord& rec, const IpamR
 CniResult<void> Plugin::AllocateAddresses(AttachPlan& plan, const Request& req, const NetConf& conf,
                                           const StateStore& store, const NetNs& pod) {
   AttachmentRecord& rec = plan.record;
+  if (rec.ipam->type == kNodeAddressesIpam) return ApplyNodeAddresses(plan, pod);
   rec.ipam->requested = true;  // recorded before the call: a crash from here on still releases
   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
   auto doc = CallIpam(Command::kAdd, *rec.ipam, req, conf);
@@ -133,8 +134,38 @@ Result<void> Plugin::VerifyAddresses(const AttachmentRecord& rec, const NetNs& p
   return {};
 }
 
+CniResult<void> Plugin::ApplyNodeAddresses(AttachPlan& plan, const NetNs& pod) {
+  const AttachmentRecord& rec = plan.record;
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(IpamResult result, IpamResult::Parse(rec.ipam->result, "node"), 0);
+  auto configured = ConfigureInterface(rec, result, plan.want_up, pod);
+  if (!configured) {
+    return tl::unexpected(
+        FromError(configured.error().Wrap("apply the node's rail addresses"), kKernelRefused));
+  }
+  std::string ips;
+  for (const auto& ip : result.ips) ips += (ips.empty() ? "" : ", ") + ip.address.Cidr();
+  spdlog::info("{} keeps the node's rail addresses {} and {} route(s)", rec.ifname, ips,
+               result.routes.size());
+  return {};
+}
+
+Result<void> Plugin::RestoreNodeAddresses(const AttachmentRecord& rec, const NetNs& host) {
+  if (!rec.ipam || rec.ipam->type != kNodeAddressesIpam) return {};
+  auto result = IpamResult::Parse(rec.ipam->result, "node");
+  if (!result) return Fail(ErrorCode::kInvalidArgument, result.error().msg);
+  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l, link::FindByMac(d_.links, host, rec.mac));
+  // The kernel flushed them when the netdev left; back on the node they are the rail's again.
+  // Routes through a gateway need the link up: restored only when it is.
+  IpamResult on_host = *result;
+  if (!l.admin_up) on_host.routes.clear();
+  AttachmentRecord as_host = rec;
+  as_host.ifname = l.name;
+  return ConfigureInterface(as_host, on_host, std::nullopt, host);
+}
+
 CniResult<void> Plugin::ReleaseAddresses(const IpamState& ipam, const Request& req,
                                          const NetConf& conf) {
+  if (ipam.type == kNodeAddressesIpam) return {};  // they go back with the netdev (Restore)
   KUBERDMA_CNI_TRY(CallIpam(Command::kDel, ipam, req, conf), 0);
   spdlog::info("IPAM {} released {}/{}", ipam.type, req.container_id, req.ifname);
   return {};
@@ -142,6 +173,7 @@ CniResult<void> Plugin::ReleaseAddresses(const IpamState& ipam, const Request& r
 
 CniResult<void> Plugin::CheckAddresses(const IpamState& ipam, const Request& req,
                                        const NetConf& conf) {
+  if (ipam.type == kNodeAddressesIpam) return {};  // no plugin holds them: VerifyAddresses does
   KUBERDMA_CNI_TRY(CallIpam(Command::kCheck, ipam, req, conf), 0);
   return {};
 }

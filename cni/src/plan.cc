@@ -4,8 +4,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 
+#include "kuberdma/cni/ipam.h"
 #include "kuberdma/cni/result.h"
 #include "kuberdma/podenv/slot_id.h"
 
@@ -513,6 +515,59 @@ CniResult<void> Planner::CheckParentUp(const Hca& hca, const LinkInfo& parent,
                      "cable and the switch port: rdma-doctor node); nothing was changed");
 }
 
+namespace {
+
+bool Routable(const link::IpPrefix& p) {
+  if (p.family == 4) return p.address.rfind("169.254.", 0) != 0;
+  return p.address.rfind("fe80:", 0) != 0 && p.address.rfind("ff", 0) != 0;
+}
+
+// The network an address's connected route covers ("10.10.1.7/24" -> "10.10.1.0/24"), IPv4 only;
+// "" otherwise.
+std::string ConnectedNet(const link::IpPrefix& p) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (p.family != 4 || std::sscanf(p.address.c_str(), "%u.%u.%u.%u", &a, &b, &c, &d) != 4) {
+    return "";
+  }
+  uint32_t ip = (a << 24) | (b << 16) | (c << 8) | d;
+  uint32_t mask = p.prefix_len == 0 ? 0 : ~0u << (32 - p.prefix_len);
+  uint32_t net = ip & mask;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%u.%u.%u.%u/%d", net >> 24, (net >> 16) & 0xff, (net >> 8) & 0xff,
+                net & 0xff, p.prefix_len);
+  return buf;
+}
+
+}  // namespace
+
+CniResult<IpamState> Planner::NodeAddresses(const LinkInfo& netdev, const Hca& hca,
+                                            const NetNs& host) {
+  auto net = HostNetwork(host);
+  if (!net)
+    return tl::unexpected(FromError(net.error().Wrap("read the rail's addresses"), kIoFailure));
+  IpamResult result;
+  std::vector<std::string> connected;
+  for (const auto& [ifindex, p] : (*net)->addresses) {
+    if (ifindex != netdev.ifindex || !Routable(p)) continue;
+    result.ips.push_back({.address = p});
+    connected.push_back(ConnectedNet(p));
+  }
+  if (result.ips.empty()) {
+    return CniFail(kInvalidConfig,
+                   "addresses \"node\": " + netdev.name + " (" + hca.name +
+                       ") has no address on the node; give the rail its address on the host "
+                       "(netplan, NetworkManager, or your fabric's provisioning), or use ipam. "
+                       "Nothing was changed");
+  }
+  for (const auto& r : (*net)->routes) {
+    if (r.ifindex != netdev.ifindex || !Routable(r.dst)) continue;
+    bool kernel_made = r.gateway.empty() && std::find(connected.begin(), connected.end(),
+                                                      r.dst.Cidr()) != connected.end();
+    if (!kernel_made) result.routes.push_back({.dst = r.dst, .gateway = r.gateway});
+  }
+  return IpamState{.type = kNodeAddressesIpam, .requested = false, .result = result.ToJson()};
+}
+
 CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
                                     const StateStore& store, const NetNs& host, const NetNs& pod) {
   const bool chained =
@@ -549,6 +604,10 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
   if (conf.ipam) {
     plan.record.ipam = IpamState{.type = conf.ipam->type, .section = conf.ipam->section};
     plan.into.up.reset();  // set after IPAM's addresses, before its routes (which need it up)
+  }
+  if (conf.node_addresses && !chained) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(plan.record.ipam, NodeAddresses(netdev, hca, host), 0);
+    plan.into.up.reset();
   }
   return plan;
 }

@@ -38,6 +38,12 @@ bool IsInfiniBand(const AttachmentRecord& rec) { return rec.link_layer == "Infin
 
 Result<void> Plugin::RestoreNetdev(const AttachmentRecord& rec, const NetNs& host,
                                    const NetNs* pod) {
+  KUBERDMA_TRY(PutNetdevBack(rec, host, pod));
+  return RestoreNodeAddresses(rec, host);
+}
+
+Result<void> Plugin::PutNetdevBack(const AttachmentRecord& rec, const NetNs& host,
+                                   const NetNs* pod) {
   if (!rec.netdev_moved) return {};
   LinkChange back{.name = rec.host_name, .mtu = rec.host_mtu, .up = rec.host_admin_up};
   if (pod != nullptr) {

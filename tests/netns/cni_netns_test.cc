@@ -495,5 +495,48 @@ TEST_CASE("rdma-doctor node marks the node's own NIC and numbers the rails, on a
   CHECK_THAT(doctor::Render(v), Catch::Contains("rail 1: ens9f0np0 names no HCA on this node"));
 }
 
+TEST_CASE("Routed rails on the real kernel: the rail's address and routes follow the netdev") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  auto ens1 = MustGet(node, node.node(), "ens1f0np0");
+  REQUIRE(node.addrs().AddAddress(node.node(), ens1.ifindex,
+                                  {.family = 4, .address = "10.10.1.7", .prefix_len = 24}));
+  REQUIRE(node.addrs().AddRoute(node.node(),
+                                {.dst = {.family = 4, .address = "10.10.0.0", .prefix_len = 16},
+                                 .gateway = "10.10.1.1",
+                                 .ifindex = ens1.ifindex}));
+  REQUIRE(WriteFileAtomic(node.node_config_path(), R"({"rails":["ens1f0np0"]})"));
+  std::string pod = node.AddPod("pod");
+  std::string conf = R"({"cniVersion":"1.0.0","name":"rail1","type":"rdma","rail":1,
+      "addresses":"node","linkState":"up","stateDir":")" +
+                     node.state_dir() + R"("})";
+  auto add = node.Run(kBin, {"ADD", "c1", pod, "net1", conf});
+  INFO(add.out << add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK(json::parse(add.out)["ips"][0]["address"] == "10.10.1.7/24");
+  auto net1 = MustGet(node, node.Pod(pod), "net1");
+  auto in_pod = node.addrs().ListAddresses(node.Pod(pod), net1.ifindex);
+  REQUIRE(in_pod);
+  CHECK(std::any_of(in_pod->begin(), in_pod->end(),
+                    [](const link::IpPrefix& p) { return p.Cidr() == "10.10.1.7/24"; }));
+  auto pod_routes = node.addrs().ListRoutes(node.Pod(pod), net1.ifindex);
+  REQUIRE(pod_routes);
+  CHECK(std::any_of(pod_routes->begin(), pod_routes->end(), [](const link::Route& r) {
+    return r.dst.Cidr() == "10.10.0.0/16" && r.gateway == "10.10.1.1";
+  }));
+  auto check = node.Run(kBin, {"CHECK", "c1", pod, "net1", conf});
+  CHECK(check.exit_code == 0);
+  REQUIRE(node.Run(kBin, {"DEL", "c1", pod, "net1", conf}).exit_code == 0);
+  auto back = MustGet(node, node.node(), "ens1f0np0");
+  auto host_addrs = node.addrs().ListAddresses(node.node(), back.ifindex);
+  auto host_routes = node.addrs().ListRoutes(node.node(), back.ifindex);
+  REQUIRE(host_addrs);
+  REQUIRE(host_routes);
+  CHECK(std::any_of(host_addrs->begin(), host_addrs->end(),
+                    [](const link::IpPrefix& p) { return p.Cidr() == "10.10.1.7/24"; }));
+  CHECK(std::any_of(host_routes->begin(), host_routes->end(), [](const link::Route& r) {
+    return r.dst.Cidr() == "10.10.0.0/16" && r.gateway == "10.10.1.1";
+  }));
+}
+
 }  // namespace
 }  // namespace kuberdma::sim

@@ -259,5 +259,112 @@ TEST_CASE("An ipam section without a type is error 7 naming ipam.type") {
                   ->ipam);
 }
 
+// ---- Routed rails: "addresses": "node" ----
+
+// ens1f0np0 is rail 1 with the node's rail address, its connected route and a route to the other
+// rails' subnets through the leaf, as a routed rail-optimised fabric configures the host.
+struct RoutedNode : Node {
+  RoutedNode() {
+    auto host = *world.namespaces().Host();
+    int ens1 = world.FindLink(kHostPath, "ens1f0np0")->ifindex;
+    auto& a = world.addrs();
+    REQUIRE(a.AddAddress(host, ens1, {.family = 4, .address = "10.10.1.7", .prefix_len = 24}));
+    REQUIRE(a.AddRoute(
+        host, {.dst = {.family = 4, .address = "10.10.1.0", .prefix_len = 24}, .ifindex = ens1}));
+    REQUIRE(a.AddRoute(host, {.dst = {.family = 4, .address = "10.10.0.0", .prefix_len = 16},
+                              .gateway = "10.10.1.1",
+                              .ifindex = ens1}));
+  }
+  NetConf Routed(const std::string& extra = "") const {
+    auto c = ParseConfig(R"({"cniVersion":"1.1.0","name":"rail1","type":"rdma","mtu":9000,
+        "linkState":"up","rail":1,"addresses":"node","stateDir":")" +
+                             state_dir + "\"" + extra + "}",
+                         Command::kAdd, TestPolicy());
+    REQUIRE(c);
+    return *c;
+  }
+  Plugin MakeRouted() {
+    return Plugin({world.links(), world.rdma(), world.namespaces(), root, &world.addrs(), &ipam,
+                   rails::NodeConfig{.rails = {"ens1f0np0", "ens2f0np0"}}});
+  }
+};
+
+TEST_CASE("Routed rails: the node's rail address and routes go into the pod and come back on DEL") {
+  RoutedNode n;
+  std::vector<std::string> addrs = n.world.Addresses(), routes = n.world.Routes();
+  std::string before = n.world.Snapshot();
+  Plugin p = n.MakeRouted();
+  auto r = p.Add(Req(), n.Routed());
+  REQUIRE(r);
+  CHECK((*r)["ips"][0]["address"] == "10.10.1.7/24");
+  CHECK(n.ipam.calls.empty());  // no IPAM plugin is run
+  int net1 = n.world.FindLink(kPod, "net1")->ifindex;
+  CHECK_THAT(n.world.Routes(), Catch::VectorContains(std::string(kPod) + " 10.10.0.0/16 via " +
+                                                     "10.10.1.1 #" + std::to_string(net1)));
+  CHECK_THAT(n.world.Addresses(), Catch::VectorContains(std::string(kPod) + " #" +
+                                                        std::to_string(net1) + " 10.10.1.7/24"));
+  CHECK(p.Check(Req(), n.Routed()));
+  REQUIRE(p.Del(Req(), n.Routed()));
+  CHECK(n.world.Snapshot() == before);
+  CHECK(n.world.Addresses() == addrs);
+  int ens1 = n.world.FindLink(kHostPath, "ens1f0np0")->ifindex;
+  CHECK_THAT(n.world.Routes(), Catch::VectorContains(std::string(kHostPath) + " 10.10.0.0/16 via " +
+                                                     "10.10.1.1 #" + std::to_string(ens1)));
+}
+
+TEST_CASE("Routed rails: every failing call of ADD leaves the rail on the node with its address") {
+  int total = 0;
+  {
+    RoutedNode n;
+    Plugin p = n.MakeRouted();
+    REQUIRE(p.Add(Req(), n.Routed()));
+    total = n.world.calls;
+  }
+  for (int fail_at = 1; fail_at <= total; ++fail_at) {
+    RoutedNode n;
+    std::string before = n.world.Snapshot();
+    std::vector<std::string> addrs = n.world.Addresses();
+    Plugin p = n.MakeRouted();
+    n.world.fail_at = fail_at;
+    auto r = p.Add(Req(), n.Routed());
+    INFO("failed call " << fail_at << " (" << n.world.trace.at(static_cast<size_t>(fail_at - 1))
+                        << ") of " << total << (r ? "" : ": " + r.error().msg));
+    n.world.fail_at = 0;
+    if (r) REQUIRE(p.Del(Req(), n.Routed()));
+    if (!r && r.error().code == kRollbackIncomplete) REQUIRE(p.Del(Req(), n.Routed()));
+    CHECK(n.world.Snapshot() == before);
+    CHECK(n.world.Addresses() == addrs);
+    CHECK(n.Records().empty());
+  }
+}
+
+TEST_CASE("Routed rails: refused with ipam, in child modes, without an address or a declaration") {
+  RoutedNode n;
+  auto both = ParseConfig(R"({"cniVersion":"1.1.0","name":"x","type":"rdma","addresses":"node",
+      "ipam":{"type":"host-local"}})",
+                          Command::kAdd, TestPolicy());
+  REQUIRE_FALSE(both);
+  CHECK_THAT(both.error().msg, Catch::Contains("keep one"));
+  CHECK_FALSE(ParseConfig(R"({"cniVersion":"1.1.0","name":"x","type":"rdma","addresses":"node",
+      "mode":"macvlan"})",
+                          Command::kAdd, TestPolicy()));
+  CHECK_FALSE(ParseConfig(R"({"cniVersion":"1.1.0","name":"x","type":"rdma","addresses":"pod"})",
+                          Command::kAdd, TestPolicy()));
+  CHECK_FALSE(ParseConfig(R"({"cniVersion":"1.1.0","name":"x","type":"rdma",
+      "ipam":{"type":"rdma:node-addresses"}})",
+                          Command::kAdd, TestPolicy()));
+  Plugin p = n.MakeRouted();
+  auto bare = p.Add(Req(), n.Routed(R"(,"rail":2)"));  // ens2f0np0 has no address
+  REQUIRE_FALSE(bare);
+  CHECK_THAT(bare.error().msg, Catch::Contains("ens2f0np0 (mlx5_1) has no address on the node"));
+  Plugin undeclared = n.MakePlugin();
+  NetConf named = n.Routed();
+  named.rail.reset();
+  named.selector = {SelectorKind::kHca, "mlx5_0"};
+  auto own = undeclared.Add(Req(), named);
+  REQUIRE_FALSE(own);
+  CHECK(own.error().code == kNodeOwnNic);  // an address no declared rail has: the node's
+}
+
 }  // namespace
 }  // namespace kuberdma::cni

@@ -57,6 +57,10 @@ struct NodePolicy {
                                             "/run/k8s.cni.cncf.io/devinfo/cni"};
 };
 
+// The IPAM type a record of "addresses": "node" carries: no plugin is run, the result is the
+// netdev's host addresses and routes (reserved: a NAD's ipam.type cannot name it).
+inline constexpr char kNodeAddressesIpam[] = "rdma:node-addresses";
+
 inline constexpr char kNodePolicyEnv[] = "KUBERDMA_CNI_NODE_CONFIG";
 inline constexpr char kNodePolicyPath[] = "/etc/kube-rdma/cni-node.json";
 
@@ -92,6 +96,9 @@ struct NetConf {
   std::optional<nlohmann::json> prev_result;
   std::optional<std::vector<Attachment>> valid_attachments;  // GC: cni.dev/valid-attachments
   std::optional<IpamConf> ipam;                              // absent: no addresses (IB, RoCE v1)
+  // "addresses": "node" (routed rails): the netdev keeps the addresses and routes it has on the
+  // node; they go into the pod with it and come back on DEL (recorded as IPAM kNodeAddressesIpam).
+  bool node_addresses = false;
   // The config as received: what a delegated IPAM plugin gets on stdin.
   nlohmann::json raw = nlohmann::json::object();
 };

@@ -108,6 +108,10 @@ class Planner {
                                    const Claims& claimed);
   // Error 7 when `conf` names a rail and `hca` is on another.
   CniResult<void> CheckRail(const sysfs::Hca& hca, const NetConf& conf, const netns::NetNs& host);
+  // "addresses": "node": the netdev's routable addresses and the routes through it that the
+  // kernel does not make from them, as the record's IPAM result; error 7 when it has none.
+  CniResult<IpamState> NodeAddresses(const link::LinkInfo& netdev, const sysfs::Hca& hca,
+                                     const netns::NetNs& host);
   // Error 107 when a move would take the node's own NIC.
   CniResult<void> CheckNotNodeOwn(const sysfs::Hca& hca, const NetConf& conf,
                                   const netns::NetNs& host);

@@ -89,6 +89,10 @@ class Plugin {
                                     const StateStore& store, const netns::NetNs& pod);
   Result<void> ConfigureInterface(const AttachmentRecord& rec, const IpamResult& ipam,
                                   std::optional<bool> want_up, const netns::NetNs& pod);
+  // "addresses": "node": the recorded host addresses and routes applied to the pod interface.
+  CniResult<void> ApplyNodeAddresses(AttachPlan& plan, const netns::NetNs& pod);
+  // ... and applied again on the host once the netdev is back there (every undo path).
+  Result<void> RestoreNodeAddresses(const AttachmentRecord& rec, const netns::NetNs& host);
   // IPAM DEL for `ipam` (the recorded or configured section), as `req` names the attachment.
   CniResult<void> ReleaseAddresses(const IpamState& ipam, const Request& req, const NetConf& conf);
   // IPAM CHECK.
@@ -109,7 +113,10 @@ class Plugin {
   Result<void> RemoveChild(const AttachmentRecord& rec, const netns::NetNs* pod);
   // DEL of a child-mode config without a record.
   Result<void> RemoveUnrecordedChild(const Request& req, const NetConf& conf);
+  // The netdev back on the host, its host addresses too ("addresses": "node").
   Result<void> RestoreNetdev(const AttachmentRecord& rec, const netns::NetNs& host,
+                             const netns::NetNs* pod);
+  Result<void> PutNetdevBack(const AttachmentRecord& rec, const netns::NetNs& host,
                              const netns::NetNs* pod);
   Result<void> RestoreRdma(const AttachmentRecord& rec, const netns::NetNs& host,
                            const netns::NetNs* pod);
