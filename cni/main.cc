@@ -24,6 +24,7 @@
 #include "kuberdma/cni/timed_ops.h"
 #include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rdma/netlink_rdma_ops.h"
 
 namespace {
@@ -228,8 +229,8 @@ int Dispatch(const Request& req, const NetConf& conf) {
     }
     node = std::move(*loaded);
   }
-  Plugin plugin(
-      {links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam, node});
+  Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam,
+                 node, kuberdma::podenv::AllocationsDir()});
   VerbTimer timer(links);
   auto done = [&](const CniResult<void>& r) {
     return r ? 0 : PrintError(conf.cni_version, r.error());

@@ -68,6 +68,9 @@ void AddOptions(CLI::App& app, Cli& c) {
                  "(default $NODE_NAME)");
   app.add_option("--node-ip", c.node_ip,
                  "the address the node is known by, never taken (default $NODE_IP)");
+  app.add_option("--allocations-dir", c.opts.allocations_dir,
+                 "where per-HCA allocations are recorded for the CNI (default " +
+                     c.opts.allocations_dir + ")");
   app.add_option("--write-node-config", c.write_node_config,
                  "write the node config resolved for this node (with --node-ip) to this path, "
                  "where the CNI reads it, and exit (0 written, 2 bad config)");

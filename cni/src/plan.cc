@@ -9,6 +9,7 @@
 
 #include "kuberdma/cni/ipam.h"
 #include "kuberdma/cni/result.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/podenv/slot_id.h"
 
 namespace kuberdma::cni {
@@ -56,6 +57,12 @@ std::string Hex4(uint16_t v) {
 bool IsEthernet(const Hca& hca) { return hca.link_layer() == sysfs::LinkLayer::kEthernet; }
 
 std::string HcaKey(const Hca& hca) { return HcaIdentity(hca.address, hca.name); }
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+  return out;
+}
 
 }  // namespace
 
@@ -278,6 +285,10 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
     }
     return FirstFree(conf, host, claimed);
   }
+  if (conf.rail && !chained) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(auto from_pod, SelectFromAllocation(conf, host, claimed), 0);
+    if (from_pod) return std::move(*from_pod);
+  }
   auto found = FindNamed(sel, host);
   if (!found) {
     return CniFail(kInvalidConfig, "no RDMA device matches " + std::string(SelectorName(sel.kind)) +
@@ -362,6 +373,49 @@ CniResult<void> Planner::CheckRail(const Hca& hca, const NetConf& conf, const Ne
                      " is " + hca.name + ", " + on + " (rails " + RailSource(node_) +
                      "); nothing was changed. Give each rail's network the resource of its "
                      "rail's HCA (the chart's per-rail resources do)");
+}
+
+CniResult<std::optional<Planner::Selected>> Planner::SelectFromAllocation(const NetConf& conf,
+                                                                          const NetNs& host,
+                                                                          const Claims& claimed) {
+  const Selector& sel = conf.selector;
+  bool device_id = sel.kind == SelectorKind::kRuntimeDeviceId ||
+                   sel.kind == SelectorKind::kDeviceId || sel.kind == SelectorKind::kPciBusId;
+  auto slot = device_id ? podenv::ParseSlot(sel.value) : std::nullopt;
+  if (!slot || slot->kind != podenv::SlotKind::kPerHca || allocations_.empty()) {
+    return std::optional<Selected>{};
+  }
+  auto group = podenv::FindAllocation(allocations_, sel.value);
+  if (!group) return tl::unexpected(FromError(group.error(), kIoFailure));
+  if (!*group) return std::optional<Selected>{};
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(const rails::NodeRoles* roles, Rails(host), 0);
+  std::string allocated;
+  for (const auto& name : (*group)->hcas) {
+    const rails::HcaRole* role = roles->Find(name);
+    int rail = role == nullptr ? 0 : role->rail;
+    allocated += (allocated.empty() ? "" : ", ") + name + " rail " + std::to_string(rail);
+    if (rail != *conf.rail) continue;
+    spdlog::info("{} {} was allocated with {}: rail {} is {}", SelectorName(sel.kind), sel.value,
+                 Join((*group)->slots), *conf.rail, name);
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(Hca h, sysfs::ReadHca(root_, name, sysfs::HcaDetail::kIdentity),
+                                  kDeviceUnavailable);
+    auto candidate = Candidate(h, conf, host, claimed);
+    if (!candidate) {
+      return CniFail(kDeviceUnavailable,
+                     "network " + conf.name + " is rail " + std::to_string(*conf.rail) +
+                         ", whose HCA in this "
+                         "pod's allocation, " +
+                         name + ", is " + candidate.error().message() + "; nothing was changed");
+    }
+    return std::optional<Selected>(std::move(*candidate));
+  }
+  return CniFail(kInvalidConfig,
+                 "network " + conf.name + " is rail " + std::to_string(*conf.rail) +
+                     ", and the pod's allocation of " + (*group)->resource + " (" + allocated +
+                     ") has no HCA on it (rails " + RailSource(node_) +
+                     "); nothing was changed. A pod attaching rail networks must be allocated "
+                     "every rail it attaches; pods on a subset of the rails use networks whose "
+                     "addresses follow the HCA's rail (the chart's roce.pinRails=false)");
 }
 
 CniResult<Planner::Selected> Planner::SelectOnRail(const NetConf& conf, const NetNs& host,

@@ -322,7 +322,7 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
   }
   // ADD judges the node's own NICs by their addresses and routes: main always wires AddrOps in.
   KUBERDMA_CHECK(d_.addrs != nullptr);
-  Planner planner(d_.links, d_.rdma, *d_.addrs, d_.sysfs, d_.node);
+  Planner planner(d_.links, d_.rdma, *d_.addrs, d_.sysfs, d_.node, d_.allocations);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(AttachPlan plan, planner.Plan(req, conf, store, host, *pod), 0);
   return Execute(plan, req, conf, store, host, *pod);
 }

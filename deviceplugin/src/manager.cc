@@ -169,7 +169,8 @@ Result<void> Manager::StartResources() {
   KUBERDMA_ASSIGN_OR_RETURN(auto hcas, Discover());
   for (const auto& rc : cfg_.resources) {
     if (servers_.contains(rc.FullName())) continue;
-    auto shared = std::make_shared<SharedResource>(Resource(rc, opts_.sysfs));
+    auto shared =
+        std::make_shared<SharedResource>(Resource(rc, opts_.sysfs), opts_.allocations_dir);
     shared->resource.Refresh(hcas, roles());
     KUBERDMA_ASSIGN_OR_RETURN(auto srv,
                               ResourceServer::Start(shared, SocketPath(rc.FullName()), metrics_,

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "api.grpc.pb.h"
+#include "kuberdma/podenv/allocation.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -200,6 +201,7 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
         for (const auto& cdi : alloc->cdi_devices) resp->add_cdi_devices()->set_name(cdi);
         spdlog::info("event=allocate resource={} ids={} hcas={}", name, ids.size(),
                      fmt::join(alloc->hcas, ","));
+        Record(name, ids, alloc->hcas);
       }
       return grpc::Status::OK;
     });
@@ -221,6 +223,20 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
   }
 
  private:
+  // Which HCAs went to one container together, for a rail's network to find its rail among them
+  // (podenv/allocation.h). A failure is logged: the CNI then checks the one slot it is given.
+  void Record(const std::string& name, const std::vector<std::string>& ids,
+              const std::vector<std::string>& hcas) const {
+    if (res_->allocations_dir.empty() || res_->resource.config().policy != Policy::kPerHca) return;
+    if (ids.size() != hcas.size()) return;  // one HCA per slot in per-hca resources
+    auto r = podenv::RecordAllocation(res_->allocations_dir,
+                                      {.resource = name, .slots = ids, .hcas = hcas});
+    if (!r) {
+      spdlog::warn("event=allocation_record_failed resource={} error=\"{}\"", name,
+                   r.error().message());
+    }
+  }
+
   // Each handler's boundary: a stray exception becomes INTERNAL, never a crash.
   template <typename F>
   static grpc::Status Guard(F&& fn) {

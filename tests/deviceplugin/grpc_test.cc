@@ -22,6 +22,7 @@
 #include "kuberdma/deviceplugin/manager.h"
 #include "kuberdma/deviceplugin/podresources.h"
 #include "kuberdma/doctor/doctor.h"
+#include "kuberdma/podenv/allocation.h"
 #include "podresources.grpc.pb.h"
 
 namespace kuberdma::deviceplugin {
@@ -56,6 +57,7 @@ struct Node {
     o.sysfs = sysfs::SysfsRoot(dir + "/root");
     o.metrics_port = 0;
     o.kernel_events = false;
+    o.allocations_dir = dir + "/allocations";
     auto cfg = ParseConfig(kConfig);
     auto m = Manager::Create(o, std::move(*cfg));
     REQUIRE(m);
@@ -394,6 +396,45 @@ TEST_CASE("Two hundred concurrent Allocates all succeed; unknown IDs are INVALID
   CHECK(rejected == 10);
   CHECK(wrong == 0);
   CHECK(n.mgr->metrics().Get("kuberdma_allocations_total", {{"resource", "rdma/hca"}}) == 190);
+}
+
+TEST_CASE("Allocate records which per-HCA slots went to one container, for the CNI's rails") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start();
+  REQUIRE(n.kubelet->WaitFor([&] { return !n.kubelet->Lists("rdma/hca").empty(); }));
+  auto stub = n.Stub("rdma/hca");
+  grpc::ClientContext ctx;
+  v1beta1::AllocateRequest req;
+  for (const char* id : {"mlx5_6-0", "mlx5_1-0", "mlx5_4-0"}) {
+    req.add_container_requests()->add_devices_ids(id);
+  }
+  req.add_container_requests()->add_devices_ids("mlx5_7-3");
+  v1beta1::AllocateResponse resp;
+  REQUIRE(stub->Allocate(&ctx, req, &resp).ok());
+  auto one = podenv::FindAllocation(n.dir + "/allocations", "mlx5_1-0");
+  REQUIRE(one);
+  REQUIRE(*one);
+  CHECK((*one)->resource == "rdma/hca");
+  CHECK((*one)->slots == std::vector<std::string>{"mlx5_1-0"});
+  grpc::ClientContext ctx2;
+  v1beta1::AllocateRequest together;
+  auto* c = together.add_container_requests();
+  for (const char* id : {"mlx5_6-0", "mlx5_1-0", "mlx5_4-0"}) c->add_devices_ids(id);
+  REQUIRE(stub->Allocate(&ctx2, together, &resp).ok());
+  for (const char* id : {"mlx5_6-0", "mlx5_1-0", "mlx5_4-0"}) {
+    auto g = podenv::FindAllocation(n.dir + "/allocations", id);
+    REQUIRE(g);
+    REQUIRE(*g);
+    CHECK((*g)->slots == std::vector<std::string>{"mlx5_6-0", "mlx5_1-0", "mlx5_4-0"});
+    CHECK((*g)->hcas.size() == 3);
+  }
+  // A pool's slots name no HCA: nothing is recorded for them.
+  grpc::ClientContext ctx3;
+  v1beta1::AllocateRequest pool;
+  pool.add_container_requests()->add_devices_ids("pool-shared-001");
+  REQUIRE(n.Stub("rdma/shared")->Allocate(&ctx3, pool, &resp).ok());
+  CHECK_FALSE(fs::exists(n.dir + "/allocations/pool-shared-001"));
 }
 
 TEST_CASE("GetPreferredAllocation and GetDevicePluginOptions answer over gRPC") {

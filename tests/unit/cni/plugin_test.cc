@@ -12,6 +12,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/podenv/allocation.h"
 #include "manifests.h"
 
 namespace kuberdma::cni {
@@ -688,6 +689,39 @@ TEST_CASE("An MTU above the netdev's maximum is refused before anything moves (I
   auto big = p.Add(Req(kPod, "net1"), jumbo);
   REQUIRE_FALSE(big);
   CHECK_THAT(big.error().msg, Catch::Contains("ens1f0np0 (mlx5_0): 9978, the driver's maximum"));
+}
+
+TEST_CASE("Rail networks get the pod's HCA on their rail whatever order Multus passes the slots") {
+  Node n;
+  std::string allocations = n.state_dir + "/allocations";
+  // Cabled in reverse on this node: rail 1 is mlx5_3. The kubelet allocated mlx5_0..3 together
+  // and lists them in its own order; Multus gives net1 the first, net2 the second, ...
+  rails::NodeConfig node{.rails = {"ens4f0np0", "ens3f0np0", "ens2f0np0", "ens1f0np0"}};
+  std::vector<std::string> slots = {"mlx5_2-0", "mlx5_0-0", "mlx5_3-0", "mlx5_1-0"};
+  REQUIRE(podenv::RecordAllocation(
+      allocations,
+      {.resource = "rdma/hca", .slots = slots, .hcas = {"mlx5_2", "mlx5_0", "mlx5_3", "mlx5_1"}}));
+  Plugin p({n.world.links(), n.world.rdma(), n.world.namespaces(), n.root, &n.world.addrs(),
+            nullptr, node, allocations});
+  for (int i = 1; i <= 4; ++i) {
+    std::string ifname = "net" + std::to_string(i);
+    auto conf = n.Conf(",\"rail\":" + std::to_string(i) + ",\"deviceID\":\"" +
+                       slots[static_cast<size_t>(i - 1)] + "\"");
+    auto r = p.Add(Req(kPod, ifname), conf);
+    INFO(ifname << (r ? "" : ": " + r.error().msg));
+    REQUIRE(r);
+    CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", ifname)).hca ==
+          "mlx5_" + std::to_string(4 - i));
+  }
+  // A pod allocated rails 1 and 2 only cannot attach rail 3.
+  REQUIRE(podenv::RecordAllocation(
+      allocations, {.resource = "rdma/hca", .slots = {"mlx5_4-0"}, .hcas = {"mlx5_4"}}));
+  auto missing = p.Add(Req(kPod2, "net1", "c2"), n.Conf(R"(,"rail":3,"deviceID":"mlx5_4-0")"));
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == kInvalidConfig);
+  CHECK_THAT(missing.error().msg,
+             Catch::Contains("the pod's allocation of rdma/hca (mlx5_4 rail 0)") &&
+                 Catch::Contains("has no HCA on it"));
 }
 
 }  // namespace

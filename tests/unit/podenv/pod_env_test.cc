@@ -3,9 +3,14 @@
 // for every HCA of every fixture; NCCL_IB_HCA's own semantics.
 #include "kuberdma/podenv/pod_env.h"
 
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <map>
 
+#include "kuberdma/base/files.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/podenv/slot_id.h"
 
 namespace kuberdma::podenv {
@@ -116,6 +121,35 @@ TEST_CASE("Slot IDs: what the device plugin writes, the CNI reads back, per HCA 
     INFO(id);
     CHECK_FALSE(ParseSlot(id));
   }
+}
+
+TEST_CASE("Allocation records round-trip, refuse what is not one, and find nothing unrecorded") {
+  char tmpl[] = "/tmp/kuberdma-alloc-XXXXXX";
+  std::string dir = std::string(mkdtemp(tmpl)) + "/allocations";
+  AllocationGroup g{
+      .resource = "rdma/hca", .slots = {"mlx5_3-0", "mlx5_0-0"}, .hcas = {"mlx5_3", "mlx5_0"}};
+  REQUIRE(RecordAllocation(dir, g));
+  auto found = FindAllocation(dir, "mlx5_0-0");
+  REQUIRE(found);
+  CHECK(*found == g);
+  auto none = FindAllocation(dir, "mlx5_7-0");
+  REQUIRE(none);
+  CHECK_FALSE(none->has_value());
+  auto path = FindAllocation(dir, "../etc/passwd");  // not a slot: never a path
+  REQUIRE(path);
+  CHECK_FALSE(path->has_value());
+  CHECK_FALSE(RecordAllocation(dir, {.resource = "x", .slots = {"../x"}, .hcas = {"y"}}));
+  for (const char* bad : {"[]", R"({"resource":"r","slots":["a"],"hcas":[]})",
+                          R"({"resource":"r","slots":[1],"hcas":["a"]})",
+                          R"({"resource":"r","slots":["a/b"],"hcas":["a"]})", "{"}) {
+    INFO(bad);
+    CHECK_FALSE(DecodeAllocation(bad));
+  }
+  REQUIRE(WriteFileAtomic(dir + "/mlx5_5-0", "garbage"));
+  auto broken = FindAllocation(dir, "mlx5_5-0");
+  REQUIRE_FALSE(broken);
+  CHECK_THAT(broken.error().message(), Catch::Contains(dir + "/mlx5_5-0"));
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
 }  // namespace

@@ -134,6 +134,7 @@ pid_t SimNode::Start(const std::string& binary, const CniCall& call, int out[2],
                                   "KUBERDMA_SYSFS_ROOT=" + sysfs_root_,
                                   "KUBERDMA_CNI_NODE_CONFIG=" + policy_path(),
                                   "KUBERDMA_NODE_CONFIG=" + node_config_path(),
+                                  "KUBERDMA_ALLOCATIONS_DIR=" + allocations_dir(),
                                   "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   if (!call.args.empty()) env.push_back("CNI_ARGS=" + call.args);
   auto pid = testing::SpawnIn(node_, {binary}, env, in[0], out[1], err[1]);

@@ -48,9 +48,16 @@ class Planner {
  public:
   // `addrs` reads the host's addresses and routes (the node's own NICs are never moved);
   // `node` is the node config (declared rails, the node's addresses).
+  // `allocations` is where the device plugin records which slots went to a container together
+  // (podenv/allocation.h): a rail's network takes its rail's HCA out of them.
   Planner(link::LinkOps& links, rdma::RdmaOps& rdma, link::AddrOps& addrs, sysfs::SysfsRoot root,
-          rails::NodeConfig node = {})
-      : links_(links), rdma_(rdma), addrs_(addrs), root_(std::move(root)), node_(std::move(node)) {}
+          rails::NodeConfig node = {}, std::string allocations = "")
+      : links_(links),
+        rdma_(rdma),
+        addrs_(addrs),
+        root_(std::move(root)),
+        node_(std::move(node)),
+        allocations_(std::move(allocations)) {}
 
   // The plan for attaching `req` with `conf`, or the CNI error that stops it (7 for a config that
   // cannot apply, no free device or a device on another rail than the network's, 100 for a device
@@ -106,6 +113,11 @@ class Planner {
   // `conf.rail`'s HCA when the network names a rail and no device; error 7 when none is.
   CniResult<Selected> SelectOnRail(const NetConf& conf, const netns::NetNs& host,
                                    const Claims& claimed);
+  // A rail's network named by a per-HCA slot: the HCA on its rail among the slots allocated with
+  // it (nullopt when the device plugin recorded no allocation for the slot).
+  CniResult<std::optional<Selected>> SelectFromAllocation(const NetConf& conf,
+                                                          const netns::NetNs& host,
+                                                          const Claims& claimed);
   // Error 7 when `conf` names a rail and `hca` is on another.
   CniResult<void> CheckRail(const sysfs::Hca& hca, const NetConf& conf, const netns::NetNs& host);
   // "addresses": "node": the netdev's routable addresses and the routes through it that the
@@ -124,6 +136,7 @@ class Planner {
   link::AddrOps& addrs_;
   sysfs::SysfsRoot root_;
   rails::NodeConfig node_;
+  std::string allocations_;
   std::optional<rails::HostNet> host_net_;
   std::optional<rails::NodeRoles> roles_;
 };

@@ -38,6 +38,8 @@ struct Deps {
   IpamPlugin* ipam = nullptr;
   // The node config (rails/node_config.h): declared rails and the node's addresses.
   rails::NodeConfig node;
+  // Where the device plugin records allocations (podenv/allocation.h); "" for none.
+  std::string allocations;
 };
 
 // The IPAM an attachment uses: what its record says, else what the config says; nullopt for none.

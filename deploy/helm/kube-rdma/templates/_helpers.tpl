@@ -140,7 +140,9 @@ template:
         resources:
           limits:
             nvidia.com/gpu: {{ $a.gpus }}
-            {{ $a.rdmaResource }}: {{ len $names }}
+            {{- range $res, $n := include "kube-rdma.podResources" (dict "root" .root "names" $names "fallback" $a.rdmaResource) | fromJson }}
+            {{ $res }}: {{ $n }}
+            {{- end }}
         {{- if or $a.baseline.configMap $a.jobImage }}
         volumeMounts:
           {{- if $a.baseline.configMap }}
@@ -173,10 +175,18 @@ template:
 {{/*
 The NetworkAttachmentDefinitions the chart defines, as a JSON list of {name, namespace,
 resourceName, config}: `networks` when given, else the `fabric` preset. ib: the seed's rdma-net
-as written (no IPAM), attached once per rail. roce: one NAD and one subnet per rail
-(<namePrefix>1..<rails>), each with its own IPAM section, so every rail's interface has an address
-and its HCA a routable RoCE v2 GID. roce.mode macvlan/ipvlan: each rail's NAD names its HCA
-(roce.hcaFormat of the rail's index from 0) and gives every pod a child of that HCA's netdev.
+(no IPAM), attached once per rail. roce: one NAD per rail (<namePrefix>1..<rails>), each with its
+rail's addresses (docs/cni.md#rails):
+  - roce.pinRails (move mode): NAD i says "rail": i, so it gets the pod's HCA on physical rail i
+    whatever order the kubelet allocated them in (the device plugin records each allocation, the
+    CNI picks rail i out of it), and rail i's subnet is on rail i's leaf on every node;
+  - without it, NAD i gets whichever allocated HCA Multus passes, and its addresses follow that
+    HCA's physical rail: "{rail}" in the IPAM range, or the rail's own addresses (roce.ipam node):
+    for pods on a subset of the rails (two 4-GPU pods per 8-rail node, one per NUMA node);
+  - roce.ipam: whereabouts or nv-ipam (cluster-wide), node (routed rails: the node's own rail
+    addresses, declared in nodeConfig.rails), host-local (one node only: roce.singleNode).
+roce.mode macvlan/ipvlan: rail i's NAD says "rail": i (or names an HCA by roce.hcaFormat of the
+rail's index from 0) and gives every pod a child of that HCA's netdev.
 */}}
 {{- define "kube-rdma.networks" -}}
 {{- $v := .Values }}
@@ -184,17 +194,31 @@ and its HCA a routable RoCE v2 GID. roce.mode macvlan/ipvlan: each rail's NAD na
 {{- toJson $v.networks }}
 {{- else if eq $v.fabric "roce" }}
 {{- $r := $v.roce }}
+{{- $perRail := and $r.pinRails (eq $r.mode "move") }}
+{{- include "kube-rdma.checkAddresses" . }}
 {{- $list := list }}
 {{- range $i := until (int $v.rails) }}
 {{- $rail := add1 $i }}
+{{- /* A pool's NAD i may get any rail's HCA: its range names the rail the CNI finds. */}}
+{{- $pooled := and (not $perRail) (eq $r.mode "move") }}
 {{- $subnet := printf $r.subnetFormat $rail }}
+{{- $pool := printf "%s%d" $r.nvIpamPoolPrefix $rail }}
+{{- if $pooled }}
+{{- if eq $r.ipam "host-local" }}{{ fail "roce.pinRails=false with roce.ipam host-local: each network keeps its own host-local store, so two networks that get HCAs of one rail hand out the same address. Use whereabouts, nv-ipam or node (their ranges are per rail), or roce.pinRails=true" }}{{ end }}
+{{- $subnet = replace "%d" "{rail}" $r.subnetFormat }}
+{{- $pool = printf "%s{rail}" $r.nvIpamPoolPrefix }}
+{{- end }}
 {{- $ipam := dict "type" "host-local" "ranges" (list (list (dict "subnet" $subnet))) }}
 {{- if eq $r.ipam "whereabouts" }}{{ $ipam = dict "type" "whereabouts" "range" $subnet }}{{ end }}
+{{- if eq $r.ipam "nv-ipam" }}{{ $ipam = dict "type" "nv-ipam" "poolName" $pool }}{{ end }}
 {{- $conf := merge (dict "ipam" $ipam) (deepCopy $r.config) }}
+{{- if eq $r.ipam "node" }}{{ $conf = merge (dict "addresses" "node") (omit $conf "ipam") }}{{ end }}
+{{- if $perRail }}{{ $conf = merge (dict "rail" $rail) $conf }}{{ end }}
 {{- if ne $r.mode "move" }}
 {{- /* Shared mode: a child of the rail's HCA netdev per pod; the child takes its parent's MTU. */}}
 {{- if eq $r.resourceName "rdma/hca" }}{{ fail (printf "roce.mode %s shares each HCA among pods: set roce.resourceName (and trainer/acceptance rdmaResource) to a pool such as rdma/shared, not the per-HCA rdma/hca" $r.mode) }}{{ end }}
-{{- $conf = merge (dict "mode" $r.mode "hca" (printf $r.hcaFormat $i)) (omit $conf "mtu") }}
+{{- $conf = merge (dict "mode" $r.mode) (omit $conf "mtu") }}
+{{- if $r.hcaFormat }}{{ $conf = merge (dict "hca" (printf $r.hcaFormat $i)) $conf }}{{ else }}{{ $conf = merge (dict "rail" $rail) $conf }}{{ end }}
 {{- end }}
 {{- $list = append $list (dict "name" (printf "%s%d" $r.namePrefix $rail) "namespace" $r.namespace "resourceName" $r.resourceName "config" $conf) }}
 {{- end }}
@@ -203,6 +227,35 @@ and its HCA a routable RoCE v2 GID. roce.mode macvlan/ipvlan: each rail's NAD na
 {{- toJson (list $v.ib) }}
 {{- end }}
 {{- end }}
+
+{{/*
+Refuses a RoCE rendering whose addresses would repeat across nodes: host-local allocates from a
+range on each node alone, so the first pod of every node gets the same address and GID.
+*/}}
+{{- define "kube-rdma.checkAddresses" -}}
+{{- $r := .Values.roce }}
+{{- if not (has $r.ipam (list "host-local" "whereabouts" "nv-ipam" "node")) }}{{ fail (printf "roce.ipam %q: whereabouts or nv-ipam (cluster-wide ranges), node (routed rails: each node's own rail addresses) or host-local (one node only)" $r.ipam) }}{{ end }}
+{{- if and (eq $r.ipam "host-local") (not $r.singleNode) }}{{ fail "roce.ipam host-local allocates from each node's own copy of the range: the first pod on every node gets the same address (and RoCE GID) on every rail, so two nodes cannot talk. Use whereabouts or nv-ipam (cluster-wide), or node (routed rails), or set roce.singleNode=true if every pod runs on one node (docs/install.md#before-you-install)" }}{{ end }}
+{{- if and (eq $r.ipam "node") (not .Values.nodeConfig.rails) (not .Values.nodeConfig.nodes) }}{{ fail "roce.ipam node moves each rail's own addresses, configured on the host, into the pod: declare the rails in nodeConfig.rails (a netdev whose address no declared rail has is the node's own and is never moved)" }}{{ end }}
+{{- if and (eq $r.ipam "node") (ne $r.mode "move") }}{{ fail (printf "roce.ipam node moves the netdev's addresses with it; roce.mode %s leaves the netdev on the node: use whereabouts or nv-ipam" $r.mode) }}{{ end }}
+{{- end }}
+
+{{/*
+What a pod attaching `names` asks the device plugin for, as JSON {resource: count}: each network's
+resourceName once per attachment (a rail's own resource per rail), `fallback` for networks
+without one. Args: root, names, fallback.
+*/}}
+{{- define "kube-rdma.podResources" -}}
+{{- $byName := dict }}
+{{- range (include "kube-rdma.networks" .root | fromJsonArray) }}{{ $_ := set $byName .name (.resourceName | default "") }}{{ end }}
+{{- $counts := dict }}
+{{- range .names }}
+{{- $res := get $byName . | default $.fallback }}
+{{- $_ := set $counts $res (add1 (get $counts $res | default 0)) }}
+{{- end }}
+{{- toJson $counts }}
+{{- end }}
+
 
 {{/*
 The networks a pod attaches, in order (net1..netN), as a JSON list of names: (dict "root" $

@@ -25,6 +25,7 @@
 #include "kuberdma/events/kernel_events.h"
 #include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/sysfs.h"
@@ -46,6 +47,8 @@ struct Options {
   // The node config, resolved for this node (rails/node_config.h): HCAs that are the node's own
   // NICs are never offered, and `rails` selectors number HCAs by it.
   rails::NodeConfig node;
+  // Where per-HCA allocations are recorded for the CNI (podenv/allocation.h); "" for nowhere.
+  std::string allocations_dir = podenv::AllocationsDir();
 };
 
 class Manager {

@@ -27,9 +27,12 @@ namespace kuberdma::deviceplugin {
 
 // A Resource shared between the event loop (Refresh) and gRPC handlers (Allocate).
 struct SharedResource {
-  explicit SharedResource(Resource r) : resource(std::move(r)) {}
+  explicit SharedResource(Resource r, std::string allocations = "")
+      : resource(std::move(r)), allocations_dir(std::move(allocations)) {}
   mutable std::mutex mu;
   Resource resource;
+  // Where per-HCA allocations are recorded for the CNI (podenv/allocation.h); "" for none.
+  std::string allocations_dir;
 };
 
 class Watchers;  // the set of open ListAndWatch streams

@@ -61,6 +61,8 @@ class SimNode {
   // The node config (rails/node_config.h) every CNI call of this node is given; absent until a
   // test or the demo writes it (no rails declared).
   std::string node_config_path() const { return state_dir_ + "/node.json"; }
+  // Where this node's device plugin records allocations and its CNI calls look them up.
+  std::string allocations_dir() const { return state_dir_ + "/allocations"; }
   const std::string& sysfs_root() const { return sysfs_root_; }
 
   // Cables HCA netdevs to one switch: their fabric ends become ports of bridge `rail` in the

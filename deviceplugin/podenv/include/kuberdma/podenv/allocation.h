@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// Allocation records: which per-HCA slots the kubelet allocated together to one container, written
+// by rdma-device-plugin at Allocate, read by the `rdma` CNI. Multus passes a pod's slots to its
+// attachments in whatever order the kubelet lists them; a network that is one physical rail
+// ("rail": i) finds, from the one slot it was given, every HCA of the same allocation and takes the
+// one on rail i. One small file per slot, replaced whenever that slot is allocated again.
+//
+//   KUBERDMA_TRY(RecordAllocation(kAllocationsDir, {.resource = "rdma/hca", .slots = ids,
+//                                                   .hcas = hcas}));
+//   auto group = FindAllocation(kAllocationsDir, "mlx5_3-000");  // nullopt: none recorded
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+
+namespace kuberdma::podenv {
+
+inline constexpr char kAllocationsDir[] = "/run/kube-rdma/allocations";
+inline constexpr char kAllocationsDirEnv[] = "KUBERDMA_ALLOCATIONS_DIR";
+inline constexpr size_t kMaxAllocationSlots = 256;
+
+struct AllocationGroup {
+  std::string resource;            // "rdma/hca"
+  std::vector<std::string> slots;  // the slot IDs of one container's Allocate, as asked
+  std::vector<std::string> hcas;   // their HCAs (names), one per slot
+  bool operator==(const AllocationGroup&) const = default;
+};
+
+// KUBERDMA_ALLOCATIONS_DIR when set, else kAllocationsDir.
+std::string AllocationsDir();
+
+std::string EncodeAllocation(const AllocationGroup& group);
+// kInvalidArgument for a document that is not one (wrong types, more than kMaxAllocationSlots,
+// slots and hcas of different lengths).
+Result<AllocationGroup> DecodeAllocation(std::string_view text);
+
+// Writes `group` under each of its slots in `dir` (created when missing), atomically per file.
+// kInvalidArgument for a slot ID that is not a plain file name.
+Result<void> RecordAllocation(const std::string& dir, const AllocationGroup& group);
+
+// The group `slot` was last allocated in; nullopt when none is recorded. Errors for a record
+// that cannot be read or decoded, naming the file.
+Result<std::optional<AllocationGroup>> FindAllocation(const std::string& dir,
+                                                      const std::string& slot);
+
+}  // namespace kuberdma::podenv
