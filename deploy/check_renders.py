@@ -198,11 +198,14 @@ def check_helm(report, helm, want, device_plugin):
 
 
 def check_fabrics(report, helm, device_plugin):
-    """fabric: ib is the seed's rdma-net attached once per rail; fabric: roce one NAD and one
-    subnet per rail, with IPAM, that every pod attaches once each, in rail order."""
+    """fabric: ib is the seed's rdma-net attached once per rail; fabric: roce one NAD per physical
+    rail ("rail": i), with addresses unique across the cluster, that every pod attaches once each,
+    in rail order; a rendering that would give two nodes the same addresses is refused."""
     ci = os.path.join(CHART, "ci")
-    for ipam in ("host-local", "whereabouts"):
-        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-values.yaml"), f"roce.ipam={ipam}")
+    rails = "nodeConfig.rails={" + ",".join(f"ens{i}f0np0" for i in range(1, 9)) + "}"
+    for ipam, extra in (("whereabouts", []), ("nv-ipam", []), ("node", [rails]),
+                        ("host-local", ["roce.singleNode=true"])):
+        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-values.yaml"), f"roce.ipam={ipam}", *extra)
         report.check(r.returncode == 0, f"fabric roce ({ipam}) renders" + (f": {r.stderr}" if r.returncode else ""))
         got = cm.load_text(r.stdout, f"helm(roce, {ipam})", report)
         cm.validate(got, report, device_plugin)
@@ -210,9 +213,18 @@ def check_fabrics(report, helm, device_plugin):
         confs = [json.loads(n["spec"]["config"]) for n in nads]
         names = [n["metadata"]["name"] for n in nads]
         report.check(names == [f"rdma-rail{i}" for i in range(1, 9)], f"roce: one NAD per rail: {names}")
-        subnets = [c["ipam"].get("range") or c["ipam"]["ranges"][0][0]["subnet"] for c in confs]
-        report.check(all(c["ipam"]["type"] == ipam for c in confs) and len(set(subnets)) == 8,
-                     f"roce: each rail its own {ipam} subnet: {subnets}")
+        report.check([c.get("rail") for c in confs] == list(range(1, 9)),
+                     f"roce ({ipam}): NAD i is physical rail i (\"rail\": i): {[c.get('rail') for c in confs]}")
+        if ipam == "node":
+            report.check(all(c.get("addresses") == "node" and "ipam" not in c for c in confs),
+                         "roce (node): each rail keeps the node's own rail addresses, no IPAM")
+        elif ipam == "nv-ipam":
+            pools = [c["ipam"].get("poolName") for c in confs]
+            report.check(pools == [f"rail{i}" for i in range(1, 9)], f"roce (nv-ipam): a pool per rail: {pools}")
+        else:
+            subnets = [c["ipam"].get("range") or c["ipam"]["ranges"][0][0]["subnet"] for c in confs]
+            report.check(all(c["ipam"]["type"] == ipam for c in confs) and len(set(subnets)) == 8,
+                         f"roce: each rail its own {ipam} subnet: {subnets}")
         for _, o in got:
             if o["kind"] not in ("StatefulSet", "Job"):
                 continue
@@ -223,6 +235,7 @@ def check_fabrics(report, helm, device_plugin):
             report.check([n["name"] for n in nets] == names and [n["interface"] for n in nets] == [f"net{i}" for i in range(1, 9)]
                          and limits and all(x == 8 for x in limits),
                          f"roce: {o['kind']} {o['metadata']['name']} attaches each rail once as net1..net8 and requests 8 rdma/hca")
+    check_address_refusals(report, helm, ci, rails)
     check_shared_mode(report, helm, device_plugin)
     r = helm_template(helm, "kube-rdma", "kube-rdma", "trainer.enabled=true")
     got = cm.load_text(r.stdout, "helm(ib)", report)
@@ -233,6 +246,27 @@ def check_fabrics(report, helm, device_plugin):
     report.check(len(nads) == 1 and "ipam" not in conf and conf.get("cniVersion") == "0.3.1"
                  and [n["name"] for n in nets] == ["rdma-net"] * 8,
                  "fabric ib (the default): the seed's rdma-net as written, no IPAM, attached eight times")
+
+
+def check_address_refusals(report, helm, ci, rails):
+    """Renderings that would repeat addresses on two nodes, or cannot give any, fail helm template
+    saying why; pods on a subset of the rails get ranges that follow the HCA's rail."""
+    values = os.path.join(ci, "roce-values.yaml")
+    for sets, says, what in (
+            (["roce.ipam=host-local"], "the first pod on every node gets the same address",
+             "host-local on more than one node"),
+            (["roce.ipam=node"], "declare the rails in nodeConfig.rails", "routed rails without declared rails"),
+            (["roce.ipam=node", "roce.mode=macvlan", "roce.resourceName=rdma/shared", rails], "leaves the netdev on the node",
+             "routed rails in a child mode"),
+            (["roce.ipam=dhcp"], "roce.ipam", "an unknown IPAM")):
+        r = helm_template(helm, "kube-rdma", "kube-rdma", values, *sets)
+        report.check(r.returncode != 0 and says in r.stderr, f"refused: {what} ({r.stderr.strip()[-160:]})")
+    for ipam, key in (("whereabouts", "range"), ("nv-ipam", "poolName")):
+        r = helm_template(helm, "kube-rdma", "kube-rdma", values, f"roce.ipam={ipam}", "roce.pinRails=false")
+        confs = [json.loads(o["spec"]["config"]) for _, o in cm.load_text(r.stdout, "helm(pool)", report)
+                 if o["kind"] == "NetworkAttachmentDefinition"]
+        report.check(r.returncode == 0 and len(confs) == 8 and all("rail" not in c and "{rail}" in c["ipam"][key] for c in confs),
+                     f"roce.pinRails=false ({ipam}): every network's {key} follows the rail of the HCA it gets ({{rail}})")
 
 
 def check_shared_mode(report, helm, device_plugin):
@@ -247,10 +281,10 @@ def check_shared_mode(report, helm, device_plugin):
         nads = [o for _, o in got if o["kind"] == "NetworkAttachmentDefinition"]
         confs = [json.loads(n["spec"]["config"]) for n in nads]
         report.check([c.get("mode") for c in confs] == [mode] * 8
-                     and [c.get("hca") for c in confs] == [f"mlx5_{i}" for i in range(8)]
+                     and [c.get("rail") for c in confs] == list(range(1, 9)) and not any("hca" in c for c in confs)
                      and not any("mtu" in c for c in confs)
                      and all(n["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"] == "rdma/shared" for n in nads),
-                     f"roce.mode {mode}: rail i's NAD a {mode} child of mlx5_(i-1), the parent's MTU, resource rdma/shared")
+                     f"roce.mode {mode}: rail i's NAD a {mode} child of rail i's HCA, the parent's MTU, resource rdma/shared")
         sts = next((o for _, o in got if o["kind"] == "StatefulSet"), None)
         main = sts["spec"]["template"]["spec"]["containers"][0] if sts else {}
         report.check(sts is not None and main["args"][0].startswith('nccl_env="$(/kube-rdma/bin/rdma-validate --nccl-env)" ||')

@@ -594,6 +594,44 @@ std::string ConnectedNet(const link::IpPrefix& p) {
 
 }  // namespace
 
+namespace {
+
+// Replaces "{rail}" in every string of `j` with `rail`; true when there was one.
+bool SubstituteRail(nlohmann::json& j, const std::string& rail) {
+  bool any = false;
+  if (j.is_string()) {
+    std::string v = j.get<std::string>();
+    for (size_t at = v.find(kRailPlaceholder); at != std::string::npos;
+         at = v.find(kRailPlaceholder, at + rail.size())) {
+      v.replace(at, std::string_view(kRailPlaceholder).size(), rail);
+      any = true;
+    }
+    if (any) j = v;
+  } else if (j.is_structured()) {
+    for (auto& child : j) any = SubstituteRail(child, rail) || any;
+  }
+  return any;
+}
+
+}  // namespace
+
+CniResult<nlohmann::json> Planner::RailSection(const nlohmann::json& section, const Hca& hca,
+                                               const NetNs& host) {
+  nlohmann::json probe = section;
+  if (!SubstituteRail(probe, "0")) return section;
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(const rails::NodeRoles* roles, Rails(host), 0);
+  const rails::HcaRole* role = roles->Find(hca.name);
+  if (role == nullptr || role->rail == 0) {
+    return CniFail(kInvalidConfig,
+                   "the ipam section's ranges follow the rail (" + std::string(kRailPlaceholder) +
+                       "), and " + hca.name + " is on no rail (" +
+                       (role == nullptr ? "unknown" : role->no_rail) + "); nothing was changed");
+  }
+  nlohmann::json out = section;
+  SubstituteRail(out, std::to_string(role->rail));
+  return out;
+}
+
 CniResult<IpamState> Planner::NodeAddresses(const LinkInfo& netdev, const Hca& hca,
                                             const NetNs& host) {
   auto net = HostNetwork(host);
@@ -656,7 +694,9 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
                  .pkey_index = pkey_index};
   PlanInterface(req, conf, netdev.admin_up, &plan);
   if (conf.ipam) {
-    plan.record.ipam = IpamState{.type = conf.ipam->type, .section = conf.ipam->section};
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(nlohmann::json section,
+                                  RailSection(conf.ipam->section, hca, host), 0);
+    plan.record.ipam = IpamState{.type = conf.ipam->type, .section = std::move(section)};
     plan.into.up.reset();  // set after IPAM's addresses, before its routes (which need it up)
   }
   if (conf.node_addresses && !chained) {

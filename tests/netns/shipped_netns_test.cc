@@ -5,6 +5,7 @@
 // for gives the device IDs, the rendered NADs and the pod's networks annotation give the
 // attachments, and the Multus stand-in (tools/sim) turns them into the CNI calls `rdma` gets,
 // CNI_ARGS and all. Real namespaces, the real binary, Debian's host-local for the IPAM sections.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/podenv/slot_id.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
@@ -104,8 +106,26 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
   return out;
 }
 
+// What the device plugin records at Allocate (podenv/allocation.h), and the allocation in the
+// kubelet's own order: reversed, so that the i-th slot is not the i-th rail's HCA.
+MultusPod AsKubeletLists(SimNode& node, MultusPod pod) {
+  for (auto& [res, ids] : pod.allocated) {
+    podenv::AllocationGroup g{.resource = res};
+    for (const auto& id : ids) {
+      auto slot = podenv::ParseSlot(id);
+      if (!slot || slot->kind != podenv::SlotKind::kPerHca) continue;
+      g.slots.push_back(id);
+      g.hcas.push_back(slot->base);
+    }
+    if (!g.slots.empty()) REQUIRE(podenv::RecordAllocation(node.allocations_dir(), g));
+    std::reverse(ids.begin(), ids.end());
+  }
+  return pod;
+}
+
 // Runs `pod`'s ADDs on `node`; checks the HCAs against the allocation. Returns the calls to DEL.
-std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& pod) {
+std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& allocated) {
+  MultusPod pod = AsKubeletLists(node, allocated);
   std::string netns = node.AddPod(pod.name);
   // Node-local paths kept off this machine: the plugin's state and host-local's store.
   auto adds = MultusAdds(pod, WithHostLocalStore(s.nads, node.state_dir() + "/ipam"), netns,
@@ -128,6 +148,11 @@ std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& po
     REQUIRE(rec);
     REQUIRE(*rec);
     CHECK(hcas.insert((*rec)->hca).second);  // never one HCA twice
+    if (conf.contains("rail")) {
+      // A rail's network has the HCA on its physical rail (roce8: PCI order is name order).
+      CHECK((*rec)->hca == "mlx5_" + std::to_string(conf["rail"].get<int>() - 1));
+      continue;
+    }
     for (const auto& nad : s.nads) {
       if (nad.name == conf["name"] && !nad.resource.empty())
         got[nad.resource].push_back((*rec)->hca);
@@ -135,8 +160,10 @@ std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& po
     CHECK(node.links().GetByName(node.Pod(netns), call.ifname));
     if (conf.contains("ipam")) CHECK_FALSE(json::parse(r.out)["ips"].empty());
   }
-  // A per-HCA slot is its HCA: the i-th attachment of a resource has the i-th allocated HCA.
+  // A per-HCA slot is its HCA: the i-th attachment of a resource that is no rail has the i-th
+  // allocated HCA.
   for (const auto& [res, ids] : pod.allocated) {
+    if (got[res].empty()) continue;
     std::vector<std::string> want;
     for (const auto& id : ids) {
       auto slot = podenv::ParseSlot(id);

@@ -366,5 +366,27 @@ TEST_CASE("Routed rails: refused with ipam, in child modes, without an address o
   CHECK(own.error().code == kNodeOwnNic);  // an address no declared rail has: the node's
 }
 
+TEST_CASE("{rail} in the ipam section becomes the rail of the HCA the attachment got") {
+  Node n;
+  Plugin p({n.world.links(), n.world.rdma(), n.world.namespaces(), n.root, &n.world.addrs(),
+            &n.ipam, rails::NodeConfig{.rails = {"ens3f0np0", "ens1f0np0"}}});
+  auto conf = ParseConfig(R"({"cniVersion":"1.1.0","name":"net-a","type":"rdma","hca":"mlx5_0",
+      "ipam":{"type":"fake","range":"10.10.{rail}.0/24","routes":[{"dst":"10.{rail}.0.0/16"}]},
+      "stateDir":")" + n.state_dir +
+                              "\"}",
+                          Command::kAdd, TestPolicy());
+  REQUIRE(conf);
+  REQUIRE(p.Add(Req(), *conf));
+  REQUIRE_FALSE(n.ipam.configs.empty());
+  CHECK(n.ipam.configs[0]["ipam"]["range"] == "10.10.2.0/24");  // mlx5_0 is declared rail 2
+  CHECK(n.ipam.configs[0]["ipam"]["routes"][0]["dst"] == "10.2.0.0/16");
+  REQUIRE(p.Del(Req(), *conf));
+  CHECK(n.ipam.configs.back()["ipam"]["range"] == "10.10.2.0/24");  // DEL releases from the same
+  conf->selector = {SelectorKind::kHca, "mlx5_5"};
+  auto none = p.Add(Req(), *conf);
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.error().msg, Catch::Contains("mlx5_5 is on no rail"));
+}
+
 }  // namespace
 }  // namespace kuberdma::cni

@@ -10,9 +10,15 @@ namespace kuberdma::sim {
 
 std::vector<Nad> WithHostLocalStore(std::vector<Nad> nads, const std::string& dir) {
   for (auto& n : nads) {
-    if (n.config.contains("ipam") && n.config["ipam"].value("type", "") == "host-local") {
-      n.config["ipam"]["dataDir"] = dir;
+    if (!n.config.contains("ipam") || !n.config["ipam"].is_object()) continue;
+    nlohmann::json& ipam = n.config["ipam"];
+    // whereabouts is not in Debian: on one node host-local allocates from the same range alike.
+    if (ipam.value("type", "") == "whereabouts" && ipam.contains("range")) {
+      ipam = {{"type", "host-local"},
+              {"ranges",
+               nlohmann::json::array({nlohmann::json::array({{{"subnet", ipam["range"]}}})})}};
     }
+    if (ipam.value("type", "") == "host-local") ipam["dataDir"] = dir;
   }
   return nads;
 }

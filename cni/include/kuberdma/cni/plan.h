@@ -24,6 +24,10 @@
 
 namespace kuberdma::cni {
 
+// In an ipam section, replaced by the physical rail (1-based) of the HCA the attachment got:
+// "range": "10.10.{rail}.0/24" gives every rail its own range, whichever network lands on it.
+inline constexpr char kRailPlaceholder[] = "{rail}";
+
 // The largest MTU of an IPoIB netdev in datagram mode: the IB MTU (4096) less the IPoIB header.
 inline constexpr uint32_t kIpoibDatagramMaxMtu = 4092;
 
@@ -120,6 +124,10 @@ class Planner {
                                                           const Claims& claimed);
   // Error 7 when `conf` names a rail and `hca` is on another.
   CniResult<void> CheckRail(const sysfs::Hca& hca, const NetConf& conf, const netns::NetNs& host);
+  // `section` with every "{rail}" replaced by `hca`'s physical rail, so a network's addresses
+  // follow the rail of the HCA it got; error 7 when it is on none.
+  CniResult<nlohmann::json> RailSection(const nlohmann::json& section, const sysfs::Hca& hca,
+                                        const netns::NetNs& host);
   // "addresses": "node": the netdev's routable addresses and the routes through it that the
   // kernel does not make from them, as the record's IPAM result; error 7 when it has none.
   CniResult<IpamState> NodeAddresses(const link::LinkInfo& netdev, const sysfs::Hca& hca,

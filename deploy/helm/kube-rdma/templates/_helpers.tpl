@@ -203,8 +203,8 @@ rail's index from 0) and gives every pod a child of that HCA's netdev.
 {{- $pooled := and (not $perRail) (eq $r.mode "move") }}
 {{- $subnet := printf $r.subnetFormat $rail }}
 {{- $pool := printf "%s%d" $r.nvIpamPoolPrefix $rail }}
-{{- if $pooled }}
-{{- if eq $r.ipam "host-local" }}{{ fail "roce.pinRails=false with roce.ipam host-local: each network keeps its own host-local store, so two networks that get HCAs of one rail hand out the same address. Use whereabouts, nv-ipam or node (their ranges are per rail), or roce.pinRails=true" }}{{ end }}
+{{- /* host-local keeps a store per network: on one node, a subnet per network keeps them apart. */}}
+{{- if and $pooled (ne $r.ipam "host-local") }}
 {{- $subnet = replace "%d" "{rail}" $r.subnetFormat }}
 {{- $pool = printf "%s{rail}" $r.nvIpamPoolPrefix }}
 {{- end }}
@@ -298,4 +298,19 @@ Args: root (the chart's $), indent.
   volumeMounts:
     - name: kube-rdma-bin
       mountPath: /kube-rdma/bin
+{{- end }}
+
+{{/*
+The node's name and Kubernetes address, from the downward API: the node config's per-node entry
+and the address the node is known by (never moved into a pod).
+*/}}
+{{- define "kube-rdma.nodeEnv" -}}
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: NODE_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.hostIP
 {{- end }}

@@ -11,7 +11,9 @@
 
 namespace kuberdma::sim {
 
-// `nads` with every host-local IPAM section's dataDir set to `dir`.
+// `nads` with every host-local IPAM section's dataDir set to `dir`, and each whereabouts section
+// played by host-local over the same range (whereabouts is not in Debian; on one node the two
+// allocate alike: what whereabouts adds is the same range across nodes).
 std::vector<Nad> WithHostLocalStore(std::vector<Nad> nads, const std::string& dir);
 
 // Addresses host-local holds in the store `dir` (one file per address in dir/<network>/).
