@@ -74,13 +74,16 @@ FABRIC ?= roce
 DEMO_FIXTURE := tests/fixtures/sysfs/$(if $(filter ib,$(FABRIC)),ib8,roce8)
 DEMO_VALUES ?= $(if $(filter ib,$(FABRIC)),demo-ib-values,demo-values)
 # FABRIC=roce (the default) then runs a second node in shared mode (ci/demo-shared-values.yaml:
-# the trainer's two pods each get a macvlan child of the same four HCAs).
+# the trainer's two pods each get a macvlan child of the same four HCAs), and a two-node cluster
+# (ci/demo-cluster-values.yaml: a leaf bridge per rail, routed rails, one pod per node).
 demo: build helm
 	@bash deploy/render.sh $(BUILD)/rendered >/dev/null
 	@$(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/$(DEMO_VALUES).yaml
 	@if [ "$(FABRIC)" = roce ] && [ "$(DEMO_VALUES)" = demo-values ]; then \
 	  echo; echo "=== Node 2: the same rails in shared mode (many pods per HCA) ==="; \
-	  $(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/demo-shared-values.yaml; fi
+	  $(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/demo-shared-values.yaml && \
+	  echo && echo "=== A cluster: two nodes, a leaf switch per rail, routed rails ===" && \
+	  $(BUILD)/tools/demo/kuberdma-demo --cluster 2 --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/demo-cluster-values.yaml; fi
 
 # Benchmarks print ratios against a named peer measured in the same run.
 bench: build

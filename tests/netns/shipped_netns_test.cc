@@ -11,11 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/rails/node_config.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
@@ -54,6 +56,38 @@ struct Shipped {
     resources = cfg->resources;
     nads = rendered.Nads();
     REQUIRE_FALSE(nads.empty());
+  }
+  // The HCA on physical rail `rail` of a roce8 node given this rendering's node config.
+  std::string HcaOnRail(int rail) const {
+    auto nc = rendered.ConfigMapData("node.json");
+    auto config =
+        nc ? rails::ParseNodeConfig(*nc, "") : Result<rails::NodeConfig>(rails::NodeConfig{});
+    if (config && config->Declared()) {
+      auto h = sysfs::HcaForNetdev(sysfs::SysfsRoot(kRoce8),
+                                   config->rails.at(static_cast<size_t>(rail - 1)),
+                                   sysfs::HcaDetail::kIdentity);
+      return h ? h->name : "";
+    }
+    return "mlx5_" + std::to_string(rail - 1);  // roce8: PCI order is name order
+  }
+  // What the DaemonSet writes on the node (the node config), and, for routed rails, the rail
+  // addresses the fabric's provisioning gives each declared rail's netdev.
+  void Provision(SimNode& node) const {
+    auto nc = rendered.ConfigMapData("node.json");
+    if (!nc) return;
+    REQUIRE(WriteFileAtomic(node.node_config_path(), *nc));
+    auto config = rails::ParseNodeConfig(*nc, "");
+    REQUIRE(config);
+    bool routed = std::any_of(nads.begin(), nads.end(), [](const Nad& n) {
+      return n.config.is_object() && n.config.value("addresses", "") == "node";
+    });
+    for (size_t r = 0; routed && r < config->rails.size(); ++r) {
+      auto l = node.links().GetByName(node.node(), config->rails[r]);
+      REQUIRE(l);
+      REQUIRE(node.addrs().AddAddress(
+          node.node(), l->ifindex,
+          {.family = 4, .address = "10.10." + std::to_string(r + 1) + ".1", .prefix_len = 24}));
+    }
   }
   Rendered rendered;
   std::vector<deviceplugin::ResourceConfig> resources;
@@ -149,8 +183,8 @@ std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& al
     REQUIRE(*rec);
     CHECK(hcas.insert((*rec)->hca).second);  // never one HCA twice
     if (conf.contains("rail")) {
-      // A rail's network has the HCA on its physical rail (roce8: PCI order is name order).
-      CHECK((*rec)->hca == "mlx5_" + std::to_string(conf["rail"].get<int>() - 1));
+      // A rail's network has the HCA on its physical rail.
+      CHECK((*rec)->hca == s.HcaOnRail(conf["rail"].get<int>()));
       continue;
     }
     for (const auto& nad : s.nads) {
@@ -187,6 +221,7 @@ bool SharesHcas(const Shipped& s) {
 // Runs `pods` on one fresh node: every pod's ADDs, then every DEL; nothing is left.
 void RunPods(const Shipped& s, const std::vector<MultusPod>& pods) {
   SimNode node(kRoce8, Roce8Netdevs());
+  s.Provision(node);
   std::vector<CniCall> dels;
   for (const auto& pod : pods) {
     auto d = AddPod(s, node, pod);

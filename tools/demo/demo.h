@@ -30,6 +30,7 @@ struct Options {
   double degrade_loss = 5.0;          // loss: percent of packets dropped each way
   std::string fleet_size = "32M";     // each AllReduce's size
   bool keep = false;                  // keep the fleet's reports and logs after a pass
+  int cluster = 0;                    // --cluster: the two-node demo on --manifests
 };
 
 // Counts and prints failures; the demo's verdict.
@@ -58,5 +59,6 @@ int CountGpus();
 
 int RunNodeDemo(const Options& o);
 int RunFleetDemo(const Options& o);
+int RunClusterDemo(const Options& o);
 
 }  // namespace kuberdma::demo

@@ -49,12 +49,17 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(0.1, 100.0));
   app.add_option("--size", o.fleet_size, "fleet: each AllReduce's size");
   app.add_flag("--keep", o.keep, "fleet: keep the reports and NCCL logs after a pass");
+  app.add_option("--cluster", o.cluster,
+                 "run the rendered chart on two nodes joined by a leaf per rail (--manifests: "
+                 "ci/demo-cluster-values.yaml's rendering)")
+      ->check(CLI::IsMember({2}));
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "kuberdma-demo needs root: it creates network namespaces and veths\n");
     return 2;
   }
   kuberdma::sim::RemoveStaleNamespaces();
+  if (o.cluster > 0) return kuberdma::demo::RunClusterDemo(o);
   return o.fleet > 0 ? kuberdma::demo::RunFleetDemo(o) : kuberdma::demo::RunNodeDemo(o);
 }
 

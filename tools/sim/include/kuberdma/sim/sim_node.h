@@ -49,6 +49,9 @@ class SimNode {
   void DeletePod(const std::string& path);
 
   const netns::NetNs& node() const { return node_; }
+  // Where the switch ends of the node's netdevs are ("sw<i>" for netdevs()[i]).
+  const netns::NetNs& fabric() const { return fabric_; }
+  const std::vector<std::string>& netdevs() const { return netdevs_; }
   netns::NetNs Pod(const std::string& path) const;
   link::NetlinkLinkOps& links() { return links_; }
   link::NetlinkAddrOps& addrs() { return addrs_; }
