@@ -208,6 +208,19 @@ class VerbTimer {
   const TimedLinkOps& links_;
 };
 
+// The node config as the DaemonSet resolved it for this node (ADD only: DEL never needs it, and
+// must work whatever the file holds). Error 7 when it does not parse.
+CniResult<kuberdma::rails::NodeConfig> NodeConfigFor(Command command) {
+  if (command != Command::kAdd) return kuberdma::rails::NodeConfig{};
+  auto loaded = kuberdma::rails::LoadNodeConfig(kuberdma::rails::NodeConfigPath(), "");
+  if (!loaded) {
+    return CniFail(kInvalidConfig, loaded.error().message() +
+                                       ": fix the node config (docs/install.md); nothing was "
+                                       "changed");
+  }
+  return std::move(*loaded);
+}
+
 // Runs one verb on the real kernel; its exit code, the result or error already printed.
 int Dispatch(const Request& req, const NetConf& conf) {
   kuberdma::link::NetlinkLinkOps netlink_links;
@@ -216,21 +229,10 @@ int Dispatch(const Request& req, const NetConf& conf) {
   kuberdma::netns::RealNamespaceOps namespaces;
   kuberdma::link::NetlinkAddrOps addrs;
   ExecIpam ipam;
-  kuberdma::rails::NodeConfig node;
-  if (req.command == Command::kAdd) {
-    // The node config as the DaemonSet resolved it for this node; DEL never needs it.
-    auto loaded = kuberdma::rails::LoadNodeConfig(kuberdma::rails::NodeConfigPath(), "");
-    if (!loaded) {
-      return PrintError(conf.cni_version,
-                        CniError{kInvalidConfig,
-                                 loaded.error().message() +
-                                     ": fix the node config (docs/install.md); nothing was changed",
-                                 ""});
-    }
-    node = std::move(*loaded);
-  }
+  auto node = NodeConfigFor(req.command);
+  if (!node) return PrintError(conf.cni_version, node.error());
   Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam,
-                 node, kuberdma::podenv::AllocationsDir()});
+                 *node, kuberdma::podenv::AllocationsDir()});
   VerbTimer timer(links);
   auto done = [&](const CniResult<void>& r) {
     return r ? 0 : PrintError(conf.cni_version, r.error());

@@ -148,6 +148,19 @@ kuberdma::Result<kuberdma::rails::NodeConfig> NodeConfigFor(const Cli& c) {
   return node;
 }
 
+// --write-node-config: the resolved node config where the CNI reads it; 0, or 2 saying why not.
+int WriteNodeConfig(const Cli& c, const kuberdma::rails::NodeConfig& node) {
+  auto w = kuberdma::WriteFileAtomic(c.write_node_config, kuberdma::rails::FormatNodeConfig(node));
+  if (!w) {
+    std::fprintf(stderr, "rdma-device-plugin: %s\n", w.error().message().c_str());
+    return 2;
+  }
+  std::printf("wrote %s: node %s, %zu declared rail(s), node addresses [%s]\n",
+              c.write_node_config.c_str(), c.node_name.empty() ? "(unnamed)" : c.node_name.c_str(),
+              node.rails.size(), Join(node.node_addresses).c_str());
+  return 0;
+}
+
 // Serves until SIGTERM/SIGINT; its exit code.
 int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
   c.opts.config_path = c.config;
@@ -199,19 +212,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "rdma-device-plugin: %s\n", node.error().message().c_str());
     return 2;
   }
-  if (!c.write_node_config.empty()) {
-    auto w =
-        kuberdma::WriteFileAtomic(c.write_node_config, kuberdma::rails::FormatNodeConfig(*node));
-    if (!w) {
-      std::fprintf(stderr, "rdma-device-plugin: %s\n", w.error().message().c_str());
-      return 2;
-    }
-    std::printf("wrote %s: node %s, %zu declared rail(s), node addresses [%s]\n",
-                c.write_node_config.c_str(),
-                c.node_name.empty() ? "(unnamed)" : c.node_name.c_str(), node->rails.size(),
-                Join(node->node_addresses).c_str());
-    return 0;
-  }
+  if (!c.write_node_config.empty()) return WriteNodeConfig(c, *node);
   if (c.check_only) {
     PrintResources(*cfg, c, *node);
     return 0;

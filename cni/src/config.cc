@@ -280,7 +280,7 @@ CniResult<void> ParseIpam(const json& obj, NetConf* conf) {
   }
   if (**type == kNodeAddressesIpam) {
     return CniFail(kInvalidConfig, "invalid network config: ipam.type '" + **type +
-                                       "' is reserved: set \"addresses\": \"node\" instead");
+                                       R"(' is reserved: set "addresses": "node" instead)");
   }
   conf->ipam = IpamConf{**type, *it};
   return {};

@@ -579,7 +579,10 @@ bool Routable(const link::IpPrefix& p) {
 // The network an address's connected route covers ("10.10.1.7/24" -> "10.10.1.0/24"), IPv4 only;
 // "" otherwise.
 std::string ConnectedNet(const link::IpPrefix& p) {
-  unsigned a = 0, b = 0, c = 0, d = 0;
+  unsigned a = 0;
+  unsigned b = 0;
+  unsigned c = 0;
+  unsigned d = 0;
   if (p.family != 4 || std::sscanf(p.address.c_str(), "%u.%u.%u.%u", &a, &b, &c, &d) != 4) {
     return "";
   }
@@ -693,17 +696,23 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
                  .pkey = pkey,
                  .pkey_index = pkey_index};
   PlanInterface(req, conf, netdev.admin_up, &plan);
+  KUBERDMA_CNI_TRY(PlanAddresses(conf, netdev, host, &plan), 0);
+  return plan;
+}
+
+CniResult<void> Planner::PlanAddresses(const NetConf& conf, const LinkInfo& netdev,
+                                       const NetNs& host, AttachPlan* plan) {
   if (conf.ipam) {
     KUBERDMA_CNI_ASSIGN_OR_RETURN(nlohmann::json section,
-                                  RailSection(conf.ipam->section, hca, host), 0);
-    plan.record.ipam = IpamState{.type = conf.ipam->type, .section = std::move(section)};
-    plan.into.up.reset();  // set after IPAM's addresses, before its routes (which need it up)
+                                  RailSection(conf.ipam->section, plan->hca, host), 0);
+    plan->record.ipam = IpamState{.type = conf.ipam->type, .section = std::move(section)};
+    plan->into.up.reset();  // set after IPAM's addresses, before its routes (which need it up)
   }
-  if (conf.node_addresses && !chained) {
-    KUBERDMA_CNI_ASSIGN_OR_RETURN(plan.record.ipam, NodeAddresses(netdev, hca, host), 0);
-    plan.into.up.reset();
+  if (conf.node_addresses && !plan->chained) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(plan->record.ipam, NodeAddresses(netdev, plan->hca, host), 0);
+    plan->into.up.reset();
   }
-  return plan;
+  return {};
 }
 
 }  // namespace kuberdma::cni

@@ -223,6 +223,26 @@ Result<ResourceConfig> ParseEntry(const json& e, const std::string& where) {
   return rc;
 }
 
+// periodicUpdateInterval, healthPollMs, cdiSpecDir.
+Result<void> ParseTopLevel(const json& j, Config* cfg) {
+  if (auto it = j.find("periodicUpdateInterval"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_unsigned())
+      return Bad("periodicUpdateInterval", "must be a non-negative integer (seconds)");
+    cfg->periodic_update_interval_s =
+        static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 86400));
+  }
+  if (auto it = j.find("healthPollMs"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_unsigned() || it->get<uint64_t>() < 50)
+      return Bad("healthPollMs", "must be an integer >= 50");
+    cfg->health_poll_ms = static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 60000));
+  }
+  if (auto it = j.find("cdiSpecDir"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return Bad("cdiSpecDir", "must be a string");
+    cfg->cdi_dir = it->get<std::string>();
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Config> ParseConfig(std::string_view text) {
@@ -233,21 +253,7 @@ Result<Config> ParseConfig(std::string_view text) {
   KUBERDMA_TRY(KnownKeys(j, {"periodicUpdateInterval", "healthPollMs", "cdiSpecDir", "configList"},
                          "(top level)", "a misspelt field would be ignored"));
   Config cfg;
-  if (auto it = j.find("periodicUpdateInterval"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_unsigned())
-      return Bad("periodicUpdateInterval", "must be a non-negative integer (seconds)");
-    cfg.periodic_update_interval_s =
-        static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 86400));
-  }
-  if (auto it = j.find("healthPollMs"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_unsigned() || it->get<uint64_t>() < 50)
-      return Bad("healthPollMs", "must be an integer >= 50");
-    cfg.health_poll_ms = static_cast<uint32_t>(std::min<uint64_t>(it->get<uint64_t>(), 60000));
-  }
-  if (auto it = j.find("cdiSpecDir"); it != j.end() && !it->is_null()) {
-    if (!it->is_string()) return Bad("cdiSpecDir", "must be a string");
-    cfg.cdi_dir = it->get<std::string>();
-  }
+  KUBERDMA_TRY(ParseTopLevel(j, &cfg));
   auto list = j.find("configList");
   if (list == j.end() || !list->is_array() || list->empty()) {
     return Bad("configList", "is required: a non-empty array of resources");

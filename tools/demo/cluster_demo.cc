@@ -184,7 +184,7 @@ bool ClusterDemo::LoadObjects() {
               workload_.replicas, per_pod_, resource_.c_str());
   std::printf("  declared rails (nodeConfig.rails): ");
   for (size_t i = 0; i < rails_.size(); ++i) {
-    std::printf("%s%zu=%s", i ? " " : "", i + 1, rails_[i].c_str());
+    std::printf("%s%zu=%s", i > 0 ? " " : "", i + 1, rails_[i].c_str());
   }
   std::printf("\n");
   return true;
@@ -347,7 +347,8 @@ void ClusterDemo::CheckRails() {
 }
 
 void ClusterDemo::CheckUnique() {
-  std::set<std::string> ips, gids;
+  std::set<std::string> ips;
+  std::set<std::string> gids;
   size_t total = 0;
   for (const auto& [rail, by_node] : got_) {
     for (const auto& [node, what] : by_node) {

@@ -2,6 +2,7 @@
 // Allocation records: one JSON file per slot, written by the device plugin, read by the CNI.
 #include "kuberdma/podenv/allocation.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -17,12 +18,10 @@ namespace {
 // A slot ID is a file name here: no separators, no dot files, bounded.
 bool PlainName(const std::string& s) {
   if (s.empty() || s.size() > 128 || s[0] == '.') return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) return false;
-  }
-  return true;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == ':';
+  });
 }
 
 Result<std::vector<std::string>> Names(const json& j, const char* key) {

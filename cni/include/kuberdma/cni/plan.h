@@ -128,6 +128,9 @@ class Planner {
   // follow the rail of the HCA it got; error 7 when it is on none.
   CniResult<nlohmann::json> RailSection(const nlohmann::json& section, const sysfs::Hca& hca,
                                         const netns::NetNs& host);
+  // The record's IPAM: the config's section (its {rail} replaced), or the node's rail addresses.
+  CniResult<void> PlanAddresses(const NetConf& conf, const link::LinkInfo& netdev,
+                                const netns::NetNs& host, AttachPlan* plan);
   // "addresses": "node": the netdev's routable addresses and the routes through it that the
   // kernel does not make from them, as the record's IPAM result; error 7 when it has none.
   CniResult<IpamState> NodeAddresses(const link::LinkInfo& netdev, const sysfs::Hca& hca,
