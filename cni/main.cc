@@ -231,8 +231,12 @@ int Dispatch(const Request& req, const NetConf& conf) {
   ExecIpam ipam;
   auto node = NodeConfigFor(req.command);
   if (!node) return PrintError(conf.cni_version, node.error());
+  // A slow device plugin or kubelet is an error in bounded time, never a hang.
+  DevicePluginAllocations allocations(
+      kuberdma::podenv::AllocationsDir() + "/" + kuberdma::podenv::kPodsSocket,
+      std::chrono::milliseconds(3000));
   Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam,
-                 *node, kuberdma::podenv::AllocationsDir()});
+                 *node, kuberdma::podenv::AllocationsDir(), &allocations});
   VerbTimer timer(links);
   auto done = [&](const CniResult<void>& r) {
     return r ? 0 : PrintError(conf.cni_version, r.error());

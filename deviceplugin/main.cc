@@ -68,6 +68,8 @@ void AddOptions(CLI::App& app, Cli& c) {
                  "(default $NODE_NAME)");
   app.add_option("--node-ip", c.node_ip,
                  "the address the node is known by, never taken (default $NODE_IP)");
+  app.add_option("--pod-resources", c.opts.pod_resources,
+                 "the kubelet's pod-resources socket, for the CNI's allocation check");
   app.add_option("--allocations-dir", c.opts.allocations_dir,
                  "where per-HCA allocations are recorded for the CNI (default " +
                      c.opts.allocations_dir + ")");

@@ -371,8 +371,9 @@ CniResult<void> Planner::CheckRail(const Hca& hca, const NetConf& conf, const Ne
                  "network " + conf.name + " is rail " + std::to_string(*conf.rail) + ", but " +
                      std::string(SelectorName(conf.selector.kind)) + " " + conf.selector.value +
                      " is " + hca.name + ", " + on + " (rails " + RailSource(node_) +
-                     "); nothing was changed. Give each rail's network the resource of its "
-                     "rail's HCA (the chart's per-rail resources do)");
+                     "); nothing was changed. No allocation record of rdma-device-plugin names "
+                     "this slot, so the rail cannot be found among the pod's HCAs: check the "
+                     "device plugin's --allocations-dir is the CNI's (/run/kube-rdma/allocations)");
 }
 
 CniResult<std::optional<Planner::Selected>> Planner::SelectFromAllocation(const NetConf& conf,

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 
 #include "kuberdma/base/check.h"
@@ -324,7 +325,60 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
   KUBERDMA_CHECK(d_.addrs != nullptr);
   Planner planner(d_.links, d_.rdma, *d_.addrs, d_.sysfs, d_.node, d_.allocations);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(AttachPlan plan, planner.Plan(req, conf, store, host, *pod), 0);
+  KUBERDMA_CNI_TRY(CheckAllocated(plan.hca, req), 0);
   return Execute(plan, req, conf, store, host, *pod);
+}
+
+namespace {
+
+// The value of `key` in CNI_ARGS ("K1=V1;K2=V2"), the last one when repeated; "" when absent.
+std::string ArgValue(const std::string& args, const std::string& key) {
+  std::string value;
+  size_t pos = 0;
+  while (pos <= args.size()) {
+    size_t end = args.find(';', pos);
+    if (end == std::string::npos) end = args.size();
+    std::string_view kv(args.data() + pos, end - pos);
+    if (kv.size() > key.size() && kv.substr(0, key.size()) == key && kv[key.size()] == '=') {
+      value = std::string(kv.substr(key.size() + 1));
+    }
+    pos = end + 1;
+  }
+  return value;
+}
+
+}  // namespace
+
+CniResult<void> Plugin::CheckAllocated(const sysfs::Hca& hca, const Request& req) {
+  if (d_.pod_allocations == nullptr || d_.node.allow_unallocated) return {};
+  std::string ns = ArgValue(req.args, "K8S_POD_NAMESPACE");
+  std::string name = ArgValue(req.args, "K8S_POD_NAME");
+  if (ns.empty() || name.empty()) {
+    return CniFail(kInvalidConfig,
+                   "CNI_ARGS names no pod (K8S_POD_NAMESPACE, K8S_POD_NAME), so " + hca.name +
+                       " cannot be checked against the pod's allocation; outside Kubernetes, set "
+                       "\"allowUnallocated\": true in the node config. Nothing was changed");
+  }
+  auto answer = d_.pod_allocations->Of(ns, name);
+  if (!answer || !answer->error.empty()) {
+    return CniFail(
+        kTryAgainLater,
+        "cannot check that " + hca.name + " was allocated to pod " + ns + "/" + name + ": " +
+            (answer ? "rdma-device-plugin: " + answer->error : answer.error().message()) +
+            " (is rdma-device-plugin running on this node? kubectl -n kube-rdma get "
+            "pods -o wide). Nothing was changed; the runtime retries");
+  }
+  const auto& hcas = answer->hcas;
+  if (std::find(hcas.begin(), hcas.end(), hca.name) != hcas.end()) return {};
+  std::string got;
+  for (const auto& s : answer->slots) got += (got.empty() ? "" : ", ") + s;
+  return CniFail(kNotAllocated,
+                 hca.name + " (" + hca.address + ") was not allocated to pod " + ns + "/" + name +
+                     (got.empty() ? ", which has no kube-rdma allocation"
+                                  : ", whose kube-rdma allocation is " + got) +
+                     ": a network may only attach the pod's own HCAs (ask for them in the pod's "
+                     "resources; a NAD's deviceID, hca or device cannot name another pod's). "
+                     "Nothing was changed");
 }
 
 namespace {

@@ -9,14 +9,63 @@
 
 namespace kuberdma::deviceplugin {
 
-KubeletStandIn::KubeletStandIn(std::string dir) : dir_(std::move(dir)) {
+// v1 PodResourcesLister::List over what AssignPod recorded.
+class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext* /*context*/, const ::v1::ListPodResourcesRequest* /*req*/,
+                    ::v1::ListPodResourcesResponse* resp) override {
+    std::lock_guard lock(mu_);
+    for (const auto& [pod, devices] : pods_) {
+      auto* p = resp->add_pod_resources();
+      p->set_namespace_(pod.first);
+      p->set_name(pod.second);
+      auto* c = p->add_containers();
+      c->set_name("main");
+      for (const auto& [resource, ids] : devices) {
+        auto* d = c->add_devices();
+        d->set_resource_name(resource);
+        for (const auto& id : ids) d->add_device_ids(id);
+      }
+    }
+    return grpc::Status::OK;
+  }
+  void Assign(const std::string& ns, const std::string& name, const std::string& resource,
+              const std::vector<std::string>& ids) {
+    std::lock_guard lock(mu_);
+    pods_[{ns, name}][resource] = ids;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::vector<std::string>>>
+      pods_;
+};
+
+KubeletStandIn::KubeletStandIn(std::string dir)
+    : dir_(std::move(dir)), pod_resources_(std::make_unique<PodResources>()) {
   grpc::ServerBuilder b;
   b.AddListeningPort("unix:" + dir_ + "/kubelet.sock", grpc::InsecureServerCredentials());
   b.RegisterService(this);
   server_ = b.BuildAndStart();
+  grpc::ServerBuilder pr;
+  pr.AddListeningPort("unix:" + pod_resources_socket(), grpc::InsecureServerCredentials());
+  pr.RegisterService(pod_resources_.get());
+  pod_resources_server_ = pr.BuildAndStart();
 }
 
-KubeletStandIn::~KubeletStandIn() { Stop(); }
+KubeletStandIn::~KubeletStandIn() {
+  Stop();
+  if (pod_resources_server_) {
+    pod_resources_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    pod_resources_server_.reset();
+    ::unlink(pod_resources_socket().c_str());
+  }
+}
+
+void KubeletStandIn::AssignPod(const std::string& ns, const std::string& name,
+                               const std::string& resource, const std::vector<std::string>& ids) {
+  pod_resources_->Assign(ns, name, resource, ids);
+}
 
 grpc::Status KubeletStandIn::Register(grpc::ServerContext* /*context*/,
                                       const v1beta1::RegisterRequest* req,

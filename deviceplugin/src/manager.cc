@@ -19,6 +19,7 @@
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/events/kernel_events.h"
+#include "kuberdma/podenv/slot_id.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::deviceplugin {
@@ -104,7 +105,39 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
     m->port_counters_ = std::make_shared<PortCounters>(m->opts_.sysfs);
     m->http_->Serve(m->port_counters_);
   }
+  if (!m->opts_.allocations_dir.empty()) {
+    Manager* raw = m.get();
+    KUBERDMA_ASSIGN_OR_RETURN(
+        m->pods_, PodsEndpoint::Start(
+                      m->opts_.allocations_dir + "/" + podenv::kPodsSocket, m->opts_.pod_resources,
+                      [raw](const std::vector<PodDevices>& d) { return raw->PodHcas(d); }));
+  }
   return m;
+}
+
+podenv::PodAnswer Manager::PodHcas(const std::vector<PodDevices>& devices) const {
+  std::lock_guard lock(snapshot_mu_);
+  podenv::PodAnswer answer;
+  auto add = [&](const std::string& hca) {
+    if (std::find(answer.hcas.begin(), answer.hcas.end(), hca) == answer.hcas.end()) {
+      answer.hcas.push_back(hca);
+    }
+  };
+  for (const auto& d : devices) {
+    auto pool = resource_hcas_.find(d.resource);
+    if (pool == resource_hcas_.end()) continue;  // not one of ours
+    for (const auto& id : d.device_ids) {
+      answer.slots.push_back(id);
+      auto slot = podenv::ParseSlot(id);
+      if (slot && slot->kind == podenv::SlotKind::kPerHca) {
+        add(slot->base);
+      } else {
+        for (const auto& h : pool->second) add(h);  // a pool's share: every HCA of the pool
+      }
+    }
+  }
+  answer.known = !answer.slots.empty();
+  return answer;
 }
 
 uint16_t Manager::metrics_port() const { return http_ ? http_->port() : 0; }
@@ -136,6 +169,7 @@ void LogRoleChanges(const rails::NodeRoles* before, const rails::NodeRoles& now)
                    role.rail == 0 ? " reason=\"" + role.no_rail + "\"" : "");
     }
   }
+  if (before != nullptr && before->unmatched == now.unmatched) return;
   for (const auto& u : now.unmatched) spdlog::warn("event=rail_unmatched detail=\"{}\"", u);
 }
 
@@ -263,6 +297,18 @@ void Manager::Rescan() {
       srv->Publish();
       trim = true;
     }
+  }
+  std::map<std::string, std::vector<std::string>> snapshot;
+  for (auto& [name, srv] : servers_) {
+    std::lock_guard lock(srv->shared()->mu);
+    for (const auto& [hca, st] : srv->shared()->resource.hcas()) {
+      if (st.present) snapshot[name].push_back(hca);
+    }
+    snapshot.try_emplace(name);
+  }
+  {
+    std::lock_guard lock(snapshot_mu_);
+    resource_hcas_ = std::move(snapshot);
   }
   // A published list of thousands of devices leaves freed blocks in malloc's arenas; hand them
   // back so the idle footprint stays small.

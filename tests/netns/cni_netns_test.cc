@@ -2,14 +2,21 @@
 // The real `rdma` binary on real namespaces: veths stand in for HCA netdevs (the roce8 fixture maps
 // them to mlx5_0..7), a private namespace stands in for the node. Every namespace and link is
 // removed by SimNode's destructor, also when an assertion fails.
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/doctor/doctor.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/sysfs.h"
@@ -435,7 +442,8 @@ TEST_CASE(
 
   // Declared rails: ens3f0np0's address is rail 1's own, so it moves; rail 2 is ens6f0np0.
   REQUIRE(WriteFileAtomic(node.node_config_path(),
-                          R"({"rails":["ens3f0np0","ens6f0np0"],"nodeAddresses":["10.0.0.5"]})"));
+                          R"({"rails":["ens3f0np0","ens6f0np0"],"nodeAddresses":["10.0.0.5"],
+                              "allowUnallocated":true})"));
   auto rail2 = node.Run(kBin, {"ADD", "c1", pod, "net2", SeedConf(node, "1.0.0", R"(,"rail":2)")});
   INFO(rail2.err);
   REQUIRE(rail2.exit_code == 0);
@@ -504,7 +512,8 @@ TEST_CASE("Routed rails on the real kernel: the rail's address and routes follow
                                 {.dst = {.family = 4, .address = "10.10.0.0", .prefix_len = 16},
                                  .gateway = "10.10.1.1",
                                  .ifindex = ens1.ifindex}));
-  REQUIRE(WriteFileAtomic(node.node_config_path(), R"({"rails":["ens1f0np0"]})"));
+  REQUIRE(WriteFileAtomic(node.node_config_path(),
+                          R"({"rails":["ens1f0np0"],"allowUnallocated":true})"));
   std::string pod = node.AddPod("pod");
   std::string conf = R"({"cniVersion":"1.0.0","name":"rail1","type":"rdma","rail":1,
       "addresses":"node","linkState":"up","stateDir":")" +
@@ -536,6 +545,91 @@ TEST_CASE("Routed rails on the real kernel: the rail's address and routes follow
   CHECK(std::any_of(host_routes->begin(), host_routes->end(), [](const link::Route& r) {
     return r.dst.Cidr() == "10.10.0.0/16" && r.gateway == "10.10.1.1";
   }));
+}
+
+TEST_CASE(
+    "An HCA goes only to the pod it was allocated to: the real device plugin answers from the "
+    "kubelet's pod-resources; without it ADD fails in bounded time, DEL always works") {
+  SimNode node(kRoce8, Roce8Netdevs());
+  std::string dir = node.state_dir() + "/kubelet";
+  REQUIRE(MakeDirs(dir));
+  deviceplugin::KubeletStandIn kubelet(dir);
+  REQUIRE(WriteFileAtomic(dir + "/device-plugin.json",
+                          R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1,)"
+                          R"("policy":"per-hca"}]})"));
+  REQUIRE(WriteFileAtomic(node.node_config_path(), "{}"));  // the check on, as on a cluster
+  std::string pod_a = node.AddPod("pod-a");
+  std::string pod_b = node.AddPod("pod-b");
+  auto args = [](const std::string& pod) {
+    return "IgnoreUnknown=1;K8S_POD_NAMESPACE=team-x;K8S_POD_NAME=" + pod;
+  };
+  auto add = [&](const std::string& pod, const std::string& path, const std::string& ifname,
+                 const std::string& extra) {
+    CniCall call{"ADD", pod + "-sandbox", path, ifname, SeedConf(node, "1.0.0", extra)};
+    call.args = args(pod);
+    return node.Run(kBin, call);
+  };
+  {
+    // No device plugin: a clear error, bounded, nothing moved.
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = add("pod-a", pod_a, "net1", R"(,"hca":"mlx5_0")");
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    REQUIRE(r.exit_code != 0);
+    CHECK(json::parse(r.out)["code"] == 11);
+    CHECK_THAT(json::parse(r.out)["msg"].get<std::string>(),
+               Catch::Contains("is rdma-device-plugin running"));
+    CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+  }
+  UniqueFd log(::open((dir + "/device-plugin.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  pid_t dp =
+      testing::SpawnIn(node.node(),
+                       {KUBERDMA_DP_BIN, "--config", dir + "/device-plugin.json",
+                        "--device-plugin-dir", dir, "--sysfs-root", kRoce8, "--metrics-port", "-1",
+                        "--node-config", node.node_config_path(), "--allocations-dir",
+                        node.allocations_dir(), "--pod-resources", kubelet.pod_resources_socket()},
+                       {"PATH=/usr/bin:/bin"}, -1, log.get(), log.get())
+          .value_or(-1);
+  REQUIRE(dp > 0);
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } stop{dp};
+  REQUIRE(kubelet.WaitFor([&] { return !kubelet.Lists("rdma/hca").empty(); },
+                          std::chrono::seconds(10)));
+  kubelet.AssignPod("team-x", "pod-a", "rdma/hca", {"mlx5_0-0", "mlx5_1-0"});
+  kubelet.AssignPod("team-x", "pod-b", "rdma/hca", {"mlx5_2-0"});
+  auto own = add("pod-a", pod_a, "net1", R"(,"deviceID":"mlx5_1-0")");
+  INFO(own.out << own.err);
+  CHECK(own.exit_code == 0);
+  // Pod B's NAD names pod A's HCA, by deviceID or by hca: refused, nothing moved.
+  for (const char* extra : {R"(,"deviceID":"mlx5_0-0")", R"(,"hca":"mlx5_0")"}) {
+    auto taken = add("pod-b", pod_b, "net1", extra);
+    REQUIRE(taken.exit_code != 0);
+    CHECK(json::parse(taken.out)["code"] == 108);
+    CHECK_THAT(json::parse(taken.out)["msg"].get<std::string>(),
+               Catch::Contains("mlx5_0 (0000:1a:00.0) was not allocated to pod team-x/pod-b") &&
+                   Catch::Contains("mlx5_2-0"));
+  }
+  CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
+  // A pod with no allocation at all holds nothing.
+  auto none = add("pod-c", pod_b, "net2", R"(,"hca":"mlx5_5")");
+  CHECK(json::parse(none.out)["code"] == 108);
+  CHECK_THAT(json::parse(none.out)["msg"].get<std::string>(),
+             Catch::Contains("which has no kube-rdma allocation"));
+  auto mine = add("pod-b", pod_b, "net1", R"(,"deviceID":"mlx5_2-0")");
+  CHECK(mine.exit_code == 0);
+  // DEL works whatever the device plugin says.
+  ::kill(dp, SIGTERM);
+  for (auto [pod, path, ifname] : {std::tuple{std::string("pod-a"), pod_a, "net1"},
+                                   std::tuple{std::string("pod-b"), pod_b, "net1"}}) {
+    CniCall del{"DEL", pod + "-sandbox", path, ifname, SeedConf(node, "1.0.0")};
+    del.args = args(pod);
+    CHECK(node.Run(kBin, del).exit_code == 0);
+  }
+  for (const auto& n : Roce8Netdevs()) CHECK(node.links().GetByName(node.node(), n));
 }
 
 }  // namespace

@@ -267,13 +267,13 @@ void ClusterDemo::StartDevicePlugin(Node& n) {
   (void)MakeDirs(n.dpdir + "/plugins");
   n.kubelet = std::make_unique<deviceplugin::KubeletStandIn>(n.dpdir + "/plugins");
   std::string cfg_dir = n.sim->state_dir() + "/configmap";
-  n.plugin = Start(
-      n.sim->node(),
-      {o_.device_plugin_bin, "--config", cfg_dir + "/device-plugin.json", "--device-plugin-dir",
-       n.dpdir + "/plugins", "--sysfs-root", o_.fixture, "--metrics-port", "-1", "--node-config",
-       cfg_dir + "/node.json", "--node-name", n.name, "--node-ip",
-       "192.0.2." + std::to_string(n.index), "--allocations-dir", n.sim->allocations_dir()},
-      ToolEnv({}), n.dpdir + "/device-plugin.log");
+  n.plugin = Start(n.sim->node(),
+                   {o_.device_plugin_bin, "--config", cfg_dir + "/device-plugin.json",
+                    "--device-plugin-dir", n.dpdir + "/plugins", "--sysfs-root", o_.fixture,
+                    "--metrics-port", "-1", "--node-config", cfg_dir + "/node.json", "--node-name",
+                    n.name, "--node-ip", "192.0.2." + std::to_string(n.index), "--allocations-dir",
+                    n.sim->allocations_dir(), "--pod-resources", n.kubelet->pod_resources_socket()},
+                   ToolEnv({}), n.dpdir + "/device-plugin.log");
   bool up = n.kubelet->WaitFor([&] { return !n.kubelet->Lists(resource_).empty(); },
                                std::chrono::milliseconds(10000));
   if (!up) fail_(n.name + ": the device plugin did not register " + resource_);
@@ -290,7 +290,10 @@ void ClusterDemo::Schedule(Node& n, int replica) {
   auto alloc = ids ? n.kubelet->Allocate(resource_, *ids)
                    : Result<deviceplugin::ContainerAllocation>(Fail(ids.error()));
   if (!alloc) return fail_(n.name + ": allocate: " + alloc.error().message());
-  n.pod = {.name = workload_.name + "-" + std::to_string(replica),
+  n.kubelet->AssignPod(workload_.ns, workload_.name + "-" + std::to_string(replica), resource_,
+                       *ids);
+  n.pod = {.ns = workload_.ns,
+           .name = workload_.name + "-" + std::to_string(replica),
            .uid = "uid-" + std::to_string(replica),
            .sandbox = "c1a55" + std::to_string(replica)};
   auto nets = sim::ParseNetworksAnnotation(workload_.networks);

@@ -199,6 +199,10 @@ void NodeDemo::StartDevicePlugin() {
   (void)MakeDirs(dpdir + "/plugins");
   (void)WriteFileAtomic(dpdir + "/device-plugin.json", *config);
   kubelet_ = std::make_unique<deviceplugin::KubeletStandIn>(dpdir + "/plugins");
+  // The node config as the DaemonSet writes it: the CNI asks this device plugin, which asks the
+  // kubelet stand-in's pod-resources API, whether each HCA it attaches is the pod's.
+  auto node_config = rendered_.ConfigMapData("node.json");
+  (void)WriteFileAtomic(node_->node_config_path(), node_config ? *node_config : "{}\n");
   plugin_ = ::fork();
   if (plugin_ == 0) {
     FILE* f = std::freopen((dpdir + "/device-plugin.log").c_str(), "w", stderr);
@@ -206,7 +210,9 @@ void NodeDemo::StartDevicePlugin() {
     ::execl(o_.device_plugin_bin.c_str(), o_.device_plugin_bin.c_str(), "--config",
             (dpdir + "/device-plugin.json").c_str(), "--device-plugin-dir",
             (dpdir + "/plugins").c_str(), "--sysfs-root", o_.fixture.c_str(), "--metrics-port",
-            "-1", nullptr);
+            "-1", "--node-config", node_->node_config_path().c_str(), "--allocations-dir",
+            node_->allocations_dir().c_str(), "--pod-resources",
+            kubelet_->pod_resources_socket().c_str(), nullptr);
     ::_exit(127);
   }
   bool up = kubelet_->WaitFor([&] { return !kubelet_->Lists(resource_).empty(); },
@@ -241,6 +247,7 @@ void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
   }
   auto alloc = kubelet_->Allocate(resource_, *pref);
   if (!alloc) return fail_(alloc.error().message());
+  kubelet_->AssignPod(workload_.ns, pod.name, resource_, *pref);
   for (const auto& [k, v] : workload_.main.env) pod.env[k] = v;
   for (const auto& [k, v] : alloc->envs) pod.env[k] = v;
   if (const sim::Container* v = workload_.Validator()) {

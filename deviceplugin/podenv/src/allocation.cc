@@ -2,12 +2,19 @@
 // Allocation records: one JSON file per slot, written by the device plugin, read by the CNI.
 #include "kuberdma/podenv/allocation.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
+#include "kuberdma/base/unique_fd.h"
 
 namespace kuberdma::podenv {
 
@@ -90,6 +97,87 @@ Result<std::optional<AllocationGroup>> FindAllocation(const std::string& dir,
   auto group = DecodeAllocation(*text);
   if (!group) return Fail(group.error().Wrap(path));
   return std::optional<AllocationGroup>(std::move(*group));
+}
+
+std::string EncodePodQuery(const PodQuery& q) {
+  return json{{"namespace", q.ns}, {"name", q.name}}.dump() + "\n";
+}
+
+Result<PodQuery> DecodePodQuery(std::string_view line) {
+  KUBERDMA_ASSIGN_OR_RETURN(json j, ParseUntrustedJson(line, "pod query"));
+  if (!j.is_object() || !j.contains("namespace") || !j["namespace"].is_string() ||
+      !j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty() ||
+      j["name"].get<std::string>().size() > 253 || j["namespace"].get<std::string>().size() > 63) {
+    return Fail(ErrorCode::kInvalidArgument, "pod query: want {\"namespace\":..,\"name\":..}");
+  }
+  return PodQuery{.ns = j["namespace"].get<std::string>(), .name = j["name"].get<std::string>()};
+}
+
+std::string EncodePodAnswer(const PodAnswer& a) {
+  json j = {{"known", a.known}, {"hcas", a.hcas}, {"slots", a.slots}};
+  if (!a.error.empty()) j["error"] = a.error;
+  return j.dump() + "\n";
+}
+
+Result<PodAnswer> DecodePodAnswer(std::string_view line) {
+  KUBERDMA_ASSIGN_OR_RETURN(json j, ParseUntrustedJson(line, "device plugin answer"));
+  if (!j.is_object() || !j.value("known", json()).is_boolean()) {
+    return Fail(ErrorCode::kInvalidArgument, "device plugin answer: not an answer object");
+  }
+  PodAnswer a{.known = j["known"].get<bool>()};
+  KUBERDMA_ASSIGN_OR_RETURN(a.hcas, Names(j, "hcas"));
+  KUBERDMA_ASSIGN_OR_RETURN(a.slots, Names(j, "slots"));
+  if (auto e = j.find("error"); e != j.end() && e->is_string()) a.error = e->get<std::string>();
+  return a;
+}
+
+namespace {
+
+// Reads one line from `fd` until `deadline`; kTimeout when it does not come.
+Result<std::string> ReadLine(int fd, std::chrono::steady_clock::time_point deadline) {
+  std::string line;
+  char buf[4096];
+  while (line.find('\n') == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{.fd = fd, .events = POLLIN};
+    int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready == 0) return Fail(ErrorCode::kTimeout, "no answer in time");
+    if (ready < 0) return Fail(Error::FromErrno(errno, "wait for the answer"));
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Fail(Error::FromErrno(errno, "read the answer"));
+    if (n == 0) break;
+    line.append(buf, static_cast<size_t>(n));
+    if (line.size() > (64u << 10)) return Fail(ErrorCode::kInvalidArgument, "answer too long");
+  }
+  return line.substr(0, line.find('\n'));
+}
+
+}  // namespace
+
+Result<PodAnswer> AskPodHcas(const std::string& socket, const PodQuery& query,
+                             std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  sockaddr_un sa{.sun_family = AF_UNIX};
+  if (socket.size() >= sizeof sa.sun_path) {
+    return Fail(ErrorCode::kInvalidArgument, "socket path too long: " + socket);
+  }
+  std::copy(socket.begin(), socket.end(), sa.sun_path);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Fail(Error::FromErrno(errno, "socket"));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ECONNREFUSED) {
+      return Fail(ErrorCode::kNotFound, "nothing listens on " + socket, err);
+    }
+    return Fail(Error::FromErrno(err, "connect to " + socket));
+  }
+  std::string q = EncodePodQuery(query);
+  KUBERDMA_TRY(WriteAll(fd.get(), q.data(), q.size()));
+  auto line = ReadLine(fd.get(), deadline);
+  if (!line) return Fail(line.error().Wrap("ask " + socket + " for the pod's HCAs"));
+  return DecodePodAnswer(*line);
 }
 
 }  // namespace kuberdma::podenv

@@ -45,9 +45,17 @@ Result<std::vector<std::string>> Names(const json& obj, const char* key, const s
 Result<void> ParseLevel(const json& obj, const std::string& where, bool top, NodeConfig* out) {
   if (!obj.is_object()) return Bad(where.empty() ? "(top level)" : where, "must be an object");
   for (const auto& [key, value] : obj.items()) {
-    if (key == "rails" || key == "nodeAddresses" || (top && key == "nodes")) continue;
-    return Bad(where + key, std::string("unknown field (known: rails, nodeAddresses") +
+    if (key == "rails" || key == "nodeAddresses" || key == "allowUnallocated" ||
+        (top && key == "nodes")) {
+      continue;
+    }
+    return Bad(where + key, std::string("unknown field (known: rails, nodeAddresses, "
+                                        "allowUnallocated") +
                                 (top ? ", nodes" : "") + ")");
+  }
+  if (auto it = obj.find("allowUnallocated"); it != obj.end() && !it->is_null()) {
+    if (!it->is_boolean()) return Bad(where + "allowUnallocated", "must be true or false");
+    out->allow_unallocated = it->get<bool>();
   }
   // A node's entry replaces only the fields it sets.
   if (obj.contains("rails")) {
@@ -93,7 +101,9 @@ Result<NodeConfig> LoadNodeConfig(const std::string& path, const std::string& no
 }
 
 std::string FormatNodeConfig(const NodeConfig& config) {
-  json j = {{"rails", config.rails}, {"nodeAddresses", config.node_addresses}};
+  json j = {{"rails", config.rails},
+            {"nodeAddresses", config.node_addresses},
+            {"allowUnallocated", config.allow_unallocated}};
   return j.dump(2) + "\n";
 }
 

@@ -59,6 +59,12 @@ SimNode::SimNode(std::string sysfs_root, const std::vector<std::string>& netdevs
   if (!WriteFileAtomic(policy_path(), policy + "\n")) {
     throw std::runtime_error("write " + policy_path());
   }
+  // No kubelet runs here unless a test or the demo starts one: attaching HCAs outside any
+  // allocation is allowed until they write a node config of their own.
+  if (!WriteFileAtomic(node_config_path(), R"({"allowUnallocated": true})"
+                                           "\n")) {
+    throw std::runtime_error("write " + node_config_path());
+  }
   netdevs_ = netdevs;
   int i = 0;
   for (const auto& n : netdevs) {

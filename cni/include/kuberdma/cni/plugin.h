@@ -12,6 +12,7 @@
 // back.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/cni/config.h"
@@ -22,10 +23,35 @@
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/netns/namespace_ops.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rdma/rdma_ops.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::cni {
+
+// Which HCAs kube-rdma's device plugin allocated to a pod (the kubelet's pod-resources API, asked
+// through the device plugin's pods endpoint in production; podenv/allocation.h).
+class PodAllocations {
+ public:
+  virtual ~PodAllocations() = default;
+  // An error when the answer cannot be had (nothing listens, no answer in time).
+  virtual Result<podenv::PodAnswer> Of(const std::string& ns, const std::string& name) = 0;
+};
+
+// Asks rdma-device-plugin at `socket`, waiting at most `timeout`.
+class DevicePluginAllocations final : public PodAllocations {
+ public:
+  DevicePluginAllocations(std::string socket, std::chrono::milliseconds timeout)
+      : socket_(std::move(socket)), timeout_(timeout) {}
+  Result<podenv::PodAnswer> Of(const std::string& ns, const std::string& name) override {
+    return podenv::AskPodHcas(socket_, {.ns = ns, .name = name}, timeout_);
+  }
+  const std::string& socket() const { return socket_; }
+
+ private:
+  std::string socket_;
+  std::chrono::milliseconds timeout_;
+};
 
 struct Deps {
   link::LinkOps& links;
@@ -40,6 +66,9 @@ struct Deps {
   rails::NodeConfig node;
   // Where the device plugin records allocations (podenv/allocation.h); "" for none.
   std::string allocations;
+  // Checks every HCA ADD attaches is the pod's (unless the node config allows unallocated ones);
+  // nullptr: no check.
+  PodAllocations* pod_allocations = nullptr;
 };
 
 // The IPAM an attachment uses: what its record says, else what the config says; nullopt for none.
@@ -70,6 +99,10 @@ class Plugin {
   // Undoes an attachment left under the same key by an earlier ADD that did not finish.
   CniResult<void> UndoStale(const AttachmentRecord& old, const Request& req, const NetConf& conf,
                             const StateStore& store, const netns::NetNs& host);
+  // Error 108 when `hca` is not among the HCAs the kubelet allocated to the pod CNI_ARGS names,
+  // 11 when that cannot be asked (the device plugin or the kubelet not answering), 7 when CNI_ARGS
+  // names no pod; nothing when the node config allows unallocated HCAs.
+  CniResult<void> CheckAllocated(const sysfs::Hca& hca, const Request& req);
   // Executes `plan`: record, moves, verification; on failure, the undo.
   CniResult<nlohmann::json> Execute(AttachPlan& plan, const Request& req, const NetConf& conf,
                                     const StateStore& store, const netns::NetNs& host,

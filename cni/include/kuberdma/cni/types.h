@@ -31,6 +31,7 @@ enum Code : int {
   kCheckFailed = 105,         // CHECK found the attachment differs from what ADD set up.
   kIpamFailed = 106,     // The IPAM plugin could not be run, timed out, or gave no usable answer.
   kNodeOwnNic = 107,     // The HCA carries the node's own traffic (node config: docs/install.md).
+  kNotAllocated = 108,   // The HCA was not allocated to this pod by rdma-device-plugin.
   kInternalError = 199,  // A bug: an unexpected exception reached the boundary.
 };
 

@@ -21,6 +21,7 @@
 #include "api.grpc.pb.h"
 #include "kuberdma/base/error.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "podresources.grpc.pb.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -59,6 +60,12 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   Result<ContainerAllocation> Allocate(const std::string& resource,
                                        const std::vector<std::string>& ids);
 
+  // The pod-resources API (v1 List), served on pod_resources_socket(): what AssignPod recorded,
+  // as the kubelet lists a pod's devices once it was admitted.
+  std::string pod_resources_socket() const { return dir_ + "/pod-resources.sock"; }
+  void AssignPod(const std::string& ns, const std::string& name, const std::string& resource,
+                 const std::vector<std::string>& ids);
+
  private:
   void Watch(const v1beta1::RegisterRequest& r, const std::shared_ptr<grpc::ClientContext>& ctx);
   Result<std::unique_ptr<v1beta1::DevicePlugin::Stub>> StubFor(const std::string& resource);
@@ -66,6 +73,9 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::unique_ptr<grpc::Server> server_;
+  class PodResources;
+  std::unique_ptr<PodResources> pod_resources_;
+  std::unique_ptr<grpc::Server> pod_resources_server_;
   std::vector<v1beta1::RegisterRequest> registrations_;
   std::map<std::string, std::vector<v1beta1::ListAndWatchResponse>> lists_;
   std::map<std::string, std::string> endpoints_;

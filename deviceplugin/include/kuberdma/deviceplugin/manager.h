@@ -12,6 +12,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/metrics.h"
+#include "kuberdma/deviceplugin/pods_endpoint.h"
 #include "kuberdma/deviceplugin/port_counters.h"
 #include "kuberdma/deviceplugin/server.h"
 #include "kuberdma/events/kernel_events.h"
@@ -49,6 +51,9 @@ struct Options {
   rails::NodeConfig node;
   // Where per-HCA allocations are recorded for the CNI (podenv/allocation.h); "" for nowhere.
   std::string allocations_dir = podenv::AllocationsDir();
+  // The kubelet's pod-resources socket, asked when the CNI checks a pod's allocation (the pods
+  // endpoint, <allocations_dir>/pods.sock).
+  std::string pod_resources = kPodResourcesSocket;
 };
 
 class Manager {
@@ -92,8 +97,15 @@ class Manager {
   void RunTimers(int64_t now);
   void Wake(uint64_t bits);
 
+  // The pods endpoint's answer for one pod's allocations: our resources' HCAs.
+  podenv::PodAnswer PodHcas(const std::vector<PodDevices>& devices) const;
+
   Options opts_;
   Config cfg_;
+  // Each resource's present HCAs as of the last scan, for the pods endpoint's thread.
+  mutable std::mutex snapshot_mu_;
+  std::map<std::string, std::vector<std::string>> resource_hcas_;
+  std::unique_ptr<PodsEndpoint> pods_;
   link::NetlinkLinkOps links_;
   link::NetlinkAddrOps addrs_;
   std::optional<rails::NodeRoles> roles_;

@@ -7,6 +7,7 @@
 //
 //   {"rails": ["ens1f0np0", "0000:1b:00.0", "mlx5_2"],      // netdev, PCI address or HCA name
 //    "nodeAddresses": ["10.0.0.5"],
+//    "allowUnallocated": false,                              // HCAs outside the pod's allocation
 //    "nodes": {"gpu-17": {"rails": ["ens2f0np0", "..."]}}}  // replaces the fields it names
 //
 //   KUBERDMA_ASSIGN_OR_RETURN(NodeConfig nc, LoadNodeConfig(NodeConfigPath(), node_name));
@@ -33,6 +34,9 @@ struct NodeConfig {
   // Addresses the node is known by (its Kubernetes node IP is added by the DaemonSet): a netdev
   // holding one is the node's own, declared as a rail or not.
   std::vector<std::string> node_addresses;
+  // "allowUnallocated": the CNI may attach an HCA the kubelet did not allocate to the pod (a node
+  // without rdma-device-plugin, or a NAD naming HCAs by hand). Off: every HCA must be the pod's.
+  bool allow_unallocated = false;
   bool Declared() const { return !rails.empty(); }
 };
 

@@ -10,6 +10,7 @@
 //   auto group = FindAllocation(kAllocationsDir, "mlx5_3-000");  // nullopt: none recorded
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,5 +47,37 @@ Result<void> RecordAllocation(const std::string& dir, const AllocationGroup& gro
 // that cannot be read or decoded, naming the file.
 Result<std::optional<AllocationGroup>> FindAllocation(const std::string& dir,
                                                       const std::string& slot);
+
+// ---- Which HCAs a pod was allocated: the CNI asks rdma-device-plugin ----
+// The CNI checks that the HCA it is about to attach is the pod's (kube-rdma's resources in the
+// kubelet's pod-resources API). It runs for every attachment and must stay small and fast, so it
+// asks the device plugin, which holds a gRPC client of the kubelet, over a unix socket in the
+// allocations directory: one JSON line each way.
+
+inline constexpr char kPodsSocket[] = "pods.sock";
+
+struct PodQuery {
+  std::string ns;
+  std::string name;
+};
+
+struct PodAnswer {
+  bool known = false;              // the kubelet lists the pod
+  std::vector<std::string> hcas;   // the HCAs of kube-rdma's resources allocated to it
+  std::vector<std::string> slots;  // their device IDs, for messages
+  std::string error;               // the device plugin could not ask the kubelet: why
+};
+
+std::string EncodePodQuery(const PodQuery& q);
+Result<PodQuery> DecodePodQuery(std::string_view line);
+std::string EncodePodAnswer(const PodAnswer& a);
+Result<PodAnswer> DecodePodAnswer(std::string_view line);
+
+// Asks the device plugin at `socket` (one connection, one line each way), waiting at most
+// `timeout` in all. kNotFound when nothing listens there, kTimeout when it does not answer in
+// time, kIo or kInvalidArgument otherwise; a PodAnswer with `error` set when the device plugin
+// could not reach the kubelet.
+Result<PodAnswer> AskPodHcas(const std::string& socket, const PodQuery& query,
+                             std::chrono::milliseconds timeout);
 
 }  // namespace kuberdma::podenv

@@ -61,8 +61,8 @@ class SimNode {
   // The node policy file (cni::NodePolicy) every CNI call of this node is given: state_dir()
   // is its state and log root, state_dir()/devinfo its device-info directory.
   std::string policy_path() const { return state_dir_ + "/node-policy.json"; }
-  // The node config (rails/node_config.h) every CNI call of this node is given; absent until a
-  // test or the demo writes it (no rails declared).
+  // The node config (rails/node_config.h) every CNI call of this node is given: at first
+  // {"allowUnallocated": true} (no kubelet here), until a test or the demo writes its own.
   std::string node_config_path() const { return state_dir_ + "/node.json"; }
   // Where this node's device plugin records allocations and its CNI calls look them up.
   std::string allocations_dir() const { return state_dir_ + "/allocations"; }

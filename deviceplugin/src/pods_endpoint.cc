@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pods endpoint: the CNI's allocation check, answered from the kubelet's pod-resources API.
+#include "kuberdma/deviceplugin/pods_endpoint.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include "kuberdma/base/files.h"
+
+namespace kuberdma::deviceplugin {
+
+namespace {
+
+constexpr int kRequestTimeoutMs = 2000;
+constexpr size_t kMaxRequest = 4096;
+constexpr std::chrono::milliseconds kKubeletTimeout{2000};
+
+// One line from `fd` within the request timeout; "" when it does not come whole.
+std::string ReadRequest(int fd) {
+  std::string line;
+  char buf[512];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestTimeoutMs);
+  while (line.find('\n') == std::string::npos && line.size() <= kMaxRequest) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{.fd = fd, .events = POLLIN};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) != 1) return "";
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return "";
+    line.append(buf, static_cast<size_t>(n));
+  }
+  auto end = line.find('\n');
+  return end == std::string::npos ? "" : line.substr(0, end);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PodsEndpoint>> PodsEndpoint::Start(std::string socket,
+                                                          std::string pod_resources,
+                                                          Resolve resolve) {
+  std::unique_ptr<PodsEndpoint> ep(
+      new PodsEndpoint(std::move(socket), std::move(pod_resources), std::move(resolve)));
+  sockaddr_un sa{.sun_family = AF_UNIX};
+  if (ep->socket_.size() >= sizeof sa.sun_path) {
+    return Fail(ErrorCode::kInvalidArgument, "socket path too long: " + ep->socket_);
+  }
+  std::copy(ep->socket_.begin(), ep->socket_.end(), sa.sun_path);
+  auto slash = ep->socket_.rfind('/');
+  if (slash != std::string::npos && slash > 0) KUBERDMA_TRY(MakeDirs(ep->socket_.substr(0, slash)));
+  (void)::unlink(ep->socket_.c_str());
+  ep->listen_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ep->stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+  if (!ep->listen_.valid() || !ep->stop_.valid()) return FailErrno(errno, "pods endpoint socket");
+  // Mode 0600 whatever the umask: only root (the CNI) may ask.
+  mode_t old = ::umask(0177);
+  int bound = ::bind(ep->listen_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  ::umask(old);
+  if (bound != 0 || ::listen(ep->listen_.get(), 64) != 0) {
+    return FailErrno(errno, "listen on " + ep->socket_);
+  }
+  ep->thread_ = std::thread([raw = ep.get()] { raw->Loop(); });
+  return ep;
+}
+
+PodsEndpoint::~PodsEndpoint() {
+  uint64_t one = 1;
+  if (stop_.valid()) (void)WriteAll(stop_.get(), &one, sizeof one);
+  if (thread_.joinable()) thread_.join();
+  (void)::unlink(socket_.c_str());
+}
+
+void PodsEndpoint::Loop() {
+  while (true) {
+    pollfd p[2] = {{.fd = listen_.get(), .events = POLLIN}, {.fd = stop_.get(), .events = POLLIN}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("event=pods_endpoint_failed error=\"{}\"",
+                    Error::FromErrno(errno, "poll").message());
+      return;
+    }
+    if ((p[1].revents & POLLIN) != 0) return;
+    UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (conn.valid()) Answer(conn.get());
+  }
+}
+
+void PodsEndpoint::Answer(int conn) {
+  podenv::PodAnswer answer;
+  auto query = podenv::DecodePodQuery(ReadRequest(conn));
+  if (!query) {
+    answer.error = query.error().message();
+  } else {
+    auto listed = ListPodResources(pod_resources_, kKubeletTimeout);
+    if (!listed) {
+      answer.error = listed.error().message();
+    } else {
+      std::vector<PodDevices> mine;
+      for (auto& d : *listed) {
+        if (d.pod == query->ns + "/" + query->name) mine.push_back(std::move(d));
+      }
+      answer = resolve_(mine);
+      answer.known = answer.known || !mine.empty();
+    }
+  }
+  std::string line = podenv::EncodePodAnswer(answer);
+  (void)WriteAll(conn, line.data(), line.size());
+}
+
+}  // namespace kuberdma::deviceplugin
