@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,7 +26,11 @@
 #include <thread>
 #include <vector>
 
+#include "kuberdma/base/files.h"
+#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/testing/test_net.h"
 
 namespace {
 
@@ -160,6 +165,80 @@ bool ChildBench(SimNode& node, const std::string& pod, const std::string& rdma_b
   return true;
 }
 
+// The CNI's allocation check (ADD asks the device plugin, which asks the kubelet's pod-resources
+// API, which HCAs the pod has): rdma ADD+DEL with it against without it, alternating, with the
+// real rdma-device-plugin and the kubelet stand-in's pod-resources in the node's namespace.
+bool CheckBench(SimNode& node, const std::string& pod, const std::string& rdma_bin,
+                const std::string& dp_bin, const std::string& fixture, int iterations,
+                double floor_ms, nlohmann::json* out) {
+  std::string dir = node.state_dir() + "/kubelet";
+  (void)kuberdma::MakeDirs(dir);
+  kuberdma::deviceplugin::KubeletStandIn kubelet(dir);
+  (void)kuberdma::WriteFileAtomic(dir + "/dp.json", R"({"configList":[{"resourceName":"hca",)"
+                                                    R"("rdmaHcaMax":1,"policy":"per-hca"}]})");
+  kuberdma::UniqueFd log(::open((dir + "/dp.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  auto dp = kuberdma::testing::SpawnIn(
+      node.node(),
+      {dp_bin, "--config", dir + "/dp.json", "--device-plugin-dir", dir, "--sysfs-root", fixture,
+       "--metrics-port", "-1", "--node-config", dir + "/none.json", "--allocations-dir",
+       node.allocations_dir(), "--pod-resources", kubelet.pod_resources_socket()},
+      {"PATH=/usr/bin:/bin"}, -1, log.get(), log.get());
+  if (!dp) return false;
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } stop{*dp};
+  if (!kubelet.WaitFor([&] { return !kubelet.Lists("rdma/hca").empty(); },
+                       std::chrono::seconds(10))) {
+    return false;
+  }
+  std::vector<std::string> ids;
+  for (const auto& d : kubelet.Lists("rdma/hca").back().devices()) ids.push_back(d.id());
+  kubelet.AssignPod("default", "bench-pod", "rdma/hca", ids);
+  const std::string conf =
+      R"({"cniVersion":"1.0.0","name":"bench-check","type":"rdma","device":"hca0","stateDir":")" +
+      node.state_dir() + "\"}";
+  std::vector<double> with_ms, without_ms;
+  auto cycle = [&](bool check) {
+    (void)kuberdma::WriteFileAtomic(node.node_config_path(),
+                                    check ? "{}" : R"({"allowUnallocated": true})");
+    kuberdma::sim::CniCall add{"ADD", "bench", pod, "net1", conf};
+    add.args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=bench-pod";
+    kuberdma::sim::CniCall del = add;
+    del.command = "DEL";
+    auto t0 = Clock::now();
+    if (!Ok(node.Run(rdma_bin, add), "checked ADD") || !Ok(node.Run(rdma_bin, del), "DEL")) {
+      return false;
+    }
+    (check ? with_ms : without_ms).push_back(Ms(Clock::now() - t0));
+    return true;
+  };
+  for (int i = 0; i < iterations; ++i) {
+    for (bool check : {i % 2 == 0, i % 2 != 0}) {
+      std::this_thread::sleep_for(kSettle);
+      if (!cycle(check)) return false;
+    }
+  }
+  (void)kuberdma::WriteFileAtomic(node.node_config_path(), R"({"allowUnallocated": true})");
+  Stats w = Summarise(with_ms), wo = Summarise(without_ms);
+  std::printf(
+      "\n  the allocation check (ADD asks rdma-device-plugin, which asks pod-resources):\n");
+  std::printf("  %-44s %7.2fms %7.2fms\n", "(f) rdma ADD+DEL with the check", w.median, w.p90);
+  std::printf("  %-44s %7.2fms %7.2fms\n", "(g) rdma ADD+DEL without it", wo.median, wo.p90);
+  double off_floor = (w.median - wo.median) / floor_ms;
+  std::printf(
+      "  with / without = %.3fx; its cost as a share of the floor = %.1f%%  "
+      "(target <= 5%%)  %s\n",
+      w.median / wo.median, 100.0 * off_floor, off_floor <= 0.05 ? "MET" : "MISSED");
+  (*out)["check_ms"] = w.median;
+  (*out)["no_check_ms"] = wo.median;
+  (*out)["check_share_of_floor"] = off_floor;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,12 +247,14 @@ int main(int argc, char** argv) {
   std::string rdma_bin = KUBERDMA_RDMA_BIN;
   std::string hd_bin = "/usr/lib/cni/host-device";
   std::string mv_bin = "/usr/lib/cni/macvlan";
+  std::string dp_bin = KUBERDMA_DP_BIN;
   std::string json_out;
   app.add_option("--iterations", iterations, "ADD+DEL cycles per contender")
       ->check(CLI::Range(3, 100000));
   app.add_option("--rdma", rdma_bin, "the rdma binary");
   app.add_option("--host-device", hd_bin, "Debian's host-device plugin");
   app.add_option("--macvlan", mv_bin, "Debian's macvlan plugin (the shared-mode peer)");
+  app.add_option("--device-plugin", dp_bin, "rdma-device-plugin (the allocation check's peer)");
   app.add_option("--json", json_out, "also write the figures as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   if (geteuid() != 0) {
@@ -312,6 +393,7 @@ int main(int argc, char** argv) {
               mean_rdma - per_cycle_verb);
   nlohmann::json child;
   if (!ChildBench(node, pod, rdma_bin, mv_bin, iterations, &child)) return 1;
+  if (!CheckBench(node, pod, rdma_bin, dp_bin, fixture, iterations, f.median, &child)) return 1;
   if (!json_out.empty()) {
     nlohmann::json j = {{"iterations", iterations},     {"floor_ms", f.median},
                         {"rdma_ms", r.median},          {"host_device_ms", h.median},

@@ -8,10 +8,22 @@
 
 namespace kuberdma::deviceplugin {
 
-Result<std::vector<PodDevices>> ListPodResources(const std::string& socket,
-                                                 std::chrono::milliseconds timeout) {
-  auto stub = ::v1::PodResourcesLister::NewStub(
-      grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+struct PodResourcesClient::Impl {
+  std::string socket;
+  std::unique_ptr<::v1::PodResourcesLister::Stub> stub;
+};
+
+PodResourcesClient::PodResourcesClient(std::string socket) : impl_(std::make_unique<Impl>()) {
+  impl_->socket = std::move(socket);
+  impl_->stub = ::v1::PodResourcesLister::NewStub(
+      grpc::CreateChannel("unix:" + impl_->socket, grpc::InsecureChannelCredentials()));
+}
+
+PodResourcesClient::~PodResourcesClient() = default;
+
+Result<std::vector<PodDevices>> PodResourcesClient::List(std::chrono::milliseconds timeout) {
+  auto& stub = impl_->stub;
+  const std::string& socket = impl_->socket;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   ::v1::ListPodResourcesResponse resp;
@@ -29,6 +41,11 @@ Result<std::vector<PodDevices>> ListPodResources(const std::string& socket,
     }
   }
   return out;
+}
+
+Result<std::vector<PodDevices>> ListPodResources(const std::string& socket,
+                                                 std::chrono::milliseconds timeout) {
+  return PodResourcesClient(socket).List(timeout);
 }
 
 }  // namespace kuberdma::deviceplugin

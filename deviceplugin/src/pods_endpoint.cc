@@ -66,6 +66,7 @@ Result<std::unique_ptr<PodsEndpoint>> PodsEndpoint::Start(std::string socket,
   if (bound != 0 || ::listen(ep->listen_.get(), 64) != 0) {
     return FailErrno(errno, "listen on " + ep->socket_);
   }
+  ep->kubelet_ = std::make_unique<PodResourcesClient>(ep->pod_resources_);
   ep->thread_ = std::thread([raw = ep.get()] { raw->Loop(); });
   return ep;
 }
@@ -98,7 +99,7 @@ void PodsEndpoint::Answer(int conn) {
   if (!query) {
     answer.error = query.error().message();
   } else {
-    auto listed = ListPodResources(pod_resources_, kKubeletTimeout);
+    auto listed = kubelet_->List(kKubeletTimeout);
     if (!listed) {
       answer.error = listed.error().message();
     } else {

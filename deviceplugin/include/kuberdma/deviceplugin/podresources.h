@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,23 @@ struct PodDevices {
   std::string container;
   std::string resource;
   std::vector<std::string> device_ids;
+};
+
+// A client that keeps one channel to the kubelet's pod-resources socket (gRPC reconnects it when
+// the kubelet restarts): the device plugin asks it for every CNI allocation check, and a channel
+// per call costs a connection and an HTTP/2 handshake each time.
+class PodResourcesClient {
+ public:
+  explicit PodResourcesClient(std::string socket);
+  ~PodResourcesClient();
+  PodResourcesClient(const PodResourcesClient&) = delete;
+  PodResourcesClient& operator=(const PodResourcesClient&) = delete;
+  // Every device allocation the kubelet reports; kIo when it does not answer within `timeout`.
+  Result<std::vector<PodDevices>> List(std::chrono::milliseconds timeout);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Every device allocation the kubelet reports. kUnsupported... kIo when the socket cannot be

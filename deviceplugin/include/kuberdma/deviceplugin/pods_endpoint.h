@@ -48,6 +48,7 @@ class PodsEndpoint {
   std::string socket_;
   std::string pod_resources_;
   Resolve resolve_;
+  std::unique_ptr<PodResourcesClient> kubelet_;
   UniqueFd listen_;
   UniqueFd stop_;  // eventfd
   std::thread thread_;
