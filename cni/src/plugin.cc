@@ -349,7 +349,7 @@ std::string ArgValue(const std::string& args, const std::string& key) {
 
 }  // namespace
 
-CniResult<void> Plugin::CheckAllocated(const sysfs::Hca& hca, const Request& req) {
+CniResult<void> Plugin::CheckAllocated(const sysfs::Hca& hca, const Request& req) const {
   if (d_.pod_allocations == nullptr || d_.node.allow_unallocated) return {};
   std::string ns = ArgValue(req.args, "K8S_POD_NAMESPACE");
   std::string name = ArgValue(req.args, "K8S_POD_NAME");

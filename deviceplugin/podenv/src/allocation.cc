@@ -108,7 +108,7 @@ Result<PodQuery> DecodePodQuery(std::string_view line) {
   if (!j.is_object() || !j.contains("namespace") || !j["namespace"].is_string() ||
       !j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty() ||
       j["name"].get<std::string>().size() > 253 || j["namespace"].get<std::string>().size() > 63) {
-    return Fail(ErrorCode::kInvalidArgument, "pod query: want {\"namespace\":..,\"name\":..}");
+    return Fail(ErrorCode::kInvalidArgument, R"(pod query: want {"namespace":..,"name":..})");
   }
   return PodQuery{.ns = j["namespace"].get<std::string>(), .name = j["name"].get<std::string>()};
 }
