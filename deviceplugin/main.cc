@@ -27,12 +27,6 @@
 
 namespace {
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
-  return out;
-}
-
 const char* EnvOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : fallback;
@@ -159,7 +153,7 @@ int WriteNodeConfig(const Cli& c, const kuberdma::rails::NodeConfig& node) {
   }
   std::printf("wrote %s: node %s, %zu declared rail(s), node addresses [%s]\n",
               c.write_node_config.c_str(), c.node_name.empty() ? "(unnamed)" : c.node_name.c_str(),
-              node.rails.size(), Join(node.node_addresses).c_str());
+              node.rails.size(), fmt::format("{}", fmt::join(node.node_addresses, ", ")).c_str());
   return 0;
 }
 

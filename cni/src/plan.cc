@@ -58,12 +58,6 @@ bool IsEthernet(const Hca& hca) { return hca.link_layer() == sysfs::LinkLayer::k
 
 std::string HcaKey(const Hca& hca) { return HcaIdentity(hca.address, hca.name); }
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
-  return out;
-}
-
 }  // namespace
 
 CniResult<Planner::Claims> Planner::ClaimsOf(const StateStore& store, const NetConf& conf,
@@ -397,7 +391,7 @@ CniResult<std::optional<Planner::Selected>> Planner::SelectFromAllocation(const 
     allocated += (allocated.empty() ? "" : ", ") + name + " rail " + std::to_string(rail);
     if (rail != *conf.rail) continue;
     spdlog::info("{} {} was allocated with {}: rail {} is {}", SelectorName(sel.kind), sel.value,
-                 Join((*group)->slots), *conf.rail, name);
+                 fmt::join((*group)->slots, ","), *conf.rail, name);
     KUBERDMA_CNI_ASSIGN_OR_RETURN(Hca h, sysfs::ReadHca(root_, name, sysfs::HcaDetail::kIdentity),
                                   kDeviceUnavailable);
     auto candidate = Candidate(h, conf, host, claimed);
