@@ -258,6 +258,7 @@ std::string Bin(const std::string& rel) {
 
 constexpr const char* kChildState = "/run/kube-rdma/vm-child";
 constexpr const char* kChildStore = "/run/kube-rdma/vm-hl";
+constexpr const char* kVmNodeConfig = "/run/kube-rdma/vm-node.json";
 
 // A rail's NAD in shared mode: a `mode` child of `hca` per pod, with `ipam`.
 std::string ChildConf(const std::string& name, const std::string& mode, const std::string& hca,
@@ -277,9 +278,12 @@ std::string HostLocal(const std::string& subnet) {
 std::string Cni(const std::string& verb, const std::string& cid, const std::string& pod,
                 const std::string& ifname, const std::string& conf, int want = 0) {
   std::string out;
-  int rc = Status("echo '" + conf + "' | CNI_COMMAND=" + verb + " CNI_CONTAINERID=" + cid +
-                      " CNI_NETNS=/run/netns/" + pod + " CNI_IFNAME=" + ifname +
-                      " CNI_PATH=/usr/lib/cni " + Bin("cni/rdma") + " 2>>/tmp/vm-cni.err",
+  // No kubelet in the guest: the node config lets rdma attach HCAs outside any allocation.
+  int rc = Status("mkdir -p /run/kube-rdma && echo '{\"allowUnallocated\": true}' > " +
+                      std::string(kVmNodeConfig) + " && echo '" + conf +
+                      "' | KUBERDMA_NODE_CONFIG=" + kVmNodeConfig + " CNI_COMMAND=" + verb +
+                      " CNI_CONTAINERID=" + cid + " CNI_NETNS=/run/netns/" + pod + " CNI_IFNAME=" +
+                      ifname + " CNI_PATH=/usr/lib/cni " + Bin("cni/rdma") + " 2>>/tmp/vm-cni.err",
                   &out);
   INFO(verb << " " << cid << " " << conf << ": " << out);
   REQUIRE(rc == want);
