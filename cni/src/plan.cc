@@ -566,11 +566,6 @@ CniResult<void> Planner::CheckParentUp(const Hca& hca, const LinkInfo& parent,
 
 namespace {
 
-bool Routable(const link::IpPrefix& p) {
-  if (p.family == 4) return p.address.rfind("169.254.", 0) != 0;
-  return p.address.rfind("fe80:", 0) != 0 && p.address.rfind("ff", 0) != 0;
-}
-
 // The network an address's connected route covers ("10.10.1.7/24" -> "10.10.1.0/24"), IPv4 only;
 // "" otherwise.
 std::string ConnectedNet(const link::IpPrefix& p) {
@@ -638,7 +633,7 @@ CniResult<IpamState> Planner::NodeAddresses(const LinkInfo& netdev, const Hca& h
   IpamResult result;
   std::vector<std::string> connected;
   for (const auto& [ifindex, p] : (*net)->addresses) {
-    if (ifindex != netdev.ifindex || !Routable(p)) continue;
+    if (ifindex != netdev.ifindex || !rails::IsRoutable(p)) continue;
     result.ips.push_back({.address = p});
     connected.push_back(ConnectedNet(p));
   }
@@ -650,7 +645,7 @@ CniResult<IpamState> Planner::NodeAddresses(const LinkInfo& netdev, const Hca& h
                        "Nothing was changed");
   }
   for (const auto& r : (*net)->routes) {
-    if (r.ifindex != netdev.ifindex || !Routable(r.dst)) continue;
+    if (r.ifindex != netdev.ifindex || !rails::IsRoutable(r.dst)) continue;
     bool kernel_made = r.gateway.empty() && std::find(connected.begin(), connected.end(),
                                                       r.dst.Cidr()) != connected.end();
     if (!kernel_made) result.routes.push_back({.dst = r.dst, .gateway = r.gateway});

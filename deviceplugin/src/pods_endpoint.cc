@@ -23,24 +23,6 @@ constexpr int kRequestTimeoutMs = 2000;
 constexpr size_t kMaxRequest = 4096;
 constexpr std::chrono::milliseconds kKubeletTimeout{2000};
 
-// One line from `fd` within the request timeout; "" when it does not come whole.
-std::string ReadRequest(int fd) {
-  std::string line;
-  char buf[512];
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestTimeoutMs);
-  while (line.find('\n') == std::string::npos && line.size() <= kMaxRequest) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{.fd = fd, .events = POLLIN};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) != 1) return "";
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) return "";
-    line.append(buf, static_cast<size_t>(n));
-  }
-  auto end = line.find('\n');
-  return end == std::string::npos ? "" : line.substr(0, end);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<PodsEndpoint>> PodsEndpoint::Start(std::string socket,
@@ -95,7 +77,10 @@ void PodsEndpoint::Loop() {
 
 void PodsEndpoint::Answer(int conn) {
   podenv::PodAnswer answer;
-  auto query = podenv::DecodePodQuery(ReadRequest(conn));
+  auto request = ReadLineBefore(
+      conn, std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestTimeoutMs),
+      kMaxRequest);
+  auto query = podenv::DecodePodQuery(request ? *request : "");
   if (!query) {
     answer.error = query.error().message();
   } else {

@@ -2,7 +2,6 @@
 // Allocation records: one JSON file per slot, written by the device plugin, read by the CNI.
 #include "kuberdma/podenv/allocation.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -131,31 +130,6 @@ Result<PodAnswer> DecodePodAnswer(std::string_view line) {
   return a;
 }
 
-namespace {
-
-// Reads one line from `fd` until `deadline`; kTimeout when it does not come.
-Result<std::string> ReadLine(int fd, std::chrono::steady_clock::time_point deadline) {
-  std::string line;
-  char buf[4096];
-  while (line.find('\n') == std::string::npos) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{.fd = fd, .events = POLLIN};
-    int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-    if (ready == 0) return Fail(ErrorCode::kTimeout, "no answer in time");
-    if (ready < 0) return Fail(Error::FromErrno(errno, "wait for the answer"));
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Fail(Error::FromErrno(errno, "read the answer"));
-    if (n == 0) break;
-    line.append(buf, static_cast<size_t>(n));
-    if (line.size() > (64u << 10)) return Fail(ErrorCode::kInvalidArgument, "answer too long");
-  }
-  return line.substr(0, line.find('\n'));
-}
-
-}  // namespace
-
 Result<PodAnswer> AskPodHcas(const std::string& socket, const PodQuery& query,
                              std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -175,7 +149,7 @@ Result<PodAnswer> AskPodHcas(const std::string& socket, const PodQuery& query,
   }
   std::string q = EncodePodQuery(query);
   KUBERDMA_TRY(WriteAll(fd.get(), q.data(), q.size()));
-  auto line = ReadLine(fd.get(), deadline);
+  auto line = ReadLineBefore(fd.get(), deadline, 64u << 10);
   if (!line) return Fail(line.error().Wrap("ask " + socket + " for the pod's HCAs"));
   return DecodePodAnswer(*line);
 }

@@ -3,6 +3,7 @@
 #include "kuberdma/base/files.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -188,6 +189,31 @@ Result<void> WriteAll(int fd, const void* data, size_t len) {
     len -= static_cast<size_t>(n);
   }
   return {};
+}
+
+Result<std::string> ReadLineBefore(int fd, std::chrono::steady_clock::time_point deadline,
+                                   size_t max) {
+  std::string line;
+  char buf[4096];
+  while (line.find('\n') == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{.fd = fd, .events = POLLIN};
+    int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) return Fail(ErrorCode::kTimeout, "no whole line in time");
+    if (ready < 0) return FailErrno(errno, "wait for a line");
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return FailErrno(errno, "read a line");
+    if (n == 0) break;
+    line.append(buf, static_cast<size_t>(n));
+    if (line.size() > max) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "a line longer than " + std::to_string(max) + " bytes");
+    }
+  }
+  return line.substr(0, line.find('\n'));
 }
 
 }  // namespace kuberdma

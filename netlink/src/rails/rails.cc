@@ -3,6 +3,7 @@
 #include "kuberdma/rails/rails.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 namespace kuberdma::rails {
@@ -37,6 +38,18 @@ std::string NodeRoles::HcaOnRail(int rail) const {
   return "";
 }
 
+bool IsRoutable(const IpPrefix& p) {
+  if (p.family == 4) {
+    int first = std::atoi(p.address.c_str());
+    bool multicast = first >= 224 && first <= 239;
+    return p.address.rfind("169.254.", 0) != 0 && first != 127 && !multicast;
+  }
+  for (const char* local : {"fe8", "fe9", "fea", "feb", "ff"}) {
+    if (p.address.rfind(local, 0) == 0) return false;
+  }
+  return p.address != "::1";
+}
+
 bool NamesHca(const std::string& entry, const Hca& hca) {
   if (entry == hca.name || (!hca.address.empty() && entry == hca.address)) return true;
   if (!hca.address.empty() && "0000:" + entry == hca.address) return true;  // "1a:00.0"
@@ -44,13 +57,6 @@ bool NamesHca(const std::string& entry, const Hca& hca) {
 }
 
 namespace {
-
-// Link-local and loopback addresses never leave the link: they say nothing of the node's traffic.
-bool IsGlobal(const IpPrefix& p) {
-  if (p.family == 4) return p.address.rfind("169.254.", 0) != 0 && p.address.rfind("127.", 0) != 0;
-  return p.address.rfind("fe8", 0) != 0 && p.address.rfind("fe9", 0) != 0 &&
-         p.address.rfind("fea", 0) != 0 && p.address.rfind("feb", 0) != 0 && p.address != "::1";
-}
 
 const LinkInfo* LinkNamed(const HostNet& net, const std::string& name) {
   for (const auto& l : net.links) {
@@ -82,7 +88,7 @@ std::string RoutedThrough(const HostNet& net, const LinkInfo& l, bool declared_r
       return l.name + " carries the node's default route" +
              (r.gateway.empty() ? "" : " (via " + r.gateway + ")");
     }
-    if (!declared_rail && !r.gateway.empty() && IsGlobal(r.dst)) {
+    if (!declared_rail && !r.gateway.empty() && IsRoutable(r.dst)) {
       return l.name + " routes " + r.dst.Cidr() + " via " + r.gateway +
              ", a route of the node's that no declared rail has (declare the NIC under rails in "
              "the node config if it is a rail)";
@@ -99,7 +105,7 @@ std::string Addressed(const HostNet& net, const LinkInfo& l, const NodeConfig& c
     if (std::find(mine.begin(), mine.end(), p.address) != mine.end()) {
       return l.name + " holds " + p.address + ", the address the node is known by";
     }
-    if (!declared_rail && IsGlobal(p)) {
+    if (!declared_rail && IsRoutable(p)) {
       return l.name + " holds " + p.Cidr() +
              ", a global address that no declared rail has (declare the NIC under rails in the "
              "node config if it is a rail: its addresses then go into the pod with it)";

@@ -4,11 +4,13 @@
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/unique_fd.h"
 
 namespace kuberdma {
 namespace {
@@ -97,3 +99,20 @@ TEST_CASE("WriteFileAtomic creates parents and ReadFile reads it back") {
 
 }  // namespace
 }  // namespace kuberdma
+
+TEST_CASE("A line is read whole, bounded in length and in time") {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  kuberdma::UniqueFd r(p[0]), w(p[1]);
+  auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::milliseconds(200); };
+  REQUIRE(kuberdma::WriteAll(w.get(), "one\n", 4));
+  CHECK(*kuberdma::ReadLineBefore(r.get(), soon(), 100) == "one");
+  REQUIRE(kuberdma::WriteAll(w.get(), "two", 3));
+  auto late = kuberdma::ReadLineBefore(r.get(), soon(), 100);  // "two" never ends
+  REQUIRE_FALSE(late);
+  CHECK(late.error().code() == kuberdma::ErrorCode::kTimeout);
+  REQUIRE(kuberdma::WriteAll(w.get(), std::string(300, 'x').data(), 300));
+  auto big = kuberdma::ReadLineBefore(r.get(), soon(), 100);
+  REQUIRE_FALSE(big);
+  CHECK(big.error().code() == kuberdma::ErrorCode::kInvalidArgument);
+}

@@ -162,3 +162,15 @@ TEST_CASE("The node config resolves per node and refuses unknown keys, duplicate
   CHECK_FALSE(ParseNodeConfig("[1]", ""));
   CHECK(LoadNodeConfig("/nonexistent/node.json", "")->rails.empty());
 }
+
+TEST_CASE("Only addresses beyond their link count: link-local, loopback and multicast do not") {
+  for (const char* ip : {"10.0.0.5", "192.168.7.5", "fd00::5", "2001:db8::1"}) {
+    CHECK(IsRoutable({.family = ip[0] == '1' ? 4 : 6, .address = ip, .prefix_len = 24}));
+  }
+  for (const char* ip : {"169.254.3.3", "127.0.0.1", "224.0.0.1", "239.1.1.1"}) {
+    CHECK_FALSE(IsRoutable({.family = 4, .address = ip, .prefix_len = 32}));
+  }
+  for (const char* ip : {"fe80::1", "ff02::1", "::1"}) {
+    CHECK_FALSE(IsRoutable({.family = 6, .address = ip, .prefix_len = 64}));
+  }
+}

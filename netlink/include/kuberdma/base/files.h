@@ -5,6 +5,7 @@
 //   KUBERDMA_TRY(WriteFileAtomic("/var/lib/x/state.json", text));
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -54,5 +55,12 @@ Result<void> MakeDirs(const std::string& dir);
 // Callers that only do their best (a wakeup, a result whose reader may be gone) drop the Result
 // with (void) and say why.
 Result<void> WriteAll(int fd, const void* data, size_t len);
+
+// Reads `fd` (a socket or pipe) until a newline, end of file or `deadline`, and returns what came
+// before the newline. kTimeout when nothing completes the line in time, kInvalidArgument past
+// `max` bytes, an errno error otherwise. What follows the newline in the same read is dropped: for
+// protocols of one line per connection.
+Result<std::string> ReadLineBefore(int fd, std::chrono::steady_clock::time_point deadline,
+                                   size_t max);
 
 }  // namespace kuberdma

@@ -59,6 +59,10 @@ struct NodeRoles {
 NodeRoles JudgeHcas(const std::vector<sysfs::Hca>& hcas, const HostNet& net,
                     const NodeConfig& config);
 
+// Whether `p` reaches beyond its link: not link-local, loopback or multicast. Only such addresses
+// and routes say anything of the node's traffic, or travel with a routed rail.
+bool IsRoutable(const link::IpPrefix& p);
+
 // Whether `entry` (a declared rail: netdev, PCI address or HCA name) names `hca`.
 bool NamesHca(const std::string& entry, const sysfs::Hca& hca);
 
