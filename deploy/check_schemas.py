@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Validates every object kube-rdma ships against the Kubernetes OpenAPI schemas of the versions
+it supports (run by CTest): the chart rendered with its defaults and every ci/*-values.yaml (both
+fabrics), deploy/manifests with deploy/acceptance, deploy/monitoring, and the kustomize overlay.
+The validators are npm's kubernetes-models (deploy/schema/package.json pins one per Kubernetes
+version, package-lock.json their integrity), installed with `npm ci` into BUILD/schema.
+Usage: check_schemas.py RENDERED_DIR BUILD_DIR [--kubectl BIN]
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA = os.path.join(HERE, "schema")
+
+
+def install(build):
+    """npm ci into BUILD/schema, again only when package-lock.json changed."""
+    dest = os.path.join(build, "schema")
+    os.makedirs(dest, exist_ok=True)
+    lock = open(os.path.join(SCHEMA, "package-lock.json"), "rb").read()
+    stamp = os.path.join(dest, ".installed")
+    want = hashlib.sha256(lock).hexdigest()
+    for name in ("package.json", "package-lock.json", "validate.mjs"):
+        shutil.copyfile(os.path.join(SCHEMA, name), os.path.join(dest, name))
+    if not (os.path.exists(stamp) and open(stamp).read() == want):
+        if not shutil.which("npm"):
+            sys.exit("check_schemas: npm is not installed (make helm installs it)")
+        subprocess.run(["npm", "ci", "--silent", "--no-audit", "--no-fund"], cwd=dest, check=True)
+        open(stamp, "w").write(want)
+    return dest
+
+
+def documents(label, text):
+    for doc in yaml.safe_load_all(text):
+        if isinstance(doc, dict) and doc.get("kind") == "List":
+            yield from ({"source": label, "object": o} for o in doc.get("items", []))
+        elif isinstance(doc, dict):
+            yield {"source": label, "object": doc}
+
+
+def collect(rendered, kubectl):
+    items = []
+    for name in sorted(os.listdir(rendered)):
+        if name.endswith(".yaml"):
+            items += documents(name, open(os.path.join(rendered, name)).read())
+    monitoring = os.path.join(HERE, "monitoring")
+    for name in sorted(os.listdir(monitoring)):
+        if name.endswith(".yaml") and name != "kustomization.yaml":
+            items += documents("monitoring/" + name, open(os.path.join(monitoring, name)).read())
+    if kubectl:
+        for rel in ("manifests", "kustomize/private-registry"):
+            out = subprocess.run([kubectl, "kustomize", os.path.join(HERE, rel)], check=True,
+                                 capture_output=True, text=True).stdout
+            items += documents("kustomize " + rel, out)
+    return items
+
+
+# A wrongly typed field the validators must name: proves they run, not only that they load.
+BAD = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "bad"},
+       "spec": {"selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [
+                    {"name": "c", "image": "i", "ports": [{"containerPort": "metrics"}]}]}}}}
+
+
+def validate(dest, items):
+    return subprocess.run(["node", os.path.join(dest, "validate.mjs")], input=json.dumps(items),
+                          text=True, capture_output=True)
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.exit(__doc__)
+    rendered, build = argv[0], argv[1]
+    kubectl = argv[3] if len(argv) > 3 and argv[2] == "--kubectl" else shutil.which("kubectl")
+    dest = install(build)
+    items = collect(rendered, kubectl)
+    if not items:
+        sys.exit(f"check_schemas: nothing rendered in {rendered}")
+    bad = validate(dest, [{"source": "self-test", "object": BAD}])
+    if bad.returncode != 1 or "containerPort must be integer" not in bad.stdout:
+        sys.exit("check_schemas: the validators passed a DaemonSet with containerPort \"metrics\":\n"
+                 + bad.stdout + bad.stderr)
+    r = validate(dest, items)
+    sys.stdout.write(r.stdout)
+    sys.stderr.write(r.stderr)
+    return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
