@@ -4,6 +4,7 @@
 # there, so it is cheap to run before every make target. Needs root (or sudo) when something is missing.
 set -euo pipefail
 
+# What builds the binaries and the demo (`install-deps.sh demo` installs only these).
 packages=(
   g++ cmake ninja-build pkg-config make python3
   libnl-3-dev libnl-route-3-dev        # rtnetlink and NETLINK_RDMA (netlink/)
@@ -11,25 +12,32 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # deviceplugin/, proto/
   prometheus-cpp-dev                   # metrics (device plugin) and the Pushgateway client (validator)
   libibverbs-dev ibverbs-providers     # the validator's verbs probe module (and Soft-RoCE's provider)
-  catch2                               # tests
+  catch2                               # the tests (CMake configures them with everything else)
   libyaml-cpp-dev                      # tools/sim reads rendered manifests (demo, namespace tests)
-  iproute2                             # namespace tests and their cleanup
-  containernetworking-plugins          # host-device, the benchmark's peer
+  iproute2                             # the demo's and the namespace tests' namespaces, and cleanup
+  containernetworking-plugins          # host-local and bridge in the demo; host-device, the benchmark's peer
+)
+# What only the tests need.
+test_packages=(
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
   buildah skopeo debootstrap busybox-static   # make images: build, archive, plain root, image shell
   chromium                             # the fleet report page test (headless)
   qemu-system-x86 kmod cpio            # the VM tier: Debian's kernel under QEMU, its initramfs
 )
+# npm (Helm and the Kubernetes API schemas come from its registry) is whatever Node.js the machine
+# has; .ci/install-helm.sh installs Debian's where there is none.
 
 # `install-deps.sh format`: also clang-format (`make format`, run by `make test`); `lint`: also
 # clang-tidy (`make lint`).
 case "${1:-}" in
+  demo) ;;
   format) packages+=(clang-format) ;;
   lint) packages+=(clang-format clang-tidy) ;;
+  *) packages+=("${test_packages[@]}") ;;
 esac
 
 # kubectl renders kustomize (deploy/check_renders.py); any kubectl on PATH will do, else Debian's.
-command -v kubectl >/dev/null || packages+=(kubernetes-client)
+[ "${1:-}" = demo ] || command -v kubectl >/dev/null || packages+=(kubernetes-client)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -6,7 +6,8 @@
 # job container, and that copy runs in a plain Debian root (tests/images/validator_plain_root.sh).
 # Saves it as an OCI archive in build/images and prints its size and digest.
 #
-#   deploy/images/build.sh                # `make images`: from the binaries in $BUILD (build/ci)
+#   deploy/images/build.sh                # `make images`: from the binaries in $BUILD (build/ci);
+#                                         # exit 77 (skipped) when its validator has no NCCL runner
 #   deploy/images/build.sh --from-source  # deploy/images/Dockerfile: compiles in a debian:12 stage
 #
 # Docker when an engine answers, else Debian's buildah (root, chroot isolation, vfs storage).
@@ -63,6 +64,14 @@ else
   bins=("$BUILD/cni/rdma" "$BUILD/deviceplugin/rdma-device-plugin" "$BUILD/tools/doctor/rdma-doctor"
     "$BUILD/tools/validator/rdma-validate" "$BUILD/tools/validator/rdma-validate-verbs.so")
   for b in "${bins[@]}"; do [ -x "$b" ] || die "$b is missing: make build first"; done
+  # Every job's image gets its rdma-validate from this one: one built without CUDA and NCCL can
+  # only take inventory, and would pass nodes it never proved. Exit 77: `make test` skips, saying so.
+  if [ "$(cat "$BUILD/tools/validator/runner.txt" 2>/dev/null)" != nccl ]; then
+    echo "SKIP: not building the node image: $BUILD's rdma-validate was built without CUDA and NCCL" \
+      "(inventory only; CMake found no cuda_runtime.h, nccl.h and libcudart_static.a: set CUDA_HOME" \
+      "and reconfigure, or build --from-source, whose stage has them)" >&2
+    exit 77
+  fi
   # The verbs probe's module needs libibverbs' providers (mlx5, rxe, ...), which it loads by name.
   SOURCE_DATE_EPOCH=$epoch EXTRA_PACKAGES=ibverbs-providers bash "$here/mkroot.sh" "$OUT/context/rootfs" "$OUT/debs" "${bins[@]}"
   if [ "$engine" = docker ]; then

@@ -40,6 +40,8 @@ class FleetDemo {
   void Judge();
   void JudgeNccl(const json& report);
   void JudgeExchange(const json& report);
+  std::string ExpectedVerdict() const;
+  std::string ExpectedWhy() const;
   std::string Dir(const std::string& name) const { return dir_ + "/" + name; }
 
   const Options& o_;
@@ -207,6 +209,21 @@ void FleetDemo::JudgeExchange(const json& report) {
   }
 }
 
+// What a correct acceptance says of this fleet, and why: the demo plants a fault or has no GPU,
+// so "fail" is often the right answer, and the demo passes when the report is right.
+std::string FleetDemo::ExpectedVerdict() const {
+  return nccl_ && target_.node == 0 ? "pass" : "fail";
+}
+
+std::string FleetDemo::ExpectedWhy() const {
+  if (!nccl_) {
+    return "no node has a GPU, so none can run NCCL; the demo proves every node reached rank 0";
+  }
+  if (target_.node == 0) return "a healthy fleet";
+  return "node-" + std::to_string(target_.node) + "'s " + SimFleet::Ifname(target_.rail) +
+         " was made slow on purpose, and the report must name it";
+}
+
 void FleetDemo::Judge() {
   Heading(4, "What the fleet report says");
   auto text = ReadFile(Dir("node-1.json"));
@@ -218,6 +235,8 @@ void FleetDemo::Judge() {
   std::printf("  verdict %s, ring busbw %.2f GB/s, fleet median pair busbw %.2f GB/s\n",
               report.value("verdict", "?").c_str(), report["ring"].value("busbwGBps", 0.0),
               report.value("fleetMedianGBps", 0.0));
+  std::printf("  (the demo expects \"%s\": %s)\n", ExpectedVerdict().c_str(),
+              ExpectedWhy().c_str());
   if (nccl_) {
     JudgeNccl(report);
   } else {
@@ -239,7 +258,9 @@ int FleetDemo::Run() {
     std::printf("\n  reports and NCCL logs kept in %s\n", dir_.c_str());
   }
   std::printf("\n%s (%d failure(s))\n",
-              fail_.count() == 0 ? "FLEET DEMO PASSED" : "FLEET DEMO FAILED", fail_.count());
+              fail_.count() == 0 ? "FLEET DEMO PASSED: the acceptance report said what this fleet deserves"
+                                 : "FLEET DEMO FAILED",
+              fail_.count());
   return fail_.count() == 0 ? 0 : 1;
 }
 

@@ -221,6 +221,19 @@ void NodeDemo::StartDevicePlugin() {
     return fail_("the device plugin did not register " + resource_ + " (log: " + dpdir +
                  "/device-plugin.log)");
   }
+  // Every resource's registration and first ListAndWatch answer, not only the one the pods use:
+  // a resource whose list has not arrived yet would print 0 slots.
+  json parsed = json::parse(*config, nullptr, false);
+  size_t resources = parsed.is_object() ? parsed.value("configList", json::array()).size() : 0;
+  kubelet_->WaitFor(
+      [&] {
+        if (kubelet_->registrations().size() < resources) return false;
+        for (const auto& r : kubelet_->registrations()) {
+          if (kubelet_->Lists(r.resource_name()).empty()) return false;
+        }
+        return true;
+      },
+      std::chrono::milliseconds(5000));
   for (const auto& r : kubelet_->registrations()) {
     const auto& lists = kubelet_->Lists(r.resource_name());
     std::printf("  registered %-12s %4d slot(s)  endpoint %s\n", r.resource_name().c_str(),
