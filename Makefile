@@ -6,7 +6,7 @@ PRESET ?= ci
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps helm promtool configure build test asan images vmtest unit netns demo bench fuzz boundaries format lint fixtures clean
+.PHONY: deps helm promtool configure build test asan images chart vmtest unit netns demo bench fuzz boundaries format lint fixtures clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -54,6 +54,10 @@ asan: deps
 # build without CUDA and NCCL, whose validator could only take inventory: `make test` then skips it.
 images: build
 	@BUILD=$(BUILD) bash deploy/images/build.sh
+
+# The Helm chart as a versioned artifact with its SHA-256 (build/chart; checked by CTest too).
+chart: helm
+	@bash deploy/package_chart.sh build/chart
 
 # The VM tier (tests/vm/run.sh; run by `make test`): Debian 12's own kernel under QEMU (TCG) with
 # Soft-RoCE, two guests (shared and exclusive netns mode) running the VM-only tests on real RDMA

@@ -29,6 +29,7 @@ MODELS = {
     ("v1", "Namespace"): "V1Namespace",
     ("v1", "ConfigMap"): "V1ConfigMap",
     ("v1", "Service"): "V1Service",
+    ("v1", "ResourceQuota"): "V1ResourceQuota",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("apps/v1", "StatefulSet"): "V1StatefulSet",
     ("batch/v1", "Job"): "V1Job",

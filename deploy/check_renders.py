@@ -126,9 +126,10 @@ def check_helm(report, helm, want, device_plugin):
     report.check(r.returncode == 0, "helm template with default values" + (f": {r.stderr}" if r.returncode else ""))
     got = cm.load_text(r.stdout, "helm(defaults)", report)
     kinds = sorted(o["kind"] for _, o in got)
-    report.check(kinds == ["ConfigMap", "DaemonSet", "NetworkAttachmentDefinition"],
-                 f"defaults render the node part and the seed's network only: {kinds}")
-    node_part = [(s, o) for s, o in want if o["kind"] in ("ConfigMap", "DaemonSet", "NetworkAttachmentDefinition")]
+    node_kinds = ["ConfigMap", "DaemonSet", "NetworkAttachmentDefinition", "ResourceQuota"]
+    report.check(kinds == node_kinds,
+                 f"defaults render the node part (its critical-pods quota included) and the InfiniBand network only: {kinds}")
+    node_part = [(s, o) for s, o in want if o["kind"] in node_kinds]
     compare(report, "helm(defaults)", got, node_part)
 
     r = helm_template(helm, "rdma", "rdma-system", os.path.join(ci, "custom-values.yaml"))
@@ -195,6 +196,50 @@ def check_helm(report, helm, want, device_plugin):
     for word in ("--nnodes=8", "--rdzv-endpoint trainer-0", "NCCL environment"):
         report.check(any(word in f for f in seed.failures),
                      f"the seed's trainer as written fails the offline check naming {word!r}")
+
+
+def pod_specs(objects):
+    for _, o in objects:
+        spec = o.get("spec", {})
+        if o["kind"] == "CronJob":
+            spec = spec.get("jobTemplate", {}).get("spec", {})
+        if "template" in spec:
+            yield o, spec["template"]["spec"]
+
+
+def check_policy(report, helm):
+    """What a cluster's policies need: no ServiceAccount token anywhere, the CDI directory when a
+    resource writes CDI specs, images pinned by digest, the critical-pods quota only where it helps."""
+    ci = os.path.join(CHART, "ci")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "manifests-values.yaml"),
+                      os.path.join(ci, "acceptance-values.yaml"))
+    got = cm.load_text(r.stdout, "helm(policy)", report)
+    tokens = [f"{o['kind']}/{o['metadata']['name']}" for o, p in pod_specs(got)
+              if p.get("automountServiceAccountToken") is not False]
+    report.check(r.returncode == 0 and not tokens and any(True for _ in pod_specs(got)),
+                 f"no pod mounts a ServiceAccount token (none needs the API): {tokens or r.stderr}")
+    digest = "sha256:" + "ab" * 32
+    r = helm_template(helm, "kube-rdma", "kube-rdma", f"image.digest={digest}",
+                      "devicePlugin.config.configList[0].resourceName=shared",
+                      "devicePlugin.config.configList[0].cdi=true")
+    got = cm.load_text(r.stdout, "helm(digest, cdi)", report)
+    ds = next((o for _, o in got if o["kind"] == "DaemonSet"), None)
+    pod = ds["spec"]["template"]["spec"] if ds else {}
+    images = {c["image"] for c in pod.get("containers", []) + pod.get("initContainers", [])}
+    report.check(images == {f"ghcr.io/kube-rdma/kube-rdma:0.1.0@{digest}"},
+                 f"image.digest pins the node image as repository:tag@digest: {images}")
+    mounts = [m["mountPath"] for m in pod.get("containers", [{}])[0].get("volumeMounts", [])]
+    report.check("/var/run/cdi" in mounts and any(v.get("hostPath", {}).get("path") == "/var/run/cdi"
+                                                 for v in pod.get("volumes", [])),
+                 f"cdi: true mounts the host's CDI directory into the device plugin: {mounts}")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "image.digest=sha256:1234")
+    report.check(r.returncode != 0 and "digest" in r.stderr, "a digest that is not sha256:<64 hex> is refused")
+    for ns, sets, want in (("kube-system", [], False), ("kube-rdma", ["devicePlugin.priorityClassName="], False),
+                           ("kube-rdma", ["devicePlugin.criticalPodsQuota=0"], False), ("gpu-ops", [], True)):
+        r = helm_template(helm, "kube-rdma", ns, *sets)
+        quota = any(o["kind"] == "ResourceQuota" for _, o in cm.load_text(r.stdout, "helm(quota)", report))
+        report.check(r.returncode == 0 and quota == want,
+                     f"namespace {ns} {sets}: critical-pods ResourceQuota {'rendered' if want else 'not rendered'}")
 
 
 def check_fabrics(report, helm, device_plugin):
@@ -468,6 +513,7 @@ def main(argv):
         check_helm(report, helm, want, device_plugin)
         check_self_contained(report, helm)
         check_fabrics(report, helm, device_plugin)
+        check_policy(report, helm)
     if not kubectl:
         report.fail("kubectl not found: `make deps` installs it (Debian's kubernetes-client)")
     else:

@@ -42,7 +42,11 @@ app.kubernetes.io/name: {{ include "kube-rdma.fullname" . }}-node
 {{/* repository:tag, the tag defaulting to the chart's appVersion. */}}
 {{- define "kube-rdma.image" -}}
 {{- $tag := .image.tag | default .chart.AppVersion -}}
+{{- if .image.digest }}
+{{- printf "%s:%s@%s" .image.repository $tag .image.digest }}
+{{- else }}
 {{- printf "%s:%s" .image.repository $tag }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -72,6 +76,8 @@ template:
   spec:
     subdomain: {{ $a.name }}
     restartPolicy: Never
+    # rdma-validate needs no API access: no ServiceAccount token in the pods.
+    automountServiceAccountToken: false
     {{- with $a.nodeSelector }}
     nodeSelector:
       {{- toYaml . | nindent 6 }}
