@@ -14,11 +14,13 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/cni/config.h"
+#include "kuberdma/cni/install.h"
 #include "kuberdma/cni/plugin.h"
 #include "kuberdma/cni/result.h"
 #include "kuberdma/cni/timed_ops.h"
@@ -53,15 +55,30 @@ constexpr char kUsage[] =
     "  CNI_COMMAND=ADD CNI_CONTAINERID=c1 CNI_NETNS=/var/run/netns/p CNI_IFNAME=net1 \\\n"
     "    rdma <<<'{\"cniVersion\":\"1.0.0\",\"name\":\"rdma-net\",\"type\":\"rdma\"}'\n"
     "Config reference, error codes and state: docs/cni.md; rdma-doctor node shows what it did.\n"
-    "  rdma --help | --version\n";
+    "  rdma --help | --version\n"
+    "  rdma --install DEST   copy this binary to DEST (e.g. /opt/cni/bin/kube-rdma), never over\n"
+    "                        another plugin's file (exit 1 naming it)\n";
 
 // `rdma --help`, `rdma --version`, or a person at a terminal without CNI_COMMAND: text, not an
 // error document. Returns the exit code, or -1 when this is a runtime's call.
 int ByHand(int argc, char** argv) {
   std::string arg = argc > 1 ? argv[1] : "";
   if (arg == "--version" || arg == "-v") {
-    PrintText(std::string(kuberdma::kVersionLine) + "\n");
+    PrintText(std::string(kuberdma::kVersionLine) + "\n" + std::string(kCniBinaryMarker) + "\n");
     return 0;
+  }
+  if (arg == "--install" || arg.rfind("--install=", 0) == 0) {
+    std::string dest = arg == "--install" ? (argc > 2 ? argv[2] : "") : arg.substr(10);
+    if (dest.empty() || dest[0] != '/') {
+      constexpr std::string_view kNeedsPath =
+          "rdma --install: give the absolute destination path\n";
+      (void)kuberdma::WriteAll(2, kNeedsPath.data(), kNeedsPath.size());
+      return 2;
+    }
+    auto r = InstallCniBinary("/proc/self/exe", dest);
+    std::string line = (r ? *r : "rdma --install: " + r.error().message()) + "\n";
+    (void)kuberdma::WriteAll(r ? 1 : 2, line.data(), line.size());
+    return r ? 0 : 1;
   }
   if (arg == "--help" || arg == "-h") {
     PrintText(kUsage);

@@ -232,6 +232,15 @@ def check_policy(report, helm):
     report.check("/var/run/cdi" in mounts and any(v.get("hostPath", {}).get("path") == "/var/run/cdi"
                                                  for v in pod.get("volumes", [])),
                  f"cdi: true mounts the host's CDI directory into the device plugin: {mounts}")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "cni.binaryName=rdma")
+    got = cm.load_text(r.stdout, "helm(binaryName)", report)
+    types = {json.loads(o["spec"]["config"])["type"] for _, o in got if o["kind"] == "NetworkAttachmentDefinition"}
+    ds = next((o for _, o in got if o["kind"] == "DaemonSet"), {})
+    install = " ".join(ds.get("spec", {}).get("template", {}).get("spec", {}).get("initContainers", [{}])[0].get("args", []))
+    report.check(types == {"rdma"} and "rdma --install /host/opt/cni/bin/rdma " in install,
+                 f"cni.binaryName names the installed file and every NAD's type: {types}")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "cni.binaryName=../rdma")
+    report.check(r.returncode != 0 and "binaryName" in r.stderr, "a cni.binaryName that is not a file name is refused")
     r = helm_template(helm, "kube-rdma", "kube-rdma", "image.digest=sha256:1234")
     report.check(r.returncode != 0 and "digest" in r.stderr, "a digest that is not sha256:<64 hex> is refused")
     for ns, sets, want in (("kube-system", [], False), ("kube-rdma", ["devicePlugin.priorityClassName="], False),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Builds the node image and proves it works: the CNI binary answers VERSION, no binary misses a
-# shared library, the DaemonSet's install step puts `rdma` in a host directory, the device plugin
-# accepts the ConfigMap's config, rdma-doctor runs, the chart's copy step hands rdma-validate to a
+# shared library, the DaemonSet's install step puts `kube-rdma` in a host directory (and refuses
+# another plugin's file), the device plugin accepts the ConfigMap's config, rdma-doctor runs, the chart's copy step hands rdma-validate to a
 # job container, and that copy runs in a plain Debian root (tests/images/validator_plain_root.sh).
 # Saves it as an OCI archive in build/images and prints its size and digest.
 #

@@ -76,9 +76,12 @@ done
 printf "%s" "$KUBERDMA_CONFIG" > /tmp/device-plugin.json
 /usr/local/bin/rdma-device-plugin --check-config --config /tmp/device-plugin.json
 /usr/local/bin/rdma-doctor --help >/dev/null
-sh -c "$KUBERDMA_INSTALL_STEP" && cmp /usr/local/bin/rdma /host/opt/cni/bin/rdma
+sh -c "$KUBERDMA_INSTALL_STEP" && cmp /usr/local/bin/rdma /host/opt/cni/bin/kube-rdma
+echo "#!/bin/sh another plugin" > /host/opt/cni/bin/rdma
+! /usr/local/bin/rdma --install /host/opt/cni/bin/rdma 2>/tmp/refused && grep -q "another plugin" /host/opt/cni/bin/rdma
+grep -q "belongs to another CNI plugin" /tmp/refused
 sh -c "$KUBERDMA_COPY_STEP" && cmp /usr/local/bin/rdma-validate /kube-rdma/bin/rdma-validate
-echo "smoke: rdma VERSION, libraries, --check-config, rdma-doctor, CNI install, validator copy: ok"'
+echo "smoke: rdma VERSION, libraries, --check-config, rdma-doctor, CNI install (and its refusal), validator copy: ok"'
   if [ "$engine" = docker ]; then
     docker run --rm --entrypoint /bin/sh -v "$hostbin:/host/opt/cni/bin" -v "$copied:/kube-rdma/bin" \
       -e KUBERDMA_CONFIG="$config" -e KUBERDMA_INSTALL_STEP="$install_step" \

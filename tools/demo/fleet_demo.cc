@@ -258,8 +258,9 @@ int FleetDemo::Run() {
     std::printf("\n  reports and NCCL logs kept in %s\n", dir_.c_str());
   }
   std::printf("\n%s (%d failure(s))\n",
-              fail_.count() == 0 ? "FLEET DEMO PASSED: the acceptance report said what this fleet deserves"
-                                 : "FLEET DEMO FAILED",
+              fail_.count() == 0
+                  ? "FLEET DEMO PASSED: the acceptance report said what this fleet deserves"
+                  : "FLEET DEMO FAILED",
               fail_.count());
   return fail_.count() == 0 ? 0 : 1;
 }

@@ -580,8 +580,23 @@ void NodeDemo::DoctorNode(const std::string& dpdir, bool attached) {
               : Roce() ? "before any pod: the fixture's ens4f0np0 has ECN off on purpose; veths "
                          "have no DCB, so PFC is unknown"
                        : "before any pod");
-  std::vector<std::string> args = {o_.doctor_bin,         "--state-dir",      node_->state_dir(),
-                                   "--device-plugin-dir", dpdir + "/plugins", "node"};
+  // The DaemonSet's install step, as it runs on a node: the doctor finds the binary it put there.
+  std::string bin_dir = Dir("cni-bin");
+  if (!attached) {
+    std::string installed = bin_dir + "/kube-rdma";
+    if (RunShown(node_->node(), {o_.rdma_bin, "--install", installed}, {}, Dir("install.txt")) !=
+        0) {
+      return fail_("rdma --install " + installed + " failed");
+    }
+  }
+  std::vector<std::string> args = {o_.doctor_bin,
+                                   "--state-dir",
+                                   node_->state_dir(),
+                                   "--device-plugin-dir",
+                                   dpdir + "/plugins",
+                                   "--cni-bin-dir",
+                                   bin_dir,
+                                   "node"};
   (void)RunShown(node_->node(), args, FixtureEnv(nullptr), Dir("doctor-node.txt"));
   args.insert(args.begin() + 1, "--json");
   (void)Wait(Start(node_->node(), args, FixtureEnv(nullptr), Dir("doctor-node.json")));

@@ -56,7 +56,10 @@ void AddOptions(CLI::App& app, Cli& c) {
        &in.pod_resources},
       {app.add_option("--node-config", in.node_config,
                       "the node config the CNI reads (declared rails, the node's addresses)"),
-       &in.node_config}};
+       &in.node_config},
+      {app.add_option("--cni-bin-dir", in.cni_bin_dir,
+                      "the host's CNI binary directory (whose kube-rdma and rdma are)"),
+       &in.cni_bin_dir}};
   app.require_subcommand(1);
   c.node = app.add_subcommand(
       "node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");

@@ -81,7 +81,7 @@ TEST_CASE("deploy/manifests' StatefulSet and NAD read as Multus and the kubelet 
   auto nads = nad->Nads();
   REQUIRE(nads.size() == 1);
   CHECK(nads[0].resource == "rdma/hca");
-  CHECK(nads[0].config["type"] == "rdma");
+  CHECK(nads[0].config["type"] == "kube-rdma");
   CHECK(nads[0].config["name"] == nads[0].name);
   auto sts = LoadRendered(std::string(KUBERDMA_DEPLOY) + "/manifests/40-statefulset.yaml");
   REQUIRE(sts);

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "internal.h"
+#include "kuberdma/cni/install.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/podresources.h"
 #include "kuberdma/rails/rails.h"
@@ -276,6 +277,42 @@ void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
   v.doc["railsDeclared"] = config->Declared();
 }
 
+// Which CNI binaries are kube-rdma's: the DaemonSet installs ours as kube-rdma (cni.binaryName)
+// and never over another plugin's file, such as rdma-cni's `rdma`.
+void CniBinaries(const Inputs& in, View& v) {
+  json bins = json::object();
+  std::vector<std::string> ours;
+  std::string foreign_rdma;
+  for (const std::string name : {"kube-rdma", "rdma"}) {
+    std::string path = in.cni_bin_dir + "/" + name;
+    auto owner = cni::CniBinaryOwner(path);
+    if (!owner) {
+      bins[name] = owner.error().message();
+      continue;
+    }
+    bins[name] = *owner == cni::BinaryOwner::kOurs      ? "kube-rdma"
+                 : *owner == cni::BinaryOwner::kForeign ? "another plugin"
+                                                        : "absent";
+    if (*owner == cni::BinaryOwner::kOurs) ours.push_back(path);
+    if (*owner == cni::BinaryOwner::kForeign && name == "rdma") foreign_rdma = path;
+  }
+  v.doc["cniBinaries"] = bins;
+  std::string other = foreign_rdma.empty() ? ""
+                                           : "; " + foreign_rdma +
+                                                 " is another plugin's (network-operator "
+                                                 "installs rdma-cni under this name): NADs of "
+                                                 "\"type\": \"rdma\" run it, not kube-rdma";
+  if (ours.empty()) {
+    Add(v, "CNI binary installed", Status::kWarn,
+        "no kube-rdma CNI binary in " + in.cni_bin_dir + other,
+        "the DaemonSet's install-cni init container did not run or refused (its log says why: "
+        "kubectl -n <namespace> logs <the node's kube-rdma pod> -c install-cni); a cni.binaryName "
+        "other than kube-rdma or rdma is not checked here");
+    return;
+  }
+  Add(v, "CNI binary installed", Status::kOk, Join(ours, ", ") + " (kube-rdma's)" + other, "");
+}
+
 }  // namespace
 
 View NodeView(const Inputs& in) {
@@ -287,6 +324,7 @@ View NodeView(const Inputs& in) {
   ListHcas(in, host, all, records, v);
   NodeNics(in, host, all, v);
   v.doc["netnsMode"] = NetnsMode(in, host);
+  CniBinaries(in, v);
   DevicePlugin(in, v);
   Allocations(in, v);
   CniRecords(in, records, v);

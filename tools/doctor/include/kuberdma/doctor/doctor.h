@@ -59,6 +59,8 @@ struct Inputs {
   std::string state_dir = "/run/kube-rdma/cni";
   // node: the node config the CNI reads (declared rails, the node's addresses).
   std::string node_config = "/etc/kube-rdma/node.json";
+  // node: where the runtime finds CNI plugins (kube-rdma's, and rdma-cni's `rdma` beside it).
+  std::string cni_bin_dir = "/opt/cni/bin";
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string checkpoint;  // default <plugin_dir>/kubelet_internal_checkpoint
   std::string pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock";  // tried first
