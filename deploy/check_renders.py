@@ -184,18 +184,18 @@ def check_helm(report, helm, want, device_plugin):
         report.check(r.returncode != 0 and word in r.stderr,
                      f"{what} is refused, naming {word}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no error'}")
 
-    # The seed's trainer as written (--nnodes=8 with one replica, a rendezvous at trainer-0) and a
+    # A hand-written trainer as commonly written (--nnodes=8 with one replica, a rendezvous at trainer-0) and a
     # validator told other NCCL settings than the trainer: the offline checks must catch each.
-    seed_args = "trainer.args[0]=torchrun --nnodes=8 --nproc-per-node=8 --rdzv-endpoint=trainer-0 train.py"
-    r = helm_template(helm, "kube-rdma", "kube-rdma", "trainer.enabled=true", seed_args,
+    handwritten_args = "trainer.args[0]=torchrun --nnodes=8 --nproc-per-node=8 --rdzv-endpoint=trainer-0 train.py"
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "trainer.enabled=true", handwritten_args,
                       "trainer.validator.env[0].name=NCCL_IB_TIMEOUT",
                       "trainer.validator.env[0].value=14")
-    seed = cm.Report()
+    handwritten = cm.Report()
     with contextlib.redirect_stdout(io.StringIO()):
-        cm.validate(cm.load_text(r.stdout, "helm(seed trainer)", seed), seed, device_plugin)
+        cm.validate(cm.load_text(r.stdout, "helm(hand-written trainer)", handwritten), handwritten, device_plugin)
     for word in ("--nnodes=8", "--rdzv-endpoint trainer-0", "NCCL environment"):
-        report.check(any(word in f for f in seed.failures),
-                     f"the seed's trainer as written fails the offline check naming {word!r}")
+        report.check(any(word in f for f in handwritten.failures),
+                     f"a hand-written trainer as commonly written fails the offline check naming {word!r}")
 
 
 def pod_specs(objects):
@@ -252,7 +252,7 @@ def check_policy(report, helm):
 
 
 def check_fabrics(report, helm, device_plugin):
-    """fabric: ib is the seed's rdma-net attached once per rail; fabric: roce one NAD per physical
+    """fabric: ib is the InfiniBand rdma-net attached once per rail; fabric: roce one NAD per physical
     rail ("rail": i), with addresses unique across the cluster, that every pod attaches once each,
     in rail order; a rendering that would give two nodes the same addresses is refused."""
     ci = os.path.join(CHART, "ci")
@@ -299,7 +299,7 @@ def check_fabrics(report, helm, device_plugin):
     nets = json.loads(sts["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]) if sts else []
     report.check(len(nads) == 1 and "ipam" not in conf and conf.get("cniVersion") == "0.3.1"
                  and [n["name"] for n in nets] == ["rdma-net"] * 8,
-                 "fabric ib (the default): the seed's rdma-net as written, no IPAM, attached eight times")
+                 "fabric ib (the default): the InfiniBand rdma-net as written, no IPAM, attached eight times")
 
 
 def check_address_refusals(report, helm, ci, rails):

@@ -27,8 +27,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string SeedConf(const SimNode& node, const std::string& version = "0.3.1",
-                     const std::string& extra = "") {
+std::string RdmaNetConf(const SimNode& node, const std::string& version = "0.3.1",
+                        const std::string& extra = "") {
   return R"({"cniVersion":")" + version + R"(","name":"rdma-net","type":"rdma","pkey":"0xffff",
     "linkState":"up","mtu":9000,"stateDir":")" +
          node.state_dir() + "\"" + extra + "}";
@@ -41,11 +41,12 @@ link::LinkInfo MustGet(SimNode& node, const netns::NetNs& ns, const std::string&
 }
 
 TEST_CASE(
-    "ADD of the seed NAD moves a veth into the pod as net1 with MTU 9000, up; DEL restores it") {
+    "ADD of the InfiniBand NAD moves a veth into the pod as net1 with MTU 9000, up; DEL restores "
+    "it") {
   SimNode node(kRoce8, Roce8Netdevs());
   auto host_before = MustGet(node, node.node(), "ens1f0np0");
   std::string pod = node.AddPod("pod");
-  auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", SeedConf(node)});
+  auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", RdmaNetConf(node)});
   INFO(add.err);
   REQUIRE(add.exit_code == 0);
   json result = json::parse(add.out);  // stdout holds exactly the result document
@@ -59,7 +60,7 @@ TEST_CASE(
   CHECK(in_pod.mac == host_before.mac);
   CHECK_FALSE(node.links().GetByName(node.node(), "ens1f0np0"));
 
-  auto del = node.Run(kBin, {"DEL", "c0ffee", pod, "net1", SeedConf(node)});
+  auto del = node.Run(kBin, {"DEL", "c0ffee", pod, "net1", RdmaNetConf(node)});
   INFO(del.err);
   REQUIRE(del.exit_code == 0);
   CHECK(del.out.empty());
@@ -70,21 +71,22 @@ TEST_CASE(
   CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net1"));
 }
 
-TEST_CASE("Eight attachments of rdma-net, as the seed StatefulSet asks, take all eight netdevs") {
+TEST_CASE("Eight attachments of rdma-net, as a training StatefulSet asks, take all eight netdevs") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("trainer-0");
   for (int i = 1; i <= 8; ++i) {
-    auto add = node.Run(kBin, {"ADD", "trainer0", pod, "net" + std::to_string(i), SeedConf(node)});
+    auto add =
+        node.Run(kBin, {"ADD", "trainer0", pod, "net" + std::to_string(i), RdmaNetConf(node)});
     INFO(add.err);
     REQUIRE(add.exit_code == 0);
   }
   auto pod_ns = node.Pod(pod);
   for (int i = 1; i <= 8; ++i) CHECK(MustGet(node, pod_ns, "net" + std::to_string(i)).mtu == 9000);
-  auto extra = node.Run(kBin, {"ADD", "trainer0", pod, "net9", SeedConf(node)});
+  auto extra = node.Run(kBin, {"ADD", "trainer0", pod, "net9", RdmaNetConf(node)});
   CHECK(extra.exit_code != 0);
   CHECK(json::parse(extra.out)["code"] == 7);
   for (int i = 8; i >= 1; --i) {
-    REQUIRE(node.Run(kBin, {"DEL", "trainer0", pod, "net" + std::to_string(i), SeedConf(node)})
+    REQUIRE(node.Run(kBin, {"DEL", "trainer0", pod, "net" + std::to_string(i), RdmaNetConf(node)})
                 .exit_code == 0);
   }
   for (const auto& n : Roce8Netdevs()) CHECK(node.links().GetByName(node.node(), n));
@@ -100,7 +102,7 @@ TEST_CASE("An MTU the device refuses after the kernel moved it is rolled back fo
   auto before = MustGet(node, node.node(), "ens1f0np0");
   std::string pod = node.AddPod("pod");
   auto add = node.Run(
-      kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"ens1f0np0")")});
+      kBin, {"ADD", "c1", pod, "net1", RdmaNetConf(node, "1.0.0", R"(,"device":"ens1f0np0")")});
   REQUIRE(add.exit_code != 0);
   json err = json::parse(add.out);
   CHECK(err["code"] == 7);
@@ -116,8 +118,9 @@ TEST_CASE("DEL after the pod namespace died restores the device the kernel hande
   SimNode node(kRoce8, Roce8Netdevs());
   auto before = MustGet(node, node.node(), "ens3f0np0");
   std::string pod = node.AddPod("pod");
-  REQUIRE(node.Run(kBin, {"ADD", "c2", pod, "net1", SeedConf(node, "1.0.0", R"(,"hca":"mlx5_2")")})
-              .exit_code == 0);
+  REQUIRE(
+      node.Run(kBin, {"ADD", "c2", pod, "net1", RdmaNetConf(node, "1.0.0", R"(,"hca":"mlx5_2")")})
+          .exit_code == 0);
   // A physical netdev is returned to init_net when its namespace dies, keeping the pod's name or
   // becoming devN. veths are destroyed instead, so play the kernel's part: move it back as devN.
   auto pod_ns = node.Pod(pod);
@@ -125,7 +128,7 @@ TEST_CASE("DEL after the pod namespace died restores the device the kernel hande
   REQUIRE(node.links().MoveTo(pod_ns, in_pod.ifindex, node.node(),
                               {.name = "dev" + std::to_string(in_pod.ifindex)}));
   node.DeletePod(pod);
-  auto del = node.Run(kBin, {"DEL", "c2", pod, "net1", SeedConf(node, "1.0.0")});
+  auto del = node.Run(kBin, {"DEL", "c2", pod, "net1", RdmaNetConf(node, "1.0.0")});
   INFO(del.err);
   REQUIRE(del.exit_code == 0);
   auto back = MustGet(node, node.node(), "ens3f0np0");
@@ -137,22 +140,22 @@ TEST_CASE("DEL after the pod namespace died restores the device the kernel hande
 TEST_CASE("DEL without state, without CNI_NETNS, or repeated succeeds with empty output") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
-  REQUIRE(node.Run(kBin, {"ADD", "c3", pod, "net1", SeedConf(node)}).exit_code == 0);
-  auto first = node.Run(kBin, {"DEL", "c3", "", "net1", SeedConf(node)});
+  REQUIRE(node.Run(kBin, {"ADD", "c3", pod, "net1", RdmaNetConf(node)}).exit_code == 0);
+  auto first = node.Run(kBin, {"DEL", "c3", "", "net1", RdmaNetConf(node)});
   INFO(first.err);
   CHECK(first.exit_code == 0);
   CHECK(first.out.empty());
   CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
-  CHECK(node.Run(kBin, {"DEL", "c3", pod, "net1", SeedConf(node)}).exit_code == 0);
-  CHECK(node.Run(kBin, {"DEL", "never", pod, "net1", SeedConf(node)}).exit_code == 0);
+  CHECK(node.Run(kBin, {"DEL", "c3", pod, "net1", RdmaNetConf(node)}).exit_code == 0);
+  CHECK(node.Run(kBin, {"DEL", "never", pod, "net1", RdmaNetConf(node)}).exit_code == 0);
 }
 
 TEST_CASE("A repeated ADD is answered from state without moving anything") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
-  auto first = node.Run(kBin, {"ADD", "c4", pod, "net1", SeedConf(node, "1.1.0")});
+  auto first = node.Run(kBin, {"ADD", "c4", pod, "net1", RdmaNetConf(node, "1.1.0")});
   REQUIRE(first.exit_code == 0);
-  auto second = node.Run(kBin, {"ADD", "c4", pod, "net1", SeedConf(node, "1.1.0")});
+  auto second = node.Run(kBin, {"ADD", "c4", pod, "net1", RdmaNetConf(node, "1.1.0")});
   REQUIRE(second.exit_code == 0);
   CHECK(json::parse(first.out) == json::parse(second.out));
   CHECK(node.links().GetByName(node.node(), "ens2f0np0"));  // the retry took no second device
@@ -161,7 +164,7 @@ TEST_CASE("A repeated ADD is answered from state without moving anything") {
 TEST_CASE("CHECK passes after ADD and fails with code 105 once the MTU drifts") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
-  std::string conf = SeedConf(node, "1.0.0");
+  std::string conf = RdmaNetConf(node, "1.0.0");
   auto add = node.Run(kBin, {"ADD", "c5", pod, "net1", conf});
   REQUIRE(add.exit_code == 0);
   std::string with_prev = conf.substr(0, conf.size() - 1) + R"(,"prevResult":)" + add.out + "}";
@@ -183,23 +186,24 @@ TEST_CASE("Errors are CNI error documents on stdout with the specification's cod
     return json::parse(r.out).at("code").get<int>();
   };
   CHECK(code({"ADD", "c6", pod, "net1", "{not json"}) == 6);
-  CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "0.2.0")}) == 1);
-  CHECK(code({"ADD", "c6", pod, "", SeedConf(node)}) == 4);
-  CHECK(code({"ADD", "c6", "/run/netns/krt-does-not-exist", "net1", SeedConf(node)}) == 4);
+  CHECK(code({"ADD", "c6", pod, "net1", RdmaNetConf(node, "0.2.0")}) == 1);
+  CHECK(code({"ADD", "c6", pod, "", RdmaNetConf(node)}) == 4);
+  CHECK(code({"ADD", "c6", "/run/netns/krt-does-not-exist", "net1", RdmaNetConf(node)}) == 4);
   CHECK(code({"ADD", "c6", pod, "net1",
-              SeedConf(node, "1.0.0", R"(,"deviceID":"0000:99:00.0")")}) == 7);
-  CHECK(code({"ADD", "c6", pod, "net1", SeedConf(node, "1.0.0", R"(,"mtu":"9000")")}) == 7);
-  CHECK(code({"FROB", "c6", pod, "net1", SeedConf(node)}) == 4);
+              RdmaNetConf(node, "1.0.0", R"(,"deviceID":"0000:99:00.0")")}) == 7);
+  CHECK(code({"ADD", "c6", pod, "net1", RdmaNetConf(node, "1.0.0", R"(,"mtu":"9000")")}) == 7);
+  CHECK(code({"FROB", "c6", pod, "net1", RdmaNetConf(node)}) == 4);
   auto version = node.Run(kBin, {"VERSION", "", "", "", R"({"cniVersion":"1.1.0"})"});
   CHECK(version.exit_code == 0);
   CHECK(json::parse(version.out)["supportedVersions"].size() == 5);
-  CHECK(node.Run(kBin, {"STATUS", "", "", "", SeedConf(node, "1.1.0")}).exit_code == 0);
+  CHECK(node.Run(kBin, {"STATUS", "", "", "", RdmaNetConf(node, "1.1.0")}).exit_code == 0);
 }
 
 TEST_CASE("The error for a config whose fields are wrong carries the config's cniVersion") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
-  auto r = node.Run(kBin, {"ADD", "c8", pod, "net1", SeedConf(node, "0.3.1", R"(,"mtu":"9000")")});
+  auto r =
+      node.Run(kBin, {"ADD", "c8", pod, "net1", RdmaNetConf(node, "0.3.1", R"(,"mtu":"9000")")});
   CHECK(r.exit_code != 0);
   json err = json::parse(r.out);
   CHECK(err["code"] == 7);
@@ -210,12 +214,13 @@ TEST_CASE("The error for a config whose fields are wrong carries the config's cn
 TEST_CASE("GC gives back attachments that are no longer valid") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
-  REQUIRE(node.Run(kBin, {"ADD", "live", pod, "net1", SeedConf(node, "1.1.0")}).exit_code == 0);
-  REQUIRE(node.Run(kBin, {"ADD", "gone", pod, "net2", SeedConf(node, "1.1.0")}).exit_code == 0);
+  REQUIRE(node.Run(kBin, {"ADD", "live", pod, "net1", RdmaNetConf(node, "1.1.0")}).exit_code == 0);
+  REQUIRE(node.Run(kBin, {"ADD", "gone", pod, "net2", RdmaNetConf(node, "1.1.0")}).exit_code == 0);
   auto gc = node.Run(
-      kBin, {"GC", "", "", "",
-             SeedConf(node, "1.1.0",
-                      R"(,"cni.dev/valid-attachments":[{"containerID":"live","ifname":"net1"}])")});
+      kBin,
+      {"GC", "", "", "",
+       RdmaNetConf(node, "1.1.0",
+                   R"(,"cni.dev/valid-attachments":[{"containerID":"live","ifname":"net1"}])")});
   INFO(gc.err);
   REQUIRE(gc.exit_code == 0);
   CHECK(node.links().GetByName(node.node(), "ens2f0np0"));
@@ -228,7 +233,7 @@ TEST_CASE("Logs go to stderr and the log file, tagged with the container ID") {
   std::string log = node.state_dir() + "/rdma.log";
   auto add = node.Run(
       kBin, {"ADD", "feedface1234", pod, "net1",
-             SeedConf(node, "1.0.0", R"(,"logFile":")" + log + R"(","logLevel":"debug")")});
+             RdmaNetConf(node, "1.0.0", R"(,"logFile":")" + log + R"(","logLevel":"debug")")});
   REQUIRE(add.exit_code == 0);
   CHECK_THAT(add.err, Catch::Contains("feedface1234/net1") && Catch::Contains("attached mlx5_0"));
   auto text = ReadFile(log);
@@ -252,13 +257,13 @@ TEST_CASE("Links are found by alternative name and by bus address, also inside a
   CHECK(by_bus->ifindex == by_alt->ifindex);
   std::string pod = node.AddPod("pod");
   auto add = node.Run(
-      kBin, {"ADD", "c7", pod, "net1", SeedConf(node, "1.0.0", R"(,"device":"rdma-slot-4")")});
+      kBin, {"ADD", "c7", pod, "net1", RdmaNetConf(node, "1.0.0", R"(,"device":"rdma-slot-4")")});
   INFO(add.err);
   REQUIRE(add.exit_code == 0);
   auto in_pod = MustGet(node, node.Pod(pod), "net1");
   CHECK(in_pod.mac == by_alt->mac);
   CHECK(in_pod.oper_state.size() > 0);
-  REQUIRE(node.Run(kBin, {"DEL", "c7", pod, "net1", SeedConf(node, "1.0.0")}).exit_code == 0);
+  REQUIRE(node.Run(kBin, {"DEL", "c7", pod, "net1", RdmaNetConf(node, "1.0.0")}).exit_code == 0);
 }
 
 TEST_CASE(
@@ -277,7 +282,7 @@ TEST_CASE(
   for (int i = 0; i < 16; ++i) {
     pods.push_back(node.AddPod("p" + std::to_string(i)));
     adds.push_back(
-        {"ADD", "pod" + std::to_string(i), pods.back(), "net1", SeedConf(node, "1.0.0")});
+        {"ADD", "pod" + std::to_string(i), pods.back(), "net1", RdmaNetConf(node, "1.0.0")});
   }
   auto runs = node.RunAll(kBin, adds);
   std::set<std::string> macs;
@@ -302,7 +307,7 @@ std::pair<int, std::string> ErrorOf(const CniRun& r) {
 TEST_CASE("CNI_NETNS naming the plugin's own namespace, or a mount namespace, is code 4") {
   SimNode node(kRoce8, Roce8Netdevs());
   for (const std::string& ns : {node.node().path(), std::string("/proc/self/ns/net")}) {
-    auto add = node.Run(kBin, {"ADD", "c0ffee", ns, "net1", SeedConf(node)});
+    auto add = node.Run(kBin, {"ADD", "c0ffee", ns, "net1", RdmaNetConf(node)});
     INFO(ns << ": " << add.out << add.err);
     CHECK(add.exit_code == 1);
     CHECK(ErrorOf(add).first == 4);
@@ -311,7 +316,7 @@ TEST_CASE("CNI_NETNS naming the plugin's own namespace, or a mount namespace, is
     CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
     CHECK_FALSE(node.links().GetByName(node.node(), "net1"));
   }
-  auto mnt = node.Run(kBin, {"ADD", "c0ffee", "/proc/self/ns/mnt", "net1", SeedConf(node)});
+  auto mnt = node.Run(kBin, {"ADD", "c0ffee", "/proc/self/ns/mnt", "net1", RdmaNetConf(node)});
   CHECK(ErrorOf(mnt).first == 4);
   CHECK_THAT(ErrorOf(mnt).second, Catch::Contains("not a network namespace"));
   CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
@@ -321,21 +326,21 @@ TEST_CASE("Hostile CNI_IFNAME and CNI_CONTAINERID are refused before anything ch
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
   for (const std::string& ifname : {std::string("net%d"), std::string("net\xa0")}) {
-    auto add = node.Run(kBin, {"ADD", "c0ffee", pod, ifname, SeedConf(node)});
+    auto add = node.Run(kBin, {"ADD", "c0ffee", pod, ifname, RdmaNetConf(node)});
     INFO(add.out << add.err);
     CHECK(ErrorOf(add).first == 4);  // was: 101 after the kernel made it net0, and 199
     CHECK_FALSE(node.links().GetByName(node.Pod(pod), "net0"));
     CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
   }
   std::string long_id(300, 'a');
-  auto add = node.Run(kBin, {"ADD", long_id, pod, "net1", SeedConf(node)});
+  auto add = node.Run(kBin, {"ADD", long_id, pod, "net1", RdmaNetConf(node)});
   CHECK(ErrorOf(add).first == 4);
   // DEL of what ADD refused succeeds (the runtime would retry a failing DEL forever).
-  auto del = node.Run(kBin, {"DEL", long_id, pod, "net1", SeedConf(node)});
+  auto del = node.Run(kBin, {"DEL", long_id, pod, "net1", RdmaNetConf(node)});
   INFO(del.out << del.err);
   CHECK(del.exit_code == 0);
   CHECK(del.out.empty());
-  CHECK(node.Run(kBin, {"DEL", "c0ffee", pod, "net%d", SeedConf(node)}).exit_code == 0);
+  CHECK(node.Run(kBin, {"DEL", "c0ffee", pod, "net%d", RdmaNetConf(node)}).exit_code == 0);
 }
 
 TEST_CASE("A NAD cannot put state, logs or device-info outside kube-rdma's roots") {
@@ -351,7 +356,7 @@ TEST_CASE("A NAD cannot put state, logs or device-info outside kube-rdma's roots
        {std::string(R"(,"stateDir":"/etc")"), R"(,"stateDir":")" + victim + "\"",
         R"(,"logFile":")" + victim + R"(/file")",
         R"(,"runtimeConfig":{"CNIDeviceInfoFile":")" + victim + R"(/file"})"}) {
-    auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", SeedConf(node, "1.0.0", extra)});
+    auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", RdmaNetConf(node, "1.0.0", extra)});
     INFO(extra << ": " << add.out << add.err);
     CHECK(ErrorOf(add).first == 7);
     CHECK(*ReadFile(victim + "/file") == "precious\n");
@@ -374,7 +379,7 @@ TEST_CASE("A NAD's name with % flags is logged literally, never read as a log pa
 TEST_CASE("DEL with a config that does not parse succeeds with no record, and undoes one") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string pod = node.AddPod("pod");
-  std::string broken = SeedConf(node, "1.0.0", R"(,"mtu":"abc")");
+  std::string broken = RdmaNetConf(node, "1.0.0", R"(,"mtu":"abc")");
   // Multus's order: ADD fails on the config, then the runtime's DEL re-sends the same config.
   auto add = node.Run(kBin, {"ADD", "c0ffee", pod, "net1", broken});
   CHECK(ErrorOf(add).first == 7);
@@ -382,7 +387,8 @@ TEST_CASE("DEL with a config that does not parse succeeds with no record, and un
   INFO(del.out << del.err);
   CHECK(del.exit_code == 0);  // was: error 7 on every DEL, so the sandbox could not be removed
   // A NAD edited after a good ADD: DEL finds the record by name and restores the device.
-  REQUIRE(node.Run(kBin, {"ADD", "c0ffee", pod, "net1", SeedConf(node, "1.0.0")}).exit_code == 0);
+  REQUIRE(node.Run(kBin, {"ADD", "c0ffee", pod, "net1", RdmaNetConf(node, "1.0.0")}).exit_code ==
+          0);
   REQUIRE(node.links().GetByName(node.Pod(pod), "net1"));
   CHECK(node.Run(kBin, {"DEL", "c0ffee", pod, "net1", broken}).exit_code == 0);
   CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
@@ -418,7 +424,7 @@ TEST_CASE(
   for (const Case& c : {Case{R"(,"hca":"mlx5_0")", "carries the node's default route"},
                         Case{R"(,"deviceID":"0000:1b:00.0")", "ens2f0np0 is a port of br0"},
                         Case{R"(,"device":"ens3f0np0")", "holds 10.60.0.3/24"}}) {
-    auto add = node.Run(kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0", c.extra)});
+    auto add = node.Run(kBin, {"ADD", "c1", pod, "net1", RdmaNetConf(node, "1.0.0", c.extra)});
     INFO(add.out << add.err);
     REQUIRE(add.exit_code != 0);
     json err = json::parse(add.out);
@@ -434,7 +440,7 @@ TEST_CASE(
   std::string records = node.state_dir() + "/rdma-net";
   CHECK((!std::filesystem::exists(records) || std::filesystem::is_empty(records)));
   // The first free HCA skips all three.
-  auto first = node.Run(kBin, {"ADD", "c1", pod, "net1", SeedConf(node, "1.0.0")});
+  auto first = node.Run(kBin, {"ADD", "c1", pod, "net1", RdmaNetConf(node, "1.0.0")});
   INFO(first.err);
   REQUIRE(first.exit_code == 0);
   CHECK(json::parse(first.out)["interfaces"][0]["mac"] == MustGet(node, node.Pod(pod), "net1").mac);
@@ -444,27 +450,28 @@ TEST_CASE(
   REQUIRE(WriteFileAtomic(node.node_config_path(),
                           R"({"rails":["ens3f0np0","ens6f0np0"],"nodeAddresses":["10.0.0.5"],
                               "allowUnallocated":true})"));
-  auto rail2 = node.Run(kBin, {"ADD", "c1", pod, "net2", SeedConf(node, "1.0.0", R"(,"rail":2)")});
+  auto rail2 =
+      node.Run(kBin, {"ADD", "c1", pod, "net2", RdmaNetConf(node, "1.0.0", R"(,"rail":2)")});
   INFO(rail2.err);
   REQUIRE(rail2.exit_code == 0);
   CHECK_FALSE(node.links().GetByName(node.node(), "ens6f0np0"));
   auto rail1 = node.Run(
-      kBin, {"ADD", "c1", pod, "net3", SeedConf(node, "1.0.0", R"(,"rail":1,"hca":"mlx5_2")")});
+      kBin, {"ADD", "c1", pod, "net3", RdmaNetConf(node, "1.0.0", R"(,"rail":1,"hca":"mlx5_2")")});
   INFO(rail1.err);
   CHECK(rail1.exit_code == 0);
   auto wrong = node.Run(
-      kBin, {"ADD", "c1", pod, "net4", SeedConf(node, "1.0.0", R"(,"rail":1,"hca":"mlx5_7")")});
+      kBin, {"ADD", "c1", pod, "net4", RdmaNetConf(node, "1.0.0", R"(,"rail":1,"hca":"mlx5_7")")});
   REQUIRE(wrong.exit_code != 0);
   CHECK_THAT(json::parse(wrong.out)["msg"].get<std::string>(),
              Catch::Contains("is rail 1") && Catch::Contains("mlx5_7, on no rail"));
   REQUIRE(WriteFileAtomic(node.node_config_path(), R"({"rail":["ens3f0np0"]})"));
-  auto typo = node.Run(kBin, {"ADD", "c1", pod, "net4", SeedConf(node, "1.0.0")});
+  auto typo = node.Run(kBin, {"ADD", "c1", pod, "net4", RdmaNetConf(node, "1.0.0")});
   REQUIRE(typo.exit_code != 0);
   CHECK(json::parse(typo.out)["code"] == 7);
   CHECK_THAT(json::parse(typo.out)["msg"].get<std::string>(),
              Catch::Contains("rail: unknown field"));
   for (const char* ifname : {"net3", "net2", "net1"}) {
-    REQUIRE(node.Run(kBin, {"DEL", "c1", pod, ifname, SeedConf(node, "1.0.0")}).exit_code == 0);
+    REQUIRE(node.Run(kBin, {"DEL", "c1", pod, ifname, RdmaNetConf(node, "1.0.0")}).exit_code == 0);
   }
   // DEL gave rail 1 back with its address (IPv4 addresses go with a namespace move: this one was
   // never re-added by rdma, which is what routed rails will do).
@@ -565,7 +572,7 @@ TEST_CASE(
   };
   auto add = [&](const std::string& pod, const std::string& path, const std::string& ifname,
                  const std::string& extra) {
-    CniCall call{"ADD", pod + "-sandbox", path, ifname, SeedConf(node, "1.0.0", extra)};
+    CniCall call{"ADD", pod + "-sandbox", path, ifname, RdmaNetConf(node, "1.0.0", extra)};
     call.args = args(pod);
     return node.Run(kBin, call);
   };
@@ -625,7 +632,7 @@ TEST_CASE(
   ::kill(dp, SIGTERM);
   for (auto [pod, path, ifname] : {std::tuple{std::string("pod-a"), pod_a, "net1"},
                                    std::tuple{std::string("pod-b"), pod_b, "net1"}}) {
-    CniCall del{"DEL", pod + "-sandbox", path, ifname, SeedConf(node, "1.0.0")};
+    CniCall del{"DEL", pod + "-sandbox", path, ifname, RdmaNetConf(node, "1.0.0")};
     del.args = args(pod);
     CHECK(node.Run(kBin, del).exit_code == 0);
   }

@@ -605,7 +605,7 @@ void NodeDemo::DoctorNode(const std::string& dpdir, bool attached) {
   if (!doc.is_object()) return fail_("rdma-doctor node --json gave no report");
   bool named = false;
   for (const auto& f : doc["findings"]) {
-    bool expected = f.value("check", "") == "lossless: ECN" &&
+    bool expected = f.value("check", "") == "lossless-ecn" &&
                     f.value("message", "").rfind("ens4f0np0:", 0) == 0;
     named = named || (expected && f.value("status", "") == "FAIL");
     if (f.value("status", "") == "FAIL" && !expected) {

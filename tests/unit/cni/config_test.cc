@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Network config parsing: the seed NAD, every field's type, hostile input, versions.
+// Network config parsing: the InfiniBand NAD, every field's type, hostile input, versions.
 #include "kuberdma/cni/config.h"
 
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 namespace kuberdma::cni {
 namespace {
 
-constexpr const char* kSeed =
+constexpr const char* kRdmaNet =
     R"({"cniVersion":"0.3.1","name":"rdma-net","type":"rdma","pkey":"0xffff","linkState":"up","mtu":9000})";
 
 int CodeOf(std::string_view text, Command cmd = Command::kAdd) {
@@ -21,8 +21,8 @@ int CodeOf(std::string_view text, Command cmd = Command::kAdd) {
   return r ? 0 : r.error().code;
 }
 
-TEST_CASE("The seed article's NAD config parses as written") {
-  auto c = ParseConfig(kSeed, Command::kAdd);
+TEST_CASE("The usual hand-written InfiniBand NAD config parses as written") {
+  auto c = ParseConfig(kRdmaNet, Command::kAdd);
   REQUIRE(c);
   CHECK(c->cni_version == "0.3.1");
   CHECK(c->name == "rdma-net");
@@ -110,7 +110,7 @@ TEST_CASE("Versions outside 0.3.0..1.1.0 are error 1; CHECK needs 0.4.0, STATUS 
   for (const auto& v : SupportedVersions()) {
     CHECK(CodeOf(R"({"cniVersion":")" + v + R"(","name":"n"})") == 0);
   }
-  CHECK(CodeOf(kSeed, Command::kCheck) == kIncompatibleVersion);
+  CHECK(CodeOf(kRdmaNet, Command::kCheck) == kIncompatibleVersion);
   CHECK(CodeOf(R"({"cniVersion":"0.4.0","name":"n"})", Command::kCheck) == 0);
   CHECK(CodeOf(R"({"cniVersion":"1.0.0","name":"n"})", Command::kGc) == kIncompatibleVersion);
   CHECK(CodeOf(R"({"cniVersion":"1.1.0","name":"n"})", Command::kStatus) == 0);

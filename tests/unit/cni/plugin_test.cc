@@ -70,7 +70,8 @@ Request Req(const char* ns, const std::string& ifname, const std::string& cid = 
 }
 
 TEST_CASE(
-    "ADD with the seed config moves the first free HCA into the pod, renamed and configured") {
+    "ADD with the InfiniBand rdma-net config moves the first free HCA into the pod, renamed and "
+    "configured") {
   Node n;
   Plugin p = n.MakePlugin();
   auto r = p.Add(Req(kPod, "net1"), n.Conf());

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// rdma-doctor's views over the sysfs fixtures: topology, pod checks (the seed's pitfalls), node
+// rdma-doctor's views over the sysfs fixtures: topology, pod checks (the common mistakes), node
 // records and stranded devices, and both kubelet checkpoint formats.
 #include "kuberdma/doctor/doctor.h"
 
@@ -62,13 +62,13 @@ TEST_CASE(
   CHECK(v.doc["matrix"][0]["nearest"] == nlohmann::json({"mlx5_0", "mlx5_1"}));
   int flagged = 0;
   for (const auto& x : v.findings)
-    flagged += x.status == Status::kWarn && x.check.rfind("pitfall-5", 0) == 0 ? 1 : 0;
+    flagged += x.status == Status::kWarn && x.check == "gpu-nic-pairing" ? 1 : 0;
   CHECK(flagged == 4);  // the four NUMA-0 GPUs
   f.in.getenv = Env({{"NCCL_IB_HCA", "=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7"}});
-  CHECK(f.Find(TopoView(f.in), "pitfall-5", Status::kOk) != nullptr);
+  CHECK(f.Find(TopoView(f.in), "gpu-nic-pairing", Status::kOk) != nullptr);
 }
 
-TEST_CASE("Pod checks name the seed's pitfalls with their fixes") {
+TEST_CASE("Pod checks name the common mistakes with their fixes") {
   Fixture f;
   f.in.getenv = Env({{"NCCL_IB_DISABLE", "1"},
                      {"NCCL_IB_HCA", "mlx5_0,mlx5_9"},
@@ -77,21 +77,21 @@ TEST_CASE("Pod checks name the seed's pitfalls with their fixes") {
                      {"KUBERDMA_HCAS", R"([{"name":"mlx5_0"},{"name":"mlx5_3"}])"}});
   View v = PodView(f.in);
   CHECK(v.ExitCode() == 1);
-  CHECK(f.Find(v, "pitfall-1", Status::kOk) != nullptr);  // the fixture has uverbs0..7
-  const Finding* ib = f.Find(v, "pitfall-2", Status::kFail);
+  CHECK(f.Find(v, "devices-injected", Status::kOk) != nullptr);  // the fixture has uverbs0..7
+  const Finding* ib = f.Find(v, "nccl-uses-rdma", Status::kFail);
   REQUIRE(ib != nullptr);
   CHECK_THAT(ib->message, Catch::Contains("NCCL_IB_DISABLE=1"));
   CHECK_THAT(ib->fix, Catch::Contains("NCCL_IB_DISABLE=0"));
-  const Finding* absent = f.Find(v, "pitfall-3: NCCL_IB_HCA names present", Status::kFail);
+  const Finding* absent = f.Find(v, "nccl-ib-hca-present", Status::kFail);
   REQUIRE(absent != nullptr);
   CHECK_THAT(absent->message, Catch::Contains("mlx5_9"));
-  const Finding* left = f.Find(v, "pitfall-3: every HCA", Status::kFail);
+  const Finding* left = f.Find(v, "nccl-ib-hca-every-hca", Status::kFail);
   REQUIRE(left != nullptr);
   CHECK_THAT(left->message, Catch::Contains("mlx5_3"));
-  CHECK(f.Find(v, "pitfall-3: channels per NIC", Status::kWarn) != nullptr);
-  CHECK(f.Find(v, "pitfall-3: one NIC per GPU", Status::kWarn) != nullptr);
-  CHECK(f.Find(v, "pitfall-4", Status::kFail) != nullptr);
-  CHECK(f.Find(v, "pitfall-7", Status::kWarn) != nullptr);
+  CHECK(f.Find(v, "nccl-channels-per-nic", Status::kWarn) != nullptr);
+  CHECK(f.Find(v, "one-nic-per-gpu", Status::kWarn) != nullptr);
+  CHECK(f.Find(v, "nccl-socket-ifname", Status::kFail) != nullptr);
+  CHECK(f.Find(v, "nccl-version", Status::kWarn) != nullptr);
   auto doc = v.ToJson();
   CHECK(doc["view"] == "pod");
   CHECK(doc["findings"].size() == v.findings.size());
@@ -109,7 +109,7 @@ TEST_CASE("A pod configured as the device plugin intends passes the NCCL checks"
     INFO(x.check << ": " << x.message);
     CHECK(x.status != Status::kFail);
   }
-  CHECK(f.Find(v, "pitfall-7", Status::kOk) != nullptr);
+  CHECK(f.Find(v, "nccl-version", Status::kOk) != nullptr);
 }
 
 TEST_CASE(
@@ -134,12 +134,12 @@ TEST_CASE(
   CHECK(v.doc["hcas"][2]["where"].get<std::string>().rfind("pod c0ffee/net1", 0) == 0);
   CHECK(v.doc["allocations"].size() == 2);
   CHECK(v.doc["allocations"][0]["deviceIDs"] == nlohmann::json({"shared-001", "shared-002"}));
-  const Finding* stranded = f.Find(v, "stranded devices", Status::kFail);
+  const Finding* stranded = f.Find(v, "stranded-devices", Status::kFail);
   REQUIRE(stranded != nullptr);
   CHECK_THAT(stranded->message, Catch::Contains("mlx5_2") && Catch::Contains("no longer exists"));
-  CHECK(f.Find(v, "pitfall-1: device plugin serving", Status::kFail) != nullptr);
+  CHECK(f.Find(v, "device-plugin-serving", Status::kFail) != nullptr);
   REQUIRE(WriteFileAtomic(f.dir + "/plugins/kuberdma-rdma-shared.sock", ""));
-  CHECK(f.Find(NodeView(f.in), "pitfall-1: device plugin serving", Status::kOk) != nullptr);
+  CHECK(f.Find(NodeView(f.in), "device-plugin-serving", Status::kOk) != nullptr);
 }
 
 TEST_CASE("The node view shows an HCA shared by child attachments as on the host, with them") {
@@ -160,7 +160,7 @@ TEST_CASE("The node view shows an HCA shared by child attachments as on the host
   CHECK_THAT(where, !Catch::StartsWith("pod ") &&
                         Catch::Contains("shared by 2 child attachment(s): ca/net1, cb/net1"));
   CHECK(v.doc["cniRecords"][0]["mode"] == "macvlan");
-  const Finding* stranded = f.Find(v, "stranded devices", Status::kFail);
+  const Finding* stranded = f.Find(v, "stranded-devices", Status::kFail);
   REQUIRE(stranded != nullptr);
   CHECK_THAT(stranded->fix, Catch::Contains("deleted the pod's macvlan child"));
 }
@@ -190,14 +190,14 @@ TEST_CASE(
                                              .hca_address = addr}));
   }
   View v = NodeView(f.in);
-  CHECK(f.Find(v, "stranded devices", Status::kFail) == nullptr);
-  const Finding* unclear = f.Find(v, "stranded devices", Status::kWarn);
+  CHECK(f.Find(v, "stranded-devices", Status::kFail) == nullptr);
+  const Finding* unclear = f.Find(v, "stranded-devices", Status::kWarn);
   REQUIRE(unclear != nullptr);
   CHECK_THAT(unclear->message, Catch::Contains("cannot tell") && Catch::Contains("unclear/net1"));
   CHECK_THAT(unclear->fix, Catch::Contains("--host-root"));
   // Without the prefix the live pod's namespace is not where the record says: a stranded device.
   f.in.host_root.clear();
-  CHECK(f.Find(NodeView(f.in), "stranded devices", Status::kFail) != nullptr);
+  CHECK(f.Find(NodeView(f.in), "stranded-devices", Status::kFail) != nullptr);
 }
 
 std::vector<uint8_t> Hex(const std::string& name) {
@@ -238,26 +238,26 @@ TEST_CASE(
                                            {"ipv4", "10.10.1.2"},
                                            {"version", "v2"},
                                            {"netdev", "net1"}});
-  const Finding* index = f.Find(v, "RoCE: NCCL_IB_GID_INDEX", Status::kFail);
+  const Finding* index = f.Find(v, "nccl-ib-gid-index", Status::kFail);
   REQUIRE(index != nullptr);
   CHECK_THAT(index->message,
              Catch::Contains("mlx5_7") && Catch::Contains("index 5") && !Catch::Contains("mlx5_0"));
   CHECK_THAT(index->fix,
              Catch::Contains("NCCL_IB_ADDR_FAMILY") && Catch::Contains("NCCL_IB_ROCE_VERSION_NUM"));
-  const Finding* sparse = f.Find(v, "RoCE: sparse GID table", Status::kWarn);
+  const Finding* sparse = f.Find(v, "roce-gid-table-sparse", Status::kWarn);
   REQUIRE(sparse != nullptr);
   CHECK_THAT(sparse->message, Catch::Contains("mlx5_7") && Catch::Contains("2.28.3"));
-  CHECK(f.Find(v, "RoCE: routable GID", Status::kOk) != nullptr);
-  CHECK(f.Find(v, "RoCE: routable GID", Status::kWarn) == nullptr);
-  CHECK(f.Find(v, "lossless: NCCL_IB_TIMEOUT", Status::kOk) != nullptr);
+  CHECK(f.Find(v, "roce-routable-gid", Status::kOk) != nullptr);
+  CHECK(f.Find(v, "roce-routable-gid", Status::kWarn) == nullptr);
+  CHECK(f.Find(v, "nccl-ib-timeout", Status::kOk) != nullptr);
   CHECK_THAT(sparse->fix, Catch::Contains("unset NCCL_IB_GID_INDEX"));
   // Without NCCL_IB_GID_INDEX the advice does not tell the user to unset it.
   f.in.getenv = Env({});
-  const Finding* unset = f.Find(PodView(f.in), "RoCE: sparse GID table", Status::kWarn);
+  const Finding* unset = f.Find(PodView(f.in), "roce-gid-table-sparse", Status::kWarn);
   REQUIRE(unset != nullptr);
   CHECK_THAT(unset->fix, !Catch::Contains("unset") && Catch::Contains("NCCL_IB_ADDR_FAMILY"));
   f.in.getenv = Env({{"NCCL_IB_GID_INDEX", "1"}});
-  CHECK_THAT(f.Find(PodView(f.in), "RoCE: NCCL_IB_GID_INDEX", Status::kFail)->message,
+  CHECK_THAT(f.Find(PodView(f.in), "nccl-ib-gid-index", Status::kFail)->message,
              Catch::Contains("link-local"));
 }
 
@@ -311,43 +311,43 @@ TEST_CASE(
     if (row["device"] == "mlx5_0" && row.contains("owner")) owner[row["index"]] = row["owner"];
   CHECK(owner ==
         std::map<int, std::string>{{2, "another pod"}, {3, "another pod"}, {6, "this pod"}});
-  const Finding* index = f.Find(v, "RoCE: NCCL_IB_GID_INDEX", Status::kFail);
+  const Finding* index = f.Find(v, "nccl-ib-gid-index", Status::kFail);
   REQUIRE(index != nullptr);
   CHECK_THAT(index->message, Catch::Contains("mlx5_0: its entry 3 is another pod's (10.10.1.2") &&
                                  Catch::Contains("10.10.1.9 is at index 6"));
-  const Finding* ok = f.Find(v, "RoCE: routable GID", Status::kOk);
+  const Finding* ok = f.Find(v, "roce-routable-gid", Status::kOk);
   REQUIRE(ok != nullptr);
   CHECK_THAT(ok->message, Catch::Contains("mlx5_0 6:10.10.1.9"));
   // With no variable set, NCCL's automatic choice would take the other pod's entry at 3.
-  CHECK(f.Find(v, "RoCE: shared GID table", Status::kFail) == nullptr);  // the index decides
+  CHECK(f.Find(v, "roce-gid-table-shared", Status::kFail) == nullptr);  // the index decides
   f.in.getenv = Env({});
   View unset = PodView(f.in);
-  const Finding* shared = f.Find(unset, "RoCE: shared GID table", Status::kFail);
+  const Finding* shared = f.Find(unset, "roce-gid-table-shared", Status::kFail);
   REQUIRE(shared != nullptr);
   // Only mlx5_0 holds an entry of this pod's: the other HCAs are not its.
   CHECK_THAT(shared->message, Catch::EndsWith("mlx5_0: index 3 (10.10.1.2) before this pod's 6"));
   CHECK_THAT(shared->fix, Catch::Contains("rdma-validate --nccl-env"));
   f.in.getenv = Env({{"NCCL_IB_ADDR_RANGE", "10.10.1.9/32"}});
   View ranged = PodView(f.in);
-  CHECK(f.Find(ranged, "RoCE: shared GID table", Status::kFail) == nullptr);
+  CHECK(f.Find(ranged, "roce-gid-table-shared", Status::kFail) == nullptr);
 }
 
 TEST_CASE(
     "A RoCE pod without addresses is told it has link-local GIDs only, and NCCL's retries "
-    "are checked against the seed's") {
+    "are checked against the recommended values") {
   Fixture f;  // roce8: the host's view, no IP on any netdev
   f.in.getenv = Env({{"NCCL_IB_TIMEOUT", "14"}});
   View v = PodView(f.in);
-  const Finding* none = f.Find(v, "RoCE: routable GID", Status::kWarn);
+  const Finding* none = f.Find(v, "roce-routable-gid", Status::kWarn);
   REQUIRE(none != nullptr);
   CHECK_THAT(none->message, Catch::Contains("link-local only"));
   CHECK_THAT(none->fix, Catch::Contains("ipam"));
-  const Finding* timeout = f.Find(v, "lossless: NCCL_IB_TIMEOUT", Status::kWarn);
+  const Finding* timeout = f.Find(v, "nccl-ib-timeout", Status::kWarn);
   REQUIRE(timeout != nullptr);
   CHECK_THAT(timeout->message, Catch::Contains("is 14"));
   CHECK_THAT(timeout->fix,
              Catch::Contains("NCCL_IB_TIMEOUT=22") && Catch::Contains("NCCL_IB_RETRY_CNT=7"));
-  CHECK(f.Find(v, "lossless: NCCL_IB_RETRY_CNT", Status::kOk) != nullptr);
+  CHECK(f.Find(v, "nccl-ib-retry-cnt", Status::kOk) != nullptr);
 }
 
 TEST_CASE(
@@ -360,23 +360,23 @@ TEST_CASE(
   REQUIRE(v.doc["lossless"].size() == 8);
   CHECK(v.doc["lossless"][0]["pfcPriorities"] == nlohmann::json({3}));
   CHECK(v.doc["lossless"][0]["trust"] == "dscp");
-  const Finding* pfc = f.Find(v, "lossless: PFC", Status::kFail);
+  const Finding* pfc = f.Find(v, "lossless-pfc", Status::kFail);
   REQUIRE(pfc != nullptr);
   CHECK_THAT(pfc->message, Catch::Contains("ens4f0np0") && Catch::Contains("priority 3"));
   CHECK_THAT(pfc->fix, Catch::Contains("--pfc 0,0,0,1,0,0,0,0"));
-  CHECK_THAT(f.Find(v, "lossless: trust", Status::kWarn)->message, Catch::Contains("ens4f0np0"));
-  const Finding* ecn = f.Find(v, "lossless: ECN", Status::kFail);
+  CHECK_THAT(f.Find(v, "lossless-trust", Status::kWarn)->message, Catch::Contains("ens4f0np0"));
+  const Finding* ecn = f.Find(v, "lossless-ecn", Status::kFail);
   REQUIRE(ecn != nullptr);
   CHECK_THAT(ecn->message, Catch::Contains("ens4f0np0") && Catch::Contains("roce_np 0"));
-  CHECK_THAT(f.Find(v, "lossless: PFC", Status::kOk)->message, Catch::Contains("ens1f0np0"));
+  CHECK_THAT(f.Find(v, "lossless-pfc", Status::kOk)->message, Catch::Contains("ens1f0np0"));
   // A port whose driver has no DCB (a veth) is unknown, not failed.
   dcb.lossy.clear();
   dcb.unsupported = "ens1f0np0";
   View u = NodeView(f.in);
-  CHECK(f.Find(u, "lossless: PFC", Status::kFail) == nullptr);
-  CHECK_THAT(f.Find(u, "lossless: PFC", Status::kUnknown)->message,
+  CHECK(f.Find(u, "lossless-pfc", Status::kFail) == nullptr);
+  CHECK_THAT(f.Find(u, "lossless-pfc", Status::kUnknown)->message,
              Catch::Contains("ens1f0np0") && Catch::Contains("no DCB support"));
-  CHECK_THAT(Render(u), Catch::Contains("[unknown] lossless: PFC"));
+  CHECK_THAT(Render(u), Catch::Contains("[unknown] lossless-pfc"));
 }
 
 TEST_CASE("PFC and trust of a netdev attached to a pod are read in the pod's namespace") {
@@ -402,7 +402,7 @@ TEST_CASE("PFC and trust of a netdev attached to a pod are read in the pod's nam
   CHECK(port["netns"] == "/proc/self/ns/net");
   CHECK(port["pfcPriorities"] == nlohmann::json({3}));  // read, not "unknown"
   CHECK(port["ecn"] == "unknown");
-  CHECK_THAT(f.Find(v, "lossless: ECN", Status::kUnknown)->message,
+  CHECK_THAT(f.Find(v, "lossless-ecn", Status::kUnknown)->message,
              Catch::Contains("net2 is in pod namespace"));
 }
 
@@ -421,9 +421,9 @@ TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error")
 TEST_CASE("The pod view's GPU count is the topology view's: the pod's GPUs when named") {
   Fixture f;
   f.in.getenv = Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_0"},{"name":"mlx5_1"}])"}});
-  CHECK(f.Find(PodView(f.in), "pitfall-3: one NIC per GPU", Status::kWarn) != nullptr);  // 8 GPUs
+  CHECK(f.Find(PodView(f.in), "one-nic-per-gpu", Status::kWarn) != nullptr);  // 8 GPUs
   f.in.gpus = {"0000:18:00.0", "0000:19:00.0"};
-  CHECK(f.Find(PodView(f.in), "pitfall-3: one NIC per GPU", Status::kWarn) == nullptr);
+  CHECK(f.Find(PodView(f.in), "one-nic-per-gpu", Status::kWarn) == nullptr);
   CHECK(TopoView(f.in).doc["matrix"].size() == 2);
 }
 
@@ -454,7 +454,7 @@ TEST_CASE("One corrupt CNI record is a named finding and the good records beside
   CHECK(v.doc["cniRecords"][0]["containerID"] == "good1");
   int named = 0;
   for (const auto& x : v.findings) {
-    if (x.check == "cni records" && x.status == Status::kFail) {
+    if (x.check == "cni-records" && x.status == Status::kFail) {
       CHECK((x.message.find("bad1:net2.json") != std::string::npos ||
              x.message.find("bad2:net3.json") != std::string::npos));
       ++named;
@@ -486,7 +486,7 @@ TEST_CASE("A kubelet checkpoint with wrong types is a finding; its good entries 
   View v = NodeView(f.in);
   REQUIRE(v.doc["allocations"].size() == 1);
   CHECK(v.doc["allocations"][0]["podUID"] == "u3");
-  const Finding* skipped = f.Find(v, "kubelet checkpoint", Status::kWarn);
+  const Finding* skipped = f.Find(v, "kubelet-checkpoint", Status::kWarn);
   REQUIRE(skipped != nullptr);
   CHECK_THAT(skipped->message, Catch::Contains("u1") || Catch::Contains("u2"));
   std::vector<std::string> problems;
@@ -499,7 +499,7 @@ TEST_CASE("A garbage KUBERDMA_HCAS in the pod view is a finding, not an empty li
   Fixture f;
   f.in.getenv = Env({{"KUBERDMA_HCAS", "[{\"name\":5}"}});
   View v = PodView(f.in);
-  const Finding* bad = f.Find(v, "pod environment", Status::kFail);
+  const Finding* bad = f.Find(v, "pod-environment", Status::kFail);
   REQUIRE(bad != nullptr);
   CHECK_THAT(bad->message, Catch::Contains("KUBERDMA_HCAS"));
   CHECK_THAT(Render(v), Catch::Contains("malformed") && !Catch::Contains("KUBERDMA_HCAS\":\"[]"));

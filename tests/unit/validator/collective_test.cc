@@ -44,7 +44,8 @@ TEST_CASE("The size column means each collective's buffer, as in nccl-tests") {
 }
 
 TEST_CASE("Sweeps follow -b/-e with -f or -i; bad sweeps are refused") {
-  auto seed = SweepSizes(128u << 20, size_t{8} << 30, 2, 0);  // the seed's -b 128M -e 8G -f 2
+  auto seed =
+      SweepSizes(128u << 20, size_t{8} << 30, 2, 0);  // nccl-tests' common -b 128M -e 8G -f 2
   REQUIRE(seed);
   CHECK(seed->size() == 7);
   CHECK(seed->front() == (128u << 20));
@@ -213,7 +214,7 @@ TEST_CASE("An all_gather sweep prints nccl-tests' table layout (golden, syntheti
 TEST_CASE("The watchdog waits for every phase a sweep has, each under its own deadline") {
   CHECK(Phases({}) == 7);  // init, then warm-up, timed, checked call, out of place and in place
   CHECK(Phases({.check = false}) == 5);
-  // The seed's sweep (7 sizes) with three repeats: init + 7 x 2 x (warm-up + 3 + check).
+  // The common sweep (7 sizes) with three repeats: init + 7 x 2 x (warm-up + 3 + check).
   CHECK(Phases({.sizes = std::vector<size_t>(7, 1), .repeats = 3}) == 71);
 }
 

@@ -27,7 +27,7 @@ std::vector<std::string> Names(const std::vector<sysfs::Hca>& hcas);
 // The HCAs this pod was given, from the device plugin's env (the pod-env contract).
 std::vector<std::string> Ours(const Inputs& in);
 
-// The seed article's pitfalls 2-4, 6 and 7 as checks of a pod's NCCL setup (pitfalls.cc).
+// The common mistakes in a pod's NCCL setup as checks (nccl_setup.cc).
 void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v);
 void CheckIbHca(const Inputs& in, const std::vector<std::string>& present,
                 const std::vector<std::string>& ours, View& v);
@@ -45,7 +45,7 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
 void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
 // PFC, trust and ECN of every RoCE port: on the host, or in the pod whose CNI record holds it.
 // The GPUs the pod has: every one on the PCI bus, or those --gpus names (sysfs shows a pod the
-// node's GPUs). The topology view and the pitfall checks count the same set.
+// node's GPUs). The topology view and the NCCL setup checks count the same set.
 std::vector<sysfs::Gpu> PodGpus(const Inputs& in);
 
 void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas,

@@ -42,7 +42,7 @@ class PortFindings {
 
 struct Checks {
   explicit Checks(View& v)
-      : pfc(v, "lossless: PFC"), trust(v, "lossless: trust"), ecn(v, "lossless: ECN") {}
+      : pfc(v, "lossless-pfc"), trust(v, "lossless-trust"), ecn(v, "lossless-ecn") {}
   PortFindings pfc, trust, ecn;
 };
 

@@ -28,7 +28,7 @@ std::vector<cni::AttachmentRecord> Records(const Inputs& in, View& v) {
   auto listed = cni::StateStore(in.state_dir).List("", &unreadable);
   if (listed) records = std::move(*listed);
   for (const auto& e : unreadable) {
-    Add(v, "cni records", Status::kFail, e.message(),
+    Add(v, "cni-records", Status::kFail, e.message(),
         "a record rdma could not read cannot be undone by DEL or GC: compare it with `kubectl "
         "get pods -o wide` on this node, restore its device by hand, then delete the file");
   }
@@ -79,13 +79,13 @@ void ListHcas(const Inputs& in, const Result<netns::NetNs>& host,
     // An SR-IOV VF names its PF, so a resource mixing PFs and their VFs shows at a glance.
     if (!h.pf_address.empty()) list.back()["pf"] = h.pf_address;
     if (!h.ports.empty() && h.ports.front().state != sysfs::kPortActive) {
-      Add(v, "port state", Status::kWarn, h.name + " port 1 is " + h.ports.front().state_name,
+      Add(v, "port-state", Status::kWarn, h.name + " port 1 is " + h.ports.front().state_name,
           "check the cable and switch port; the device plugin marks it Unhealthy");
     }
   }
   v.doc["hcas"] = list;
   if (list.empty()) {
-    Add(v, "HCAs present", Status::kFail,
+    Add(v, "hcas-present", Status::kFail,
         "no RDMA devices under " + in.root.Sys("class/infiniband"),
         "load the driver (mlx5_ib) and check ibv_devinfo");
   }
@@ -112,12 +112,11 @@ void DevicePlugin(const Inputs& in, View& v) {
   }
   v.doc["devicePlugin"] = dp;
   if (dp["sockets"].empty()) {
-    Add(v, "pitfall-1: device plugin serving", Status::kFail,
-        "no kuberdma-*.sock in " + in.plugin_dir,
+    Add(v, "device-plugin-serving", Status::kFail, "no kuberdma-*.sock in " + in.plugin_dir,
         "the rdma-device-plugin DaemonSet is not running on this node: kubectl -n kube-rdma get "
         "pods -o wide");
   } else {
-    Add(v, "pitfall-1: device plugin serving", Status::kOk,
+    Add(v, "device-plugin-serving", Status::kOk,
         Join(dp["sockets"].get<std::vector<std::string>>()));
   }
 }
@@ -141,12 +140,12 @@ json FromCheckpoint(const std::string& path, View& v) {
   std::vector<std::string> problems;
   auto a = ReadCheckpoint(path, &problems);
   for (const auto& p : problems) {
-    Add(v, "kubelet checkpoint", Status::kWarn, "skipped: " + p,
+    Add(v, "kubelet-checkpoint", Status::kWarn, "skipped: " + p,
         "the kubelet writes this file; other entries are shown as read");
   }
   if (!a) {
     if (a.error().code() != ErrorCode::kNotFound) {
-      Add(v, "kubelet checkpoint", Status::kWarn, a.error().message(),
+      Add(v, "kubelet-checkpoint", Status::kWarn, a.error().message(),
           "allocations are unknown; the pod-resources API (kubelet socket) gives them too");
     }
     return nullptr;
@@ -184,7 +183,7 @@ void CheckRecord(const Inputs& in, const cni::AttachmentRecord& r, View& v) {
   auto ns = netns::NetNs::Open(HostPath(in, r.netns));
   if (!ns && ns.error().code() == ErrorCode::kNotFound) {
     bool child = cni::IsChildMode(r.mode);
-    Add(v, "stranded devices", Status::kFail,
+    Add(v, "stranded-devices", Status::kFail,
         r.hca + " is recorded for " + r.container_id + "/" + r.ifname + " in " + r.netns +
             ", which no longer exists",
         child ? "the kernel deleted the pod's " + std::string(cni::AttachModeName(r.mode)) +
@@ -194,7 +193,7 @@ void CheckRecord(const Inputs& in, const cni::AttachmentRecord& r, View& v) {
                 "the netdev to the host");
   } else if (!ns) {
     // Not seeing a namespace is not proof that it is gone: never call a live pod stranded.
-    Add(v, "stranded devices", Status::kWarn,
+    Add(v, "stranded-devices", Status::kWarn,
         "cannot tell whether " + r.netns + " (" + r.container_id + "/" + r.ifname +
             ") exists: " + ns.error().message(),
         "run on the host as root, or in `kubectl debug node/<node> --profile=sysadmin` with "
@@ -225,7 +224,7 @@ void CheckRenamed(const Inputs& in, const Result<netns::NetNs>& host, View& v) {
     bool devn = l.name.size() > 3 && l.name.rfind("dev", 0) == 0 &&
                 l.name.find_first_not_of("0123456789", 3) == std::string::npos;
     if (devn && sysfs::HcaForNetdev(in.root, l.name, sysfs::HcaDetail::kIdentity)) {
-      Add(v, "stranded devices", Status::kWarn,
+      Add(v, "stranded-devices", Status::kWarn,
           l.name + " is an HCA netdev the kernel renamed when a pod's namespace died",
           "CNI DEL or GC for that pod restores its name; `rdma-doctor node --json` lists the "
           "records");
@@ -243,7 +242,7 @@ void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
               const std::vector<sysfs::Hca>& hcas, View& v) {
   auto config = rails::LoadNodeConfig(in.node_config, "");
   if (!config) {
-    Add(v, "node config", Status::kFail, config.error().message(),
+    Add(v, "node-config", Status::kFail, config.error().message(),
         "the CNI refuses every ADD until it parses: fix node.json in the chart's values "
         "(nodeConfig) and let the DaemonSet rewrite it (docs/install.md)");
     return;
@@ -251,7 +250,7 @@ void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
   if (!host || in.links == nullptr || in.addrs == nullptr) return;
   auto net = rails::ReadHostNet(*in.links, *in.addrs, *host);
   if (!net) {
-    Add(v, "node's own NICs", Status::kWarn, net.error().message(), "run on the host as root");
+    Add(v, "node-own-nics", Status::kWarn, net.error().message(), "run on the host as root");
     return;
   }
   rails::NodeRoles roles = rails::JudgeHcas(hcas, *net, *config);
@@ -265,11 +264,11 @@ void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
       own.push_back(h["name"].get<std::string>() + " (" + r->node_own + ")");
     }
   }
-  Add(v, "node's own NICs", Status::kOk,
+  Add(v, "node-own-nics", Status::kOk,
       own.empty() ? "none: every HCA may go to pods" : "never offered or moved: " + Join(own, "; "),
       "");
   for (const auto& u : roles.unmatched) {
-    Add(v, "declared rails", Status::kWarn, u,
+    Add(v, "declared-rails", Status::kWarn, u,
         "name each rail's netdev, PCI address or HCA as this node shows them (rdma-doctor node "
         "lists them), in " +
             in.node_config);
@@ -303,14 +302,14 @@ void CniBinaries(const Inputs& in, View& v) {
                                                  "installs rdma-cni under this name): NADs of "
                                                  "\"type\": \"rdma\" run it, not kube-rdma";
   if (ours.empty()) {
-    Add(v, "CNI binary installed", Status::kWarn,
+    Add(v, "cni-binary-installed", Status::kWarn,
         "no kube-rdma CNI binary in " + in.cni_bin_dir + other,
         "the DaemonSet's install-cni init container did not run or refused (its log says why: "
         "kubectl -n <namespace> logs <the node's kube-rdma pod> -c install-cni); a cni.binaryName "
         "other than kube-rdma or rdma is not checked here");
     return;
   }
-  Add(v, "CNI binary installed", Status::kOk, Join(ours, ", ") + " (kube-rdma's)" + other, "");
+  Add(v, "cni-binary-installed", Status::kOk, Join(ours, ", ") + " (kube-rdma's)" + other, "");
 }
 
 }  // namespace

@@ -67,8 +67,7 @@ bool CheckUverbs(const Inputs& in, const sysfs::Hca& h, View& v) {
   if (h.uverbs.empty() || ::stat(path.c_str(), &st) != 0) return false;
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid()) {
-    Add(v, "pitfall-6: device permissions", Status::kFail,
-        path + " (" + h.name + ") cannot be opened",
+    Add(v, "device-permissions", Status::kFail, path + " (" + h.name + ") cannot be opened",
         "the container needs the device plugin's injection of /dev/infiniband (request "
         "rdma/shared), not a bind mount");
   }
@@ -76,7 +75,7 @@ bool CheckUverbs(const Inputs& in, const sysfs::Hca& h, View& v) {
   std::string want = in.root.ReadAttrOr("class/infiniband_verbs/" + h.uverbs + "/dev", "");
   std::string got = std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev));
   if (!want.empty() && want != got) {
-    Add(v, "uverbs ownership", Status::kFail,
+    Add(v, "uverbs-ownership", Status::kFail,
         path + " is " + got + " but " + h.name + "'s uverbs is " + want,
         "the container's /dev/infiniband was populated for other HCAs; let the device plugin "
         "inject it");
@@ -89,13 +88,11 @@ void CheckInjected(const Inputs& in, const std::vector<sysfs::Hca>& visible, Vie
   int uverbs = 0;
   for (const auto& h : visible) uverbs += CheckUverbs(in, h, v) ? 1 : 0;
   if (uverbs == 0) {
-    Add(v, "pitfall-1: /dev/infiniband injected", Status::kFail,
-        "no uverbs device in " + in.root.Dev("infiniband"),
+    Add(v, "devices-injected", Status::kFail, "no uverbs device in " + in.root.Dev("infiniband"),
         "request rdma/shared (or rdma/hca) in the container's resources; check `kubectl describe "
         "node | grep rdma`");
   } else {
-    Add(v, "pitfall-1: /dev/infiniband injected", Status::kOk,
-        std::to_string(uverbs) + " uverbs device(s)");
+    Add(v, "devices-injected", Status::kOk, std::to_string(uverbs) + " uverbs device(s)");
   }
 }
 
@@ -124,7 +121,7 @@ std::vector<sysfs::Hca> ExpectedHcas(const std::vector<sysfs::Hca>& visible,
 void CheckPodEnv(const Inputs& in, View& v) {
   auto pod = podenv::Read([&in](const char* k) { return in.getenv ? in.getenv(k) : nullptr; });
   if (pod) return;
-  Add(v, "pod environment", Status::kFail,
+  Add(v, "pod-environment", Status::kFail,
       std::string(podenv::kHcas) + " is set but malformed: " + pod.error().message(),
       "rdma-device-plugin sets it at Allocate; remove any pod-spec env of that name");
 }

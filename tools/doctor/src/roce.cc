@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // RoCE checks: the pod's GID tables as show_gids prints them, whether each HCA has a GID NCCL can
 // route with, whether NCCL_IB_GID_INDEX fits every HCA, NCCL's retry settings, and the node's
-// lossless setup per RoCE port (PFC, trust, ECN: the seed article's pitfall 2 and design point 5).
+// lossless setup per RoCE port (PFC, trust, ECN).
 #include <algorithm>
 #include <cstdlib>
 
@@ -13,8 +13,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kGidCheck = "RoCE: routable GID";
-constexpr const char* kGidIndexCheck = "RoCE: NCCL_IB_GID_INDEX";
+constexpr const char* kGidCheck = "roce-routable-gid";
+constexpr const char* kGidIndexCheck = "nccl-ib-gid-index";
 constexpr const char* kFamilyFix =
     "unset NCCL_IB_GID_INDEX and let NCCL choose per HCA: NCCL_IB_ADDR_FAMILY=AF_INET and "
     "NCCL_IB_ROCE_VERSION_NUM=2";
@@ -145,7 +145,7 @@ void CheckSharedTables(const Inputs& in, const std::vector<std::string>& taken, 
   // Either variable decides NCCL's choice; CheckGidIndex judges an index, the range is the
   // operator's (rdma-validate --nccl-env prints one that holds).
   if (!Env(in, "NCCL_IB_GID_INDEX").empty() || !Env(in, "NCCL_IB_ADDR_RANGE").empty()) return;
-  Add(v, "RoCE: shared GID table", Status::kFail,
+  Add(v, "roce-gid-table-shared", Status::kFail,
       "NCCL's automatic GID choice (the first RoCE v2 IPv4 entry) would take another pod's "
       "entry: " +
           Join(taken, "; "),
@@ -182,7 +182,7 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
   }
   if (!sparse.empty()) {
     std::string nccl = NcclLibraryVersion(in.lib_dirs);
-    Add(v, "RoCE: sparse GID table", Status::kWarn,
+    Add(v, "roce-gid-table-sparse", Status::kWarn,
         Join(sparse) +
             ": GID table has holes (indices are not fixed); NCCL's automatic GID choice "
             "has mis-scanned such tables in some versions (NCCL seen: " +
@@ -194,28 +194,30 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
 
 void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v) {
   if (std::none_of(expected.begin(), expected.end(), IsRoce)) return;
+  // A RoCE fabric that pauses (PFC) delays packets: NCCL_IB_TIMEOUT 22 waits 4.096 us x 2^22,
+  // about 17 s, per try, and 7 retries is the most the verbs allow.
   struct Want {
     const char* var;
-    int seed;
+    const char* check;
+    int recommended;
     int nccl_default;
   };
-  for (auto [var, seed, dflt] :
-       {Want{"NCCL_IB_TIMEOUT", 22, 20}, Want{"NCCL_IB_RETRY_CNT", 7, 7}}) {
+  for (auto [var, check, want, dflt] : {Want{"NCCL_IB_TIMEOUT", "nccl-ib-timeout", 22, 20},
+                                        Want{"NCCL_IB_RETRY_CNT", "nccl-ib-retry-cnt", 7, 7}}) {
     std::string value = Env(in, var);
     int have = value.empty() ? dflt : std::atoi(value.c_str());
-    std::string check = std::string("lossless: ") + var;
-    if (have >= seed) {
+    if (have >= want) {
       Add(v, check, Status::kOk,
           value.empty() ? std::string(var) + " is unset: NCCL's default " + std::to_string(dflt) +
-                              " meets the seed's " + std::to_string(seed)
+                              " meets the " + std::to_string(want) + " a lossless RoCE fabric needs"
                         : std::string(var) + "=" + value);
       continue;
     }
     Add(v, check, Status::kWarn,
         std::string(var) + (value.empty() ? " is unset (NCCL's default " : " is " + value + " (") +
-            std::to_string(have) + "): RoCE retransmits give up sooner than the seed's " +
-            std::to_string(seed) + " allows when a lossless fabric pauses",
-        "set NCCL_IB_TIMEOUT=22 and NCCL_IB_RETRY_CNT=7 in the workload (the seed's RoCE values)");
+            std::to_string(have) + "): RoCE retransmits give up before " + std::to_string(want) +
+            " would, when a lossless fabric pauses",
+        "set NCCL_IB_TIMEOUT=22 (about 17 s per try) and NCCL_IB_RETRY_CNT=7 in the workload");
   }
 }
 

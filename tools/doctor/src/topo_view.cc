@@ -48,8 +48,8 @@ View TopoView(const Inputs& in) {
   auto hcas = sysfs::DiscoverHcas(in.root, sysfs::HcaDetail::kIdentity);
   auto gpus = internal::PodGpus(in);
   if (!hcas || hcas->empty() || gpus.empty()) {
-    Add(v, "pitfall-5: GPU-NIC pairing", Status::kWarn,
-        "no GPUs or no HCAs visible under " + in.root.Sys(""), "");
+    Add(v, "gpu-nic-pairing", Status::kWarn, "no GPUs or no HCAs visible under " + in.root.Sys(""),
+        "");
     return v;
   }
   std::vector<std::string> ours = PodHcas(in, *hcas);
@@ -63,7 +63,7 @@ View TopoView(const Inputs& in) {
       return std::find(ours.begin(), ours.end(), n) != ours.end();
     });
     if (!ours.empty() && !paired) {
-      Add(v, "pitfall-5: GPU-NIC pairing", Status::kWarn,
+      Add(v, "gpu-nic-pairing", Status::kWarn,
           "GPU " + g.address + "'s nearest HCA (" + Join(nearest) + ") is not in this pod (" +
               Join(ours) + ")",
           "request per-HCA resources (rdma/hca) so the kubelet's topology manager pairs NUMA-local "
@@ -72,7 +72,7 @@ View TopoView(const Inputs& in) {
   }
   v.doc["matrix"] = matrix;
   if (v.findings.empty())
-    Add(v, "pitfall-5: GPU-NIC pairing", Status::kOk, "every GPU's nearest HCA is available");
+    Add(v, "gpu-nic-pairing", Status::kOk, "every GPU's nearest HCA is available");
   return v;
 }
 

@@ -88,7 +88,7 @@ Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) 
                   "multi-pod mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id)");
     }
     // One rank per local GPU: pod `rank` of `world_size` pods holds global ranks
-    // rank*local .. rank*local+local-1 (the seed's StatefulSet: 8 GPUs a pod).
+    // rank*local .. rank*local+local-1 (the usual hand-written StatefulSet: 8 GPUs a pod).
     for (int i = 0; i < local; ++i) ranks.push_back(ri->rank * local + i);
     r.rank = ri->rank;
     p.nranks = r.world_size = ri->world_size * local;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `rdma` network configuration: parsing and validation of what Multus (or a runtime) sends on
-// stdin. Accepts the seed article's NAD as written:
+// stdin. Accepts the usual hand-written NAD as written:
 //
 //   {"cniVersion":"0.3.1","name":"rdma-net","type":"rdma","pkey":"0xffff","linkState":"up","mtu":9000}
 //

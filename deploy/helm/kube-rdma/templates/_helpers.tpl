@@ -180,7 +180,7 @@ template:
 
 {{/*
 The NetworkAttachmentDefinitions the chart defines, as a JSON list of {name, namespace,
-resourceName, config}: `networks` when given, else the `fabric` preset. ib: the seed's rdma-net
+resourceName, config}: `networks` when given, else the `fabric` preset. ib: the InfiniBand rdma-net
 (no IPAM), attached once per rail. roce: one NAD per rail (<namePrefix>1..<rails>), each with its
 rail's addresses (docs/cni.md#rails):
   - roce.pinRails (move mode): NAD i says "rail": i, so it gets the pod's HCA on physical rail i
@@ -266,7 +266,7 @@ without one. Args: root, names, fallback.
 {{/*
 The networks a pod attaches, in order (net1..netN), as a JSON list of names: (dict "root" $
 "networks" LIST "attachments" N). An explicit list is taken as it is; otherwise ib attaches the
-first network N times (the seed's eight rdma-net attachments) and roce each rail's network once.
+first network N times (eight rdma-net attachments) and roce each rail's network once.
 */}}
 {{- define "kube-rdma.attach" -}}
 {{- if .networks }}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-doctor: what a cluster admin runs when injection goes wrong. Three views, each a JSON
-// document plus named findings (every pitfall of the seed article's section 5 is a check with its
+// document plus named findings (every common injection mistake is a check with its
 // fix in the message):
 //   node  every HCA, where its netdev and RDMA device are, the netns mode, the device plugin's
 //         sockets, kubelet allocations (pod-resources API, else the checkpoint file), the CNI's
@@ -32,7 +32,7 @@ namespace kuberdma::doctor {
 enum class Status { kOk, kWarn, kFail, kUnknown };
 
 struct Finding {
-  std::string check;  // "pitfall-3: every HCA in NCCL_IB_HCA"
+  std::string check;  // "nccl-ib-hca-every-hca"
   Status status = Status::kOk;
   std::string message;  // what was found, naming devices
   std::string fix;      // what to do

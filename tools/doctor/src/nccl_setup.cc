@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The seed article's pitfalls as checks of a pod's NCCL setup, each with its fix.
+// The common mistakes in a pod's NCCL setup as checks, each with its fix.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -16,16 +16,14 @@ namespace fs = std::filesystem;
 
 void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v) {
   if (Env(in, "NCCL_IB_DISABLE") == "1" && !visible.empty()) {
-    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail,
+    Add(v, "nccl-uses-rdma", Status::kFail,
         "NCCL_IB_DISABLE=1 while " + std::to_string(visible.size()) + " HCA(s) are present",
         "set NCCL_IB_DISABLE=0 (RoCE needs it too)");
   } else if (visible.empty()) {
-    Add(v, "pitfall-2: NCCL over RDMA", Status::kFail,
-        "no RDMA device is visible: NCCL can only use TCP",
+    Add(v, "nccl-uses-rdma", Status::kFail, "no RDMA device is visible: NCCL can only use TCP",
         "inject HCAs with rdma-device-plugin and attach them with the rdma CNI");
   } else {
-    Add(v, "pitfall-2: NCCL over RDMA", Status::kOk,
-        std::to_string(visible.size()) + " HCA(s) visible");
+    Add(v, "nccl-uses-rdma", Status::kOk, std::to_string(visible.size()) + " HCA(s) visible");
   }
 }
 
@@ -40,7 +38,7 @@ std::string ExactForm(podenv::IbHcaList parsed) {
 void CheckIbHcaEntry(const podenv::IbHcaList& parsed, const std::string& name,
                      const std::vector<std::string>& present, View& v) {
   if (std::find(present.begin(), present.end(), name) == present.end()) {
-    Add(v, "pitfall-3: NCCL_IB_HCA names present HCAs", Status::kFail,
+    Add(v, "nccl-ib-hca-present", Status::kFail,
         "NCCL_IB_HCA names " + name + ", which this pod does not have",
         "use the device plugin's NCCL_IB_HCA (drop the pod spec's own value) or list the pod's "
         "HCAs");
@@ -48,7 +46,7 @@ void CheckIbHcaEntry(const podenv::IbHcaList& parsed, const std::string& name,
   if (parsed.exact || parsed.exclude) return;
   for (const auto& p : present) {
     if (p != name && p.rfind(name, 0) == 0) {
-      Add(v, "pitfall-3: NCCL_IB_HCA exact match", Status::kWarn,
+      Add(v, "nccl-ib-hca-exact", Status::kWarn,
           "NCCL_IB_HCA entry " + name + " also matches " + p + " by prefix",
           "use the exact-match form: set NCCL_IB_HCA to \"" + ExactForm(parsed) +
               "\" (the leading '=' is part of the value)");
@@ -67,7 +65,7 @@ void CheckIbHca(const Inputs& in, const std::vector<std::string>& present,
   auto selected = parsed.Select(present);
   for (const auto& o : ours) {
     if (std::find(selected.begin(), selected.end(), o) == selected.end()) {
-      Add(v, "pitfall-3: every HCA in NCCL_IB_HCA", Status::kFail,
+      Add(v, "nccl-ib-hca-every-hca", Status::kFail,
           o + " was allocated to this pod but NCCL_IB_HCA leaves it out",
           "NCCL will not use it: include it, or let the device plugin's NCCL_IB_HCA stand");
     }
@@ -78,15 +76,15 @@ void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours
                           View& v) {
   if (auto mc = Env(in, "NCCL_MAX_NCHANNELS");
       !mc.empty() && std::atoi(mc.c_str()) < static_cast<int>(std::max(ours.size(), size_t{1}))) {
-    Add(v, "pitfall-3: channels per NIC", Status::kWarn,
+    Add(v, "nccl-channels-per-nic", Status::kWarn,
         "NCCL_MAX_NCHANNELS=" + mc + " is fewer than the pod's " + std::to_string(ours.size()) +
             " HCAs",
-        "raise NCCL_MAX_NCHANNELS to at least the number of HCAs (the seed uses 32)");
+        "raise NCCL_MAX_NCHANNELS to at least the number of HCAs (e.g. 32)");
   }
   size_t ngpu = PodGpus(in).size();
   size_t nhca = ours.empty() ? visible : ours.size();
   if (ngpu > 0 && nhca < ngpu) {
-    Add(v, "pitfall-3: one NIC per GPU", Status::kWarn,
+    Add(v, "one-nic-per-gpu", Status::kWarn,
         std::to_string(nhca) + " HCA(s) for " + std::to_string(ngpu) + " GPU(s)",
         "attach one rdma-net per GPU (net1..netN) and request as many HCAs");
   }
@@ -95,7 +93,7 @@ void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours
 void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames, View& v) {
   std::string ifn = Env(in, "NCCL_SOCKET_IFNAME");
   if (ifn.empty()) {
-    Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kWarn,
+    Add(v, "nccl-socket-ifname", Status::kWarn,
         "NCCL_SOCKET_IFNAME is not set: NCCL picks the bootstrap interface itself",
         "set NCCL_SOCKET_IFNAME=eth0 (the pod's primary interface) so renamed NICs cannot surprise "
         "it");
@@ -108,7 +106,7 @@ void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames
     any = any || item == "lo";
   }
   if (!any && ifn[0] != '^') {
-    Add(v, "pitfall-4: NCCL_SOCKET_IFNAME", Status::kFail,
+    Add(v, "nccl-socket-ifname", Status::kFail,
         "NCCL_SOCKET_IFNAME=" + ifn + " names no interface of this pod (" + Join(ifnames) + ")",
         "name an interface that exists in the pod, e.g. eth0");
   }
@@ -118,7 +116,7 @@ void CheckMemlock(View& v) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
       rl.rlim_cur < (64u << 20)) {
-    Add(v, "pitfall-6: locked memory", Status::kWarn,
+    Add(v, "memlock", Status::kWarn,
         "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur >> 10) +
             " KiB: RDMA registration pins memory",
         "raise the container runtime's memlock limit (e.g. LimitMEMLOCK=infinity for containerd)");
@@ -145,13 +143,13 @@ std::string NcclLibraryVersion(const std::vector<std::string>& lib_dirs) {
 void CheckNcclVersion(const Inputs& in, View& v) {
   std::string nccl = NcclLibraryVersion(in.lib_dirs);
   if (nccl.empty()) {
-    Add(v, "pitfall-7: NCCL version", Status::kWarn, "no libnccl.so.2.x.y in " + Join(in.lib_dirs),
+    Add(v, "nccl-version", Status::kWarn, "no libnccl.so.2.x.y in " + Join(in.lib_dirs),
         "use an NGC image, which ships a tuned NCCL");
     return;
   }
   auto parts = Split(nccl, '.');
   int minor = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 0;
-  Add(v, "pitfall-7: NCCL version", minor >= 20 ? Status::kOk : Status::kWarn, "NCCL " + nccl,
+  Add(v, "nccl-version", minor >= 20 ? Status::kOk : Status::kWarn, "NCCL " + nccl,
       "multi-HCA and symmetric-memory features need NCCL 2.20 or later: update the image");
 }
 
