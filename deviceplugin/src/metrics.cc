@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The device plugin's metrics on prometheus-cpp, and /healthz beside /metrics on its web server.
+// The device plugin's metrics on prometheus-cpp, served with /healthz by HttpServer.
 #include "kuberdma/deviceplugin/metrics.h"
 
-#include <CivetServer.h>
-#include <civetweb.h>
+#include <prometheus/collectable.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -13,6 +11,8 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+
+#include "http_server.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -22,42 +22,6 @@ using FamilyTable = std::map<std::string, std::pair<std::string, std::string>>;
 
 std::map<std::string, std::string> ToMap(const Labels& labels) {
   return {labels.begin(), labels.end()};
-}
-
-// The web server contexts of live endpoints, so /healthz (answered in civetweb's begin_request,
-// which carries no user pointer of ours) reaches its endpoint. init_context runs inside the
-// Exposer's constructor, on the constructing thread: `g_starting` names the endpoint being built.
-std::mutex g_endpoints_mu;
-std::map<const mg_context*, const HttpEndpoint*> g_endpoints;
-thread_local const HttpEndpoint* g_starting = nullptr;
-
-void InitContext(const mg_context* ctx) {
-  std::lock_guard lock(g_endpoints_mu);
-  g_endpoints[ctx] = g_starting;
-}
-
-void ExitContext(const mg_context* ctx) {
-  std::lock_guard lock(g_endpoints_mu);
-  g_endpoints.erase(ctx);
-}
-
-int BeginRequest(mg_connection* conn) {
-  const mg_request_info* req = mg_get_request_info(conn);
-  if (req == nullptr || req->local_uri == nullptr || std::strcmp(req->local_uri, "/healthz") != 0) {
-    return 0;  // the exposer's /metrics (or its 404)
-  }
-  bool ok = false;
-  {
-    std::lock_guard lock(g_endpoints_mu);
-    auto it = g_endpoints.find(mg_get_context(conn));
-    ok = it != g_endpoints.end() && it->second != nullptr && it->second->Healthy();
-  }
-  const char* body = ok ? "ok\n" : "not serving\n";
-  mg_printf(conn,
-            "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-            "Connection: close\r\n\r\n%s",
-            ok ? "200 OK" : "503 Service Unavailable", std::strlen(body), body);
-  return ok ? 200 : 503;
 }
 
 }  // namespace
@@ -154,51 +118,53 @@ std::string Metrics::Render() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
-namespace {
-
-// civetweb's options (its docs/UserManual.md): see HttpEndpoint::Start for why each.
-std::vector<std::string> ServerOptions(const std::string& address, uint16_t port) {
-  std::string host = address.find(':') != std::string::npos ? "[" + address + "]" : address;
-  return {"listening_ports",       host + ":" + std::to_string(port),
-          "num_threads",           std::to_string(kHttpWorkers),
-          "request_timeout_ms",    std::to_string(kHttpRequestTimeoutMs),
-          "enable_keep_alive",     "no",
-          "keep_alive_timeout_ms", "500",
-          "linger_timeout_ms",     "0",
-          "connection_queue",      std::to_string(kHttpQueue),
-          "listen_backlog",        std::to_string(kHttpQueue)};
-}
-
-}  // namespace
-
 Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(uint16_t port, const Metrics& metrics,
                                                           std::function<bool()> healthy,
                                                           const std::string& address) {
   std::unique_ptr<HttpEndpoint> ep(new HttpEndpoint(std::move(healthy)));
-  CivetCallbacks callbacks;
-  callbacks.begin_request = BeginRequest;
-  callbacks.init_context = InitContext;
-  callbacks.exit_context = ExitContext;
-  g_starting = ep.get();
-  try {
-    ep->exposer_ = std::make_unique<prometheus::Exposer>(ServerOptions(address, port), &callbacks);
-  } catch (const std::exception& e) {  // CivetException: the port cannot be bound
-    g_starting = nullptr;
-    return Fail(ErrorCode::kIo,
-                "serve metrics on " + address + " port " + std::to_string(port) + ": " + e.what());
+  ep->collectables_.push_back(metrics.registry());
+  HttpServer::Options o;
+  o.address = address;
+  o.port = port;
+  o.deadline_ms = kHttpRequestTimeoutMs;
+  o.max_connections = kHttpMaxConnections;
+  HttpEndpoint* raw = ep.get();
+  auto server = HttpServer::Start(o, [raw](const std::string& path) { return raw->Answer(path); });
+  if (!server) {
+    return Fail(server.error().code(), "serve metrics on " + address + " port " +
+                                           std::to_string(port) + ": " + server.error().message());
   }
-  g_starting = nullptr;
-  ep->exposer_->RegisterCollectable(metrics.registry());
-  auto ports = ep->exposer_->GetListeningPorts();
-  ep->port_ = ports.empty() ? port : static_cast<uint16_t>(ports.front());
+  ep->server_ = std::move(*server);
   return ep;
+}
+
+HttpResponse HttpEndpoint::Answer(const std::string& path) const {
+  if (path == "/healthz") {
+    return Healthy() ? HttpResponse{200, "ok\n"} : HttpResponse{503, "not serving\n"};
+  }
+  if (path != "/metrics") return {404, "/metrics or /healthz\n"};
+  std::vector<prometheus::MetricFamily> families;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& c : collectables_) {
+      auto f = c->Collect();
+      families.insert(families.end(), std::make_move_iterator(f.begin()),
+                      std::make_move_iterator(f.end()));
+    }
+  }
+  return {200, prometheus::TextSerializer().Serialize(families),
+          "text/plain; version=0.0.4; charset=utf-8"};
 }
 
 HttpEndpoint::HttpEndpoint(std::function<bool()> healthy) : healthy_(std::move(healthy)) {}
 
 void HttpEndpoint::Serve(const std::shared_ptr<prometheus::Collectable>& c) {
-  exposer_->RegisterCollectable(c);
+  std::lock_guard lock(mu_);
+  collectables_.push_back(c);
 }
+
+uint16_t HttpEndpoint::port() const { return server_->port(); }
+
 HttpEndpoint::~HttpEndpoint() = default;
 
 }  // namespace kuberdma::deviceplugin

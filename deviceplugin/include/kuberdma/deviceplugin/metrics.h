@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Metrics and health endpoints over prometheus-cpp (Debian's prometheus-cpp-dev): the device
-// plugin's counters and gauges in a prometheus::Registry, /metrics served by its Exposer, and
-// /healthz answered by the same web server (200 while serving, 503 otherwise).
+// plugin's counters and gauges in a prometheus::Registry, and /metrics (its text exposition) and
+// /healthz (200 while serving, 503 otherwise) served by one event-driven server (http_server.h).
 //
 //   Metrics m;
 //   m.Inc("kuberdma_allocations_total", {{"resource", "rdma/shared"}});
@@ -23,7 +23,6 @@
 
 namespace prometheus {
 class Registry;
-class Exposer;
 class Collectable;
 }  // namespace prometheus
 
@@ -62,37 +61,40 @@ class Metrics {
   mutable std::mutex mu_;
 };
 
-inline constexpr int kHttpWorkers = 32;
 inline constexpr int kHttpRequestTimeoutMs = 2000;
-inline constexpr int kHttpQueue = 64;
+inline constexpr size_t kHttpMaxConnections = 1024;
+
+struct HttpResponse;
+class HttpServer;
 
 class HttpEndpoint {
  public:
   // Serves /metrics and /healthz on `address`:`port` (0 picks a free port; see port()).
   // `healthy` answers /healthz. An error when the port cannot be bound.
   //
-  // The port is on the node network (hostNetwork), so anyone there can connect: kHttpWorkers
-  // threads, each request bounded by kHttpRequestTimeoutMs in total (civetweb's request timeout
-  // covers a slowly written header), keep-alive off, at most kHttpQueue accepted connections
-  // waiting for a worker. Idle or slow clients cannot hold /healthz past the liveness probe's
-  // one second unless they open more than kHttpWorkers connections at once, and each is dropped
-  // after the timeout.
+  // The port is on the node network (hostNetwork), so anyone there can connect. One thread serves
+  // every connection (epoll), each closed kHttpRequestTimeoutMs after its accept however slowly it
+  // writes, and at kHttpMaxConnections open the oldest is closed for the newest: idle or slow
+  // clients cannot keep the kubelet's liveness probe (one second) from an answer, however many
+  // there are (tests/deviceplugin/grpc_test.cc holds 300 open while probing).
   static Result<std::unique_ptr<HttpEndpoint>> Start(uint16_t port, const Metrics& metrics,
                                                      std::function<bool()> healthy,
                                                      const std::string& address = "0.0.0.0");
   ~HttpEndpoint();
   HttpEndpoint(const HttpEndpoint&) = delete;
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;
-  uint16_t port() const { return port_; }
+  uint16_t port() const;
   bool Healthy() const { return healthy_(); }
   // Also serves what `c` collects on each scrape (PortCounters); kept alive by the caller.
   void Serve(const std::shared_ptr<prometheus::Collectable>& c);
 
  private:
   explicit HttpEndpoint(std::function<bool()> healthy);
+  HttpResponse Answer(const std::string& path) const;
   std::function<bool()> healthy_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  uint16_t port_ = 0;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+  std::unique_ptr<HttpServer> server_;  // last: stopped before what it reads
 };
 
 }  // namespace kuberdma::deviceplugin
