@@ -209,6 +209,11 @@ Result<void> Manager::StartResources() {
     KUBERDMA_ASSIGN_OR_RETURN(auto srv,
                               ResourceServer::Start(shared, SocketPath(rc.FullName()), metrics_,
                                                     [this] { Wake(kStreamClosed); }));
+    // 0 until the kubelet accepts it: a plugin that never reaches the kubelet (a wrong kubelet
+    // directory, no kubelet.sock) still has the series KubeRdmaResourceNotRegistered fires on.
+    if (registered_.find(rc.FullName()) == registered_.end()) {
+      metrics_.Set("kuberdma_registered", {{"resource", rc.FullName()}}, 0);
+    }
     spdlog::info("event=serving resource={} socket={} hcas={} healthy={} policy={}", rc.FullName(),
                  srv->socket_path(), shared->resource.hcas().size(),
                  shared->resource.healthy_hcas(),

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <optional>
@@ -269,6 +270,11 @@ Result<std::unique_ptr<ResourceServer>> ResourceServer::Start(
   if (!s->server_) {
     return Fail(ErrorCode::kIo, "serve the device plugin API on " + s->socket_path_ +
                                     " (is the directory writable and the path short enough?)");
+  }
+  // Only root (the kubelet) may connect, whatever the umask made of it; the kubelet learns of the
+  // socket only at Register, after this.
+  if (::chmod(s->socket_path_.c_str(), 0600) != 0) {
+    return FailErrno(errno, "chmod 0600 " + s->socket_path_);
   }
   return s;
 }

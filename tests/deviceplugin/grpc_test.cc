@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,6 +82,38 @@ struct Node {
   std::unique_ptr<Manager> mgr;
   std::thread loop;
 };
+
+TEST_CASE("A resource that never reached the kubelet is exported as not registered") {
+  Node n;  // no kubelet: kubelet.sock never appears
+  n.Start();
+  std::string body;
+  for (int i = 0; i < 100; ++i) {
+    body = n.mgr->metrics().Render();
+    if (body.find(R"(kuberdma_registered{resource="rdma/hca"} 0)") != std::string::npos) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  // The series the KubeRdmaResourceNotRegistered alert fires on exists, at 0, for every resource.
+  CHECK_THAT(body, Catch::Contains(R"(kuberdma_registered{resource="rdma/hca"} 0)"));
+  CHECK_THAT(body, Catch::Contains(R"(kuberdma_registered{resource="rdma/shared"} 0)"));
+}
+
+TEST_CASE("Each resource's socket is 0600 whatever the umask") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  mode_t old = ::umask(0);  // a permissive umask would make the socket world-writable
+  n.Start();
+  auto& k = *n.kubelet;
+  bool up =
+      k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); });
+  ::umask(old);
+  REQUIRE(up);
+  for (const char* sock : {"/kuberdma-rdma-shared.sock", "/kuberdma-rdma-hca.sock"}) {
+    struct stat st {};
+    REQUIRE(::stat((n.dir + "/plugins" + sock).c_str(), &st) == 0);
+    INFO(sock);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+}
 
 TEST_CASE("Each resource registers with the kubelet and streams its device list") {
   Node n;
