@@ -35,9 +35,26 @@ commit = subprocess.run(["git", "-C", source, "rev-parse", "--short=12", "HEAD"]
 for name, path in binaries.items():
     r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20,
                        stdin=subprocess.DEVNULL)
-    line = r.stdout.strip()
+    line = r.stdout.strip().split("\n")[0]
     check(r.returncode == 0 and re.fullmatch(r"kube-rdma \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}|unknown)\)", line)
           is not None, f"{name} --version: {line!r} (exit {r.returncode})")
+
+r = subprocess.run([binaries["rdma"], "--version"], capture_output=True, text=True)
+check("kube-rdma CNI plugin (github.com/kube-rdma)" in r.stdout,
+      "rdma --version prints the marker its installer and rdma-doctor recognise it by")
+
+# A library that is not NCCL (it defines ncclGetVersion and nothing else): exit 2 naming what is
+# missing, never an abort.
+fake = f"{build}/tests/libfake_nccl.so"
+r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0"], capture_output=True, text=True,
+                   env={**os.environ, "KUBERDMA_NCCL_LIBRARY": fake,
+                        "KUBERDMA_SYSFS_ROOT": f"{source}/tests/fixtures/sysfs/roce8"}, timeout=60)
+out = r.stdout + r.stderr
+if "built without CUDA and NCCL" in out:
+    print("skip rdma-validate's NCCL symbol check: this build has no NCCL runner")
+else:
+    check(r.returncode == 2 and "does not define" in out and "ncclAllReduce" in out and fake in out,
+          f"rdma-validate with a library lacking NCCL's entry points exits 2 naming them (exit {r.returncode})")
 
 env = {k: v for k, v in os.environ.items() if not k.startswith("CNI_")}
 r = subprocess.run([binaries["rdma"], "--help"], capture_output=True, text=True, env=env,

@@ -16,7 +16,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The pod's environment; NCCL is looked for only where a test puts it (KUBERDMA_NCCL_LIBRARY),
+// never in this machine's own libraries.
 std::function<const char*(const char*)> Env(std::map<std::string, std::string> m) {
+  m.emplace("KUBERDMA_NCCL_LIBRARY", "/nonexistent/libnccl.so.2");
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(m));
   return [shared](const char* k) -> const char* {
     auto it = shared->find(k);
@@ -33,7 +36,6 @@ struct Fixture {
     in.links = &links;
     in.state_dir = dir + "/state";
     in.plugin_dir = dir + "/plugins";
-    in.lib_dirs = {dir};
     in.getenv = Env({});
   }
   ~Fixture() { fs::remove_all(dir); }
@@ -99,9 +101,9 @@ TEST_CASE("Pod checks name the common mistakes with their fixes") {
 
 TEST_CASE("A pod configured as the device plugin intends passes the NCCL checks") {
   Fixture f;
-  REQUIRE(WriteFileAtomic(f.dir + "/libnccl.so.2.28.3", ""));
   f.in.getenv = Env(
-      {{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
+      {{"KUBERDMA_NCCL_LIBRARY", KUBERDMA_FAKE_NCCL},
+       {"NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
        {"NCCL_SOCKET_IFNAME", "lo"},
        {"NCCL_IB_DISABLE", "0"}});
   View v = PodView(f.in);
@@ -226,9 +228,10 @@ TEST_CASE(
     "sparse table is named") {
   Fixture f;
   f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8-pod");
-  REQUIRE(WriteFileAtomic(f.dir + "/libnccl.so.2.28.3", ""));
-  f.in.getenv =
-      Env({{"NCCL_IB_GID_INDEX", "3"}, {"NCCL_IB_TIMEOUT", "22"}, {"NCCL_IB_RETRY_CNT", "7"}});
+  f.in.getenv = Env({{"KUBERDMA_NCCL_LIBRARY", KUBERDMA_FAKE_NCCL},
+                     {"NCCL_IB_GID_INDEX", "3"},
+                     {"NCCL_IB_TIMEOUT", "22"},
+                     {"NCCL_IB_RETRY_CNT", "7"}});
   View v = PodView(f.in);
   REQUIRE(v.doc["gids"].size() == 32);
   CHECK(v.doc["gids"][3] == nlohmann::json{{"device", "mlx5_0"},

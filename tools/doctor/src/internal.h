@@ -36,8 +36,9 @@ void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours
 void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames, View& v);
 void CheckMemlock(View& v);
 void CheckNcclVersion(const Inputs& in, View& v);
-// The NCCL version of the libraries in `lib_dirs` ("2.28.3"), "" when none is found.
-std::string NcclLibraryVersion(const std::vector<std::string>& lib_dirs);
+// The version ("2.28.3") of the NCCL this process would load, as rdma-validate finds it; "" when
+// none is found.
+std::string NcclLibraryVersion(const Inputs& in);
 
 // RoCE (roce.cc): the pod's GID tables and the checks on them, NCCL's RoCE retry settings, and
 // the node's lossless configuration per RoCE port.

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "internal.h"
+#include "kuberdma/ncclfind/ncclfind.h"
 #include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/sysfs/topology.h"
 
@@ -123,33 +124,26 @@ void CheckMemlock(View& v) {
   }
 }
 
-std::string NcclLibraryVersion(const std::vector<std::string>& lib_dirs) {
-  std::string nccl;
-  std::error_code ec;
-  for (const auto& dir : lib_dirs) {
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      std::string n = e.path().filename();
-      if (n.rfind("libnccl.so.2.", 0) == 0 && n.size() > 13) nccl = n.substr(11);
-      if (n == "libnccl.so.2" && nccl.empty()) {
-        // Only the soname link: its target carries the version (libnccl.so.2.28.3).
-        std::string target = fs::read_symlink(e.path(), ec).filename().string();
-        if (target.rfind("libnccl.so.2.", 0) == 0) nccl = target.substr(11);
-      }
-    }
-  }
-  return nccl;
+std::string NcclLibraryVersion(const Inputs& in) {
+  auto nccl =
+      ncclfind::Open(in.getenv ? in.getenv("KUBERDMA_NCCL_LIBRARY") : nullptr, {"ncclGetVersion"});
+  return nccl.usable() ? nccl.version : "";
 }
 
+// The NCCL this pod's processes load, found as rdma-validate finds it (kuberdma::ncclfind).
 void CheckNcclVersion(const Inputs& in, View& v) {
-  std::string nccl = NcclLibraryVersion(in.lib_dirs);
-  if (nccl.empty()) {
-    Add(v, "nccl-version", Status::kWarn, "no libnccl.so.2.x.y in " + Join(in.lib_dirs),
+  auto nccl =
+      ncclfind::Open(in.getenv ? in.getenv("KUBERDMA_NCCL_LIBRARY") : nullptr, {"ncclGetVersion"});
+  if (!nccl.usable() || nccl.version.empty()) {
+    Add(v, "nccl-version", Status::kWarn,
+        nccl.error.empty() ? nccl.path + " gives no version" : nccl.error,
         "use an NGC image, which ships a tuned NCCL");
     return;
   }
-  auto parts = Split(nccl, '.');
+  auto parts = Split(nccl.version, '.');
   int minor = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 0;
-  Add(v, "nccl-version", minor >= 20 ? Status::kOk : Status::kWarn, "NCCL " + nccl,
+  Add(v, "nccl-version", minor >= 20 ? Status::kOk : Status::kWarn,
+      "NCCL " + nccl.version + " (" + nccl.path + ")",
       "multi-HCA and symmetric-memory features need NCCL 2.20 or later: update the image");
 }
 

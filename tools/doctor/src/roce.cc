@@ -181,7 +181,7 @@ void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& 
     Add(v, kGidCheck, Status::kOk, "RoCE v2 GIDs (HCA index:address): " + Join(routable, ", "));
   }
   if (!sparse.empty()) {
-    std::string nccl = NcclLibraryVersion(in.lib_dirs);
+    std::string nccl = NcclLibraryVersion(in);
     Add(v, "roce-gid-table-sparse", Status::kWarn,
         Join(sparse) +
             ": GID table has holes (indices are not fixed); NCCL's automatic GID choice "

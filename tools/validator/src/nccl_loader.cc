@@ -4,8 +4,6 @@
 // whether, where and which NCCL it found. The NCCL entry points the runner calls are defined here
 // and forward to the loaded library; they are called only after LoadNccl() succeeded.
 #include <dlfcn.h>
-#include <glob.h>
-#include <link.h>
 #include <nccl.h>
 
 #include <cstdio>
@@ -13,90 +11,43 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/ncclfind/ncclfind.h"
 #include "kuberdma/validator/runner.h"
 
 namespace kuberdma::validator {
 
 namespace {
 
-struct Loaded {
-  void* handle = nullptr;
-  std::string path;   // the file the loader opened
-  std::string error;  // why nothing was opened
-};
+// Every NCCL entry point forwarded below: checked in the library before any is called, so a
+// library that is not NCCL (or too old) is a clear error, not an abort mid-run.
+const std::vector<std::string> kEntryPoints = {"ncclGetVersion",
+                                               "ncclGetErrorString",
+                                               "ncclGetUniqueId",
+                                               "ncclCommInitRankConfig",
+                                               "ncclCommGetAsyncError",
+                                               "ncclCommAbort",
+                                               "ncclCommDestroy",
+                                               "ncclGroupStart",
+                                               "ncclGroupEnd",
+                                               "ncclAllReduce",
+                                               "ncclAllGather",
+                                               "ncclReduceScatter",
+                                               "ncclReduce",
+                                               "ncclBroadcast",
+                                               "ncclSend",
+                                               "ncclRecv"};
 
-// Where pip's NCCL wheel (nvidia-nccl-cu*) puts the library, which no loader path names: PyTorch
-// images built from pip rather than NGC's debs.
-const char* const kWheelGlobs[] = {
-    "/usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2",
-    "/usr/local/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2",
-    "/usr/lib/python3/dist-packages/nvidia/nccl/lib/libnccl.so.2",
-    "/opt/conda/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2",
-};
-
-std::vector<std::string> WheelCandidates() {
-  std::vector<std::string> out;
-  for (const char* pattern : kWheelGlobs) {
-    glob_t g{};
-    if (glob(pattern, 0, nullptr, &g) == 0)
-      for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-    globfree(&g);
-  }
-  return out;
-}
-
-std::string OpenedPath(void* handle, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name[0] != '\0')
-    return map->l_name;
-  return fallback;
-}
-
-Loaded Open() {
-  Loaded l;
-  if (const char* explicit_path = std::getenv("KUBERDMA_NCCL_LIBRARY");
-      explicit_path != nullptr && explicit_path[0] != '\0') {
-    l.handle = dlopen(explicit_path, RTLD_NOW | RTLD_GLOBAL);
-    if (l.handle == nullptr)
-      l.error =
-          std::string("KUBERDMA_NCCL_LIBRARY=") + explicit_path + " cannot be loaded: " + dlerror();
-    else
-      l.path = OpenedPath(l.handle, explicit_path);
-    return l;
-  }
-  // LD_LIBRARY_PATH, the ldconfig cache and the default directories, as for any program.
-  l.handle = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
-  if (l.handle != nullptr) {
-    l.path = OpenedPath(l.handle, "libnccl.so.2");
-    return l;
-  }
-  std::string first = dlerror();
-  for (const auto& c : WheelCandidates()) {
-    l.handle = dlopen(c.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (l.handle != nullptr) {
-      l.path = OpenedPath(l.handle, c);
-      return l;
-    }
-  }
-  const char* ldpath = std::getenv("LD_LIBRARY_PATH");
-  l.error = "NCCL is not in this image: libnccl.so.2 was not found in LD_LIBRARY_PATH (" +
-            std::string(ldpath != nullptr && ldpath[0] != '\0' ? ldpath : "unset") +
-            "), the loader cache (ldconfig -p) or a pip wheel (nvidia/nccl/lib) [" + first +
-            "]; run rdma-validate from the job's own image (NGC images keep NCCL in "
-            "/usr/lib/x86_64-linux-gnu) or set KUBERDMA_NCCL_LIBRARY to the library's path";
-  return l;
-}
-
-const Loaded& Nccl() {
-  static const Loaded loaded = Open();
+const ncclfind::Library& Nccl() {
+  static const ncclfind::Library loaded =
+      ncclfind::Open(std::getenv("KUBERDMA_NCCL_LIBRARY"), kEntryPoints);
   return loaded;
 }
 
 // The loaded library's `name`; a call before LoadNccl() succeeded is a bug in the runner.
 template <typename Fn>
 Fn Symbol(const char* name) {
-  const Loaded& l = Nccl();
-  void* s = l.handle != nullptr ? dlsym(l.handle, name) : nullptr;
+  const ncclfind::Library& l = Nccl();
+  void* s = l.usable() ? dlsym(l.handle, name) : nullptr;
   if (s == nullptr) {
     std::fprintf(stderr, "rdma-validate: %s is not in the loaded NCCL (%s)\n", name,
                  l.handle != nullptr ? l.path.c_str() : l.error.c_str());
@@ -108,9 +59,14 @@ Fn Symbol(const char* name) {
 }  // namespace
 
 bool LoadNccl(std::string* why) {
-  const Loaded& l = Nccl();
-  if (l.handle == nullptr) *why = l.error;
-  return l.handle != nullptr;
+  const ncclfind::Library& l = Nccl();
+  if (!l.usable()) *why = l.error;
+  return l.usable();
+}
+
+std::string NcclUnusable() {
+  const ncclfind::Library& l = Nccl();
+  return l.found() && !l.usable() ? l.error : "";
 }
 
 std::string NcclLibrary() { return Nccl().path; }

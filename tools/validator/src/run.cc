@@ -175,6 +175,13 @@ std::optional<Report> Validator::WithoutNccl(Report& r) const {
   r.nccl_version = NcclVersion();
   r.nccl_library = NcclLibrary();
   std::string why;
+  if (std::string bad = opts_.inventory_only ? "" : NcclUnusable(); !bad.empty()) {
+    // A library that is not NCCL (a wrong KUBERDMA_NCCL_LIBRARY): the setup is wrong, not the node.
+    r.problems.push_back(bad);
+    r.verdict = "fail";
+    r.exit_code = 2;
+    return r;
+  }
   if (!opts_.inventory_only && opts_.require_nccl && !NcclAvailable(&why)) {
     // An init container that proved nothing must not let the pod start.
     r.problems.push_back("NCCL is required (--require-nccl) but cannot run here: " + why +

@@ -16,6 +16,8 @@ std::string NcclVersion() { return ""; }
 
 std::string NcclLibrary() { return ""; }
 
+std::string NcclUnusable() { return ""; }
+
 int GpuCount() { return 0; }
 
 CollectiveOutcome RunCollective(const CollectiveParams& /*unused*/) { return {}; }

@@ -69,8 +69,8 @@ struct Inputs {
   // are looked up under it, except /proc/... paths, which need the host's PID namespace instead.
   std::string host_root;
   std::vector<std::string> gpus;  // topo: the pod's GPUs (PCI addresses); empty: every GPU
-  std::vector<std::string> lib_dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64",
-                                       "/usr/lib64", "/usr/lib"};
+  // NCCL is found as rdma-validate finds it (kuberdma::ncclfind): KUBERDMA_NCCL_LIBRARY (through
+  // getenv), else the dynamic loader's libnccl.so.2, else pip's wheel.
 };
 
 // A host path as this process sees it, given Inputs::host_root.

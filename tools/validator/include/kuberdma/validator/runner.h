@@ -69,6 +69,9 @@ bool NcclAvailable(std::string* why);
 bool LoadNccl(std::string* why);
 // The file of the NCCL that was loaded, or "".
 std::string NcclLibrary();
+// When a library was found but lacks an NCCL entry point the runner calls: what is missing and
+// what to do (rdma-validate exits 2 with it); "" otherwise.
+std::string NcclUnusable();
 // Visible CUDA devices (0 without CUDA).
 int GpuCount();
 // The version of the NCCL that was loaded ("2.28.3"), or "" when none could be.
