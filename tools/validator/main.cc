@@ -252,6 +252,20 @@ bool ApplyOwnGids(Options& o) {
 }
 
 // The fleet report `doc` (and the --baseline report) as a page at `path`; false after saying why.
+// Writes a file a flag named and says so on stderr (stdout may carry --json -): what, where,
+// how big; or why not. Every file-writing flag goes through here.
+bool WriteReported(const char* flag, const std::string& path, const std::string& content,
+                   const std::string& what) {
+  if (auto w = kuberdma::WriteFileAtomic(path, content); !w) {
+    std::fprintf(stderr, "rdma-validate: %s %s: %s\n", flag, path.c_str(),
+                 w.error().message().c_str());
+    return false;
+  }
+  std::fprintf(stderr, "rdma-validate: wrote %s (%zu bytes): %s\n", path.c_str(), content.size(),
+               what.c_str());
+  return true;
+}
+
 bool WriteHtml(const std::string& path, const nlohmann::json& doc, const std::string& baseline) {
   nlohmann::json base;
   if (!baseline.empty()) {
@@ -260,11 +274,9 @@ bool WriteHtml(const std::string& path, const nlohmann::json& doc, const std::st
   }
   auto page = FleetReportHtml(doc, baseline.empty() ? nullptr : &base);
   if (page) {
-    auto w = kuberdma::WriteFileAtomic(path, *page);
-    if (w) return true;
-    std::fprintf(stderr, "rdma-validate: --html %s: %s\n", path.c_str(),
-                 w.error().message().c_str());
-    return false;
+    return WriteReported("--html", path, *page,
+                         "the fleet report as a page, " + std::to_string(doc["nodes"].size()) +
+                             " node(s)" + (baseline.empty() ? "" : ", against " + baseline));
   }
   std::fprintf(stderr, "rdma-validate: %s\n", page.error().message().c_str());
   return false;
@@ -294,7 +306,7 @@ void Write(const std::string& json_path, const std::string& term, const std::str
     if (json_path == "-") {
       std::fputs(out.c_str(), stdout);
     } else {
-      std::ofstream(json_path) << out;
+      (void)WriteReported("--json", json_path, out, "the report as JSON");  // it says why not
     }
   }
   // The kubelet keeps at most 4 KiB of a termination message.
@@ -364,10 +376,8 @@ int Run(int argc, char** argv) {
   if (!c.csv_path.empty()) {
     std::string csv;
     for (const auto& run : r.runs) csv += ResultCsv(run.spec, run.nranks, run.sizes);
-    if (auto w = kuberdma::WriteFileAtomic(c.csv_path, csv); !w) {
-      std::fprintf(stderr, "rdma-validate: --csv %s: %s\n", c.csv_path.c_str(),
-                   w.error().message().c_str());
-    }
+    (void)WriteReported("--csv", c.csv_path, csv,
+                        "each run's sizes as CSV");  // a failure is said; the verdict stands
   }
   return r.exit_code;
 }

@@ -89,5 +89,79 @@ TEST_CASE("Names are escaped; a baseline adds each cell's change; non-reports ar
   CHECK_FALSE(FleetReportHtml(report, &not_a_report));
 }
 
+TEST_CASE("A field of the wrong type is refused, naming it") {
+  json report = Fleet(2, {});
+  json bad = report;
+  bad["nodes"][1]["hcas"][0]["rail"] = "1";
+  auto r = FleetReportHtml(bad, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("nodes[1].hcas[0].rail is string, not a number"));
+  bad = report;
+  bad["rounds"][0]["pairs"][0]["rails"][1]["ok"] = "yes";
+  r = FleetReportHtml(bad, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(),
+             Catch::Contains("rounds[0].pairs[0].rails[1].ok is string, not a boolean"));
+  bad = report;
+  bad["culprits"] = json::array({json{{"node", "node-1"}, {"certain", 1}}});
+  r = FleetReportHtml(bad, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("culprits[0].certain is number"));
+  json base = report;
+  base["nodes"] = json::array({42});
+  r = FleetReportHtml(report, &base);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(),
+             Catch::Contains("the baseline: nodes[0] is number, not an object"));
+}
+
+TEST_CASE("A rail outside 1..64 or too many nodes is refused, naming it") {
+  json report = Fleet(2, {});
+  report["nodes"][0]["hcas"][1]["rail"] = 100000;
+  auto r = FleetReportHtml(report, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("nodes[0].hcas[1].rail is 100000"));
+  json many = Fleet(2, {});
+  for (size_t i = 0; i < kMaxNodes; ++i) many["nodes"].push_back(many["nodes"][0]);
+  r = FleetReportHtml(many, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("at most 10000"));
+}
+
+// The page of a report with `nodes` nodes on 8 rails and one rail named on every node, with a
+// long explanation: its size.
+size_t PageBytes(int nodes, size_t why_bytes) {
+  json report = Fleet(2, {});
+  json node = report["nodes"][0];
+  node["hcas"] = json::array();
+  for (int r = 1; r <= 8; ++r) {
+    node["hcas"].push_back(
+        {{"name", "mlx5_" + std::to_string(r - 1)}, {"rail", r}, {"busbwGBps", 2.0}});
+  }
+  report["nodes"] = json::array();
+  for (int i = 0; i < nodes; ++i) {
+    node["name"] = "node-" + std::to_string(i);
+    report["nodes"].push_back(node);
+  }
+  report["culprits"] = json::array(
+      {json{{"rail", 3}, {"certain", true}, {"why", std::string(why_bytes, 'w')}},
+       json{{"node", "node-1"}, {"certain", true}, {"why", std::string(why_bytes, 'v')}}});
+  auto page = FleetReportHtml(report, nullptr);
+  REQUIRE(page);
+  return page->size();
+}
+
+TEST_CASE(
+    "The page grows linearly with the report: a rail's culprit is not copied into every row") {
+  // Twice the nodes: about twice the page (not four times); a 20 KB explanation costs its own
+  // size a few times (the list, one row of 8 cells at most 400 characters each), not nodes x it.
+  size_t small = PageBytes(100, 100);
+  size_t large = PageBytes(200, 100);
+  CHECK(large < small * 21 / 10);
+  size_t wordy = PageBytes(200, 20000);
+  INFO(small << " " << large << " " << wordy);
+  CHECK(wordy - large < 3 * 20000 + 8 * 400 + 1000);
+}
+
 }  // namespace
 }  // namespace kuberdma::validator

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace kuberdma::validator {
 
@@ -86,6 +87,117 @@ std::string Colour(double ratio) {
   return "hsl(" + Fixed(120 * t, 0) + ",70%," + Fixed(88 - 10 * (1 - t), 0) + "%)";
 }
 
+// The fields the page reads, each of the type it reads it as: a report that holds another names
+// the field (`nodes[2].hcas[0].rail is a string, not a number`), never a bare "internal error".
+class Shape {
+ public:
+  explicit Shape(std::string what) : what_(std::move(what)) {}
+  // `j[key]`, when present, is of `type` ("string", "number", "boolean", "object", "array").
+  bool Field(const json& j, const std::string& path, const char* key, const char* type) {
+    if (!j.is_object() || !j.contains(key) || j[key].is_null()) return true;
+    return Is(j[key], path + (path.empty() ? "" : ".") + key, type);
+  }
+  bool Is(const json& v, const std::string& path, const char* type) {
+    std::string t = type;
+    bool ok = (t == "string" && v.is_string()) || (t == "number" && v.is_number()) ||
+              (t == "boolean" && v.is_boolean()) || (t == "object" && v.is_object()) ||
+              (t == "array" && v.is_array());
+    if (!ok && error_.empty()) {
+      error_ = what_ + ": " + path + " is " + std::string(v.type_name()) + ", not " +
+               (t == "object" || t == "array" ? "an " : "a ") + t;
+    }
+    return ok;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string what_;
+  std::string error_;
+};
+
+void CheckNodes(const json& r, Shape& s) {
+  for (size_t i = 0; i < r["nodes"].size(); ++i) {
+    const json& n = r["nodes"][i];
+    std::string at = "nodes[" + std::to_string(i) + "]";
+    if (!s.Is(n, at, "object")) return;
+    for (const char* k : {"name", "verdict"}) s.Field(n, at, k, "string");
+    s.Field(n, at, "busbwGBps", "number");
+    if (!s.Field(n, at, "hcas", "array") || !n.contains("hcas")) continue;
+    for (size_t h = 0; h < n["hcas"].size(); ++h) {
+      std::string ah = at + ".hcas[" + std::to_string(h) + "]";
+      if (!s.Is(n["hcas"][h], ah, "object")) return;
+      s.Field(n["hcas"][h], ah, "name", "string");
+      for (const char* k : {"rail", "busbwGBps"}) s.Field(n["hcas"][h], ah, k, "number");
+    }
+  }
+}
+
+void CheckLists(const json& r, Shape& s) {
+  for (const char* list : {"culprits", "problems", "notes"}) {
+    if (!s.Field(r, "", list, "array") || !r.contains(list)) continue;
+    for (size_t i = 0; i < r[list].size(); ++i) {
+      const json& x = r[list][i];
+      std::string at = std::string(list) + "[" + std::to_string(i) + "]";
+      if (x.is_string()) continue;
+      if (!s.Is(x, at, "object")) return;
+      for (const char* k : {"node", "hca", "why"}) s.Field(x, at, k, "string");
+      s.Field(x, at, "rail", "number");
+      s.Field(x, at, "certain", "boolean");
+    }
+  }
+}
+
+void CheckRounds(const json& r, Shape& s) {
+  if (!s.Field(r, "", "rounds", "array") || !r.contains("rounds")) return;
+  for (size_t i = 0; i < r["rounds"].size(); ++i) {
+    const json& round = r["rounds"][i];
+    std::string at = "rounds[" + std::to_string(i) + "]";
+    if (!s.Is(round, at, "object")) return;
+    s.Field(round, at, "round", "number");
+    if (!s.Field(round, at, "pairs", "array") || !round.contains("pairs")) continue;
+    for (size_t p = 0; p < round["pairs"].size(); ++p) {
+      const json& pair = round["pairs"][p];
+      std::string ap = at + ".pairs[" + std::to_string(p) + "]";
+      if (!s.Is(pair, ap, "object")) return;
+      for (const char* k : {"a", "b"}) s.Field(pair, ap, k, "string");
+      if (!s.Field(pair, ap, "rails", "array") || !pair.contains("rails")) continue;
+      for (size_t m = 0; m < pair["rails"].size(); ++m) {
+        std::string am = ap + ".rails[" + std::to_string(m) + "]";
+        if (!s.Is(pair["rails"][m], am, "object")) return;
+        s.Field(pair["rails"][m], am, "busbwGBps", "number");
+        s.Field(pair["rails"][m], am, "ok", "boolean");
+        s.Field(pair["rails"][m], am, "error", "string");
+      }
+    }
+  }
+}
+
+// What the page can draw: a rail is a column, so rail numbers are 1..kMaxRails; at most kMaxNodes
+// rows. Past either the report is refused, naming the field, so the page stays linear in the
+// report (each node's row at most kMaxRails cells).
+Result<void> CheckBounds(const json& r, const char* what) {
+  if (r["nodes"].size() > kMaxNodes) {
+    return Fail(ErrorCode::kInvalidArgument,
+                std::string(what) + ": " + std::to_string(r["nodes"].size()) +
+                    " nodes; a page shows at most " + std::to_string(kMaxNodes) +
+                    " (split the fleet's report by rack or rail)");
+  }
+  for (size_t i = 0; i < r["nodes"].size(); ++i) {
+    const json& n = r["nodes"][i];
+    if (!n.contains("hcas")) continue;
+    for (size_t h = 0; h < n["hcas"].size(); ++h) {
+      auto rail = Number(n["hcas"][h], "rail");
+      if (rail && (*rail < 1 || *rail > kMaxRails || *rail != std::floor(*rail))) {
+        return Fail(ErrorCode::kInvalidArgument,
+                    std::string(what) + ": nodes[" + std::to_string(i) + "].hcas[" +
+                        std::to_string(h) + "].rail is " + Fixed(*rail, 0) +
+                        ": rails are numbered 1 to " + std::to_string(kMaxRails));
+      }
+    }
+  }
+  return {};
+}
+
 Result<void> IsFleetReport(const json& j, const char* what) {
   if (!j.is_object() || Text(j, "kind") != "kuberdma-acceptance" || !j.contains("nodes") ||
       !j["nodes"].is_array()) {
@@ -94,7 +206,19 @@ Result<void> IsFleetReport(const json& j, const char* what) {
         std::string(what) +
             " is not a kuberdma-acceptance report (rdma-validate --mode acceptance --json)");
   }
-  return {};
+  Shape s(what);
+  for (const char* k : {"date", "transport", "ncclVersion", "verdict"}) s.Field(j, "", k, "string");
+  s.Field(j, "", "fleetMedianGBps", "number");
+  if (s.Field(j, "", "ring", "object"))
+    s.Field(j.value("ring", json::object()), "ring", "busbwGBps", "number");
+  if (s.Field(j, "", "collective", "object")) {
+    s.Field(j.value("collective", json::object()), "collective", "name", "string");
+  }
+  CheckNodes(j, s);
+  CheckLists(j, s);
+  CheckRounds(j, s);
+  if (!s.error().empty()) return Fail(ErrorCode::kInvalidArgument, s.error());
+  return CheckBounds(j, what);
 }
 
 // Each node's and rail's busbw in a report: (name, rail) -> GB/s, (name, 0) -> the node's.
@@ -147,11 +271,25 @@ struct Page {
   bool has_baseline = false;
 };
 
+// At most this much of a culprit's words in a cell (the list below the table has them whole).
+constexpr size_t kCellWords = 400;
+
+// What marks a cell: a culprit of this cell or this node (its words, at most kCellWords: a row is
+// at most kMaxRails cells), or of this rail on every node (a reference only: a column is every
+// node, and repeating its words there would make the page grow with nodes x words).
 std::string CulpritFor(const Page& p, const std::string& node, int rail) {
   std::string why;
-  for (const CellKey& k : {CellKey{node, rail}, CellKey{node, 0}, CellKey{"", rail}}) {
+  for (const CellKey& k : {CellKey{node, rail}, CellKey{node, 0}}) {
     auto it = p.culprits.find(k);
-    if (it != p.culprits.end()) why += (why.empty() ? "" : "; ") + it->second;
+    if (it == p.culprits.end()) continue;
+    std::string words = it->second.size() > kCellWords
+                            ? it->second.substr(0, kCellWords) + "... (the list below has it all)"
+                            : it->second;
+    why += (why.empty() ? "" : "; ") + words;
+  }
+  if (p.culprits.count({"", rail}) != 0) {
+    why += (why.empty() ? "" : "; ") + std::string("rail ") + std::to_string(rail) +
+           " is named on every node: see Culprits and evidence";
   }
   return why;
 }
@@ -174,8 +312,8 @@ std::string Cell(const Page& p, const json& node, const json& hca, int rail) {
   if (!why.empty()) evidence += "; " + why;
   return "<td class=\"cell" + std::string(why.empty() ? "" : " culprit") + "\"" + attrs +
          " data-ratio=\"" + Fixed(ratio, 3) + "\" style=\"background:" + Colour(ratio) +
-         "\" data-evidence=\"" + Escape(evidence) + "\" title=\"" + Escape(evidence) + "\">" +
-         Fixed(it->second) + "<span class=\"ratio\">" + Fixed(ratio) + "&times;</span>" +
+         "\" data-evidence=\"" + Escape(evidence) + "\">" + Fixed(it->second) +
+         "<span class=\"ratio\">" + Fixed(ratio) + "&times;</span>" +
          (p.has_baseline ? Delta(p.base, {name, rail}, it->second) : "") + "</td>";
 }
 
@@ -184,15 +322,16 @@ std::string Row(const Page& p, const json& node) {
   std::string verdict = Text(node, "verdict");
   std::string o = "<tr><th class=\"node\">" + Escape(name) + " <span class=\"" +
                   (verdict == "pass" ? "pass" : "fail") + "\">" + Escape(verdict) + "</span></th>";
-  const json none = json::object();
-  for (int r = 1; r <= p.rails; ++r) {
-    const json* hca = &none;
-    if (node.contains("hcas") && node["hcas"].is_array()) {
-      for (const auto& h : node["hcas"])
-        if (Number(h, "rail") && static_cast<int>(*Number(h, "rail")) == r) hca = &h;
+  static const json kNone = json::object();
+  // Each HCA by its rail, in one pass (the last of a rail wins, as in the cells' map).
+  std::vector<const json*> by_rail(static_cast<size_t>(p.rails) + 1, &kNone);
+  if (node.contains("hcas") && node["hcas"].is_array()) {
+    for (const auto& h : node["hcas"]) {
+      auto rail = Number(h, "rail");
+      if (rail && *rail >= 1 && *rail <= p.rails) by_rail[static_cast<size_t>(*rail)] = &h;
     }
-    o += Cell(p, node, *hca, r);
   }
+  for (int r = 1; r <= p.rails; ++r) o += Cell(p, node, *by_rail[static_cast<size_t>(r)], r);
   auto it = p.cells.find({name, 0});
   o += "<td>" + (it == p.cells.end() ? std::string("&ndash;") : Fixed(it->second)) +
        (it != p.cells.end() && p.has_baseline ? Delta(p.base, {name, 0}, it->second) : "") +
@@ -268,11 +407,16 @@ std::string Rounds(const json& r) {
   return o + "</table>\n";
 }
 
+// The columns: the highest rail any HCA is on, or, for HCAs without a rail, their count; never
+// more than kMaxRails (CheckBounds refused higher rail numbers).
 int Rails(const json& report) {
   int rails = 0;
   for (const auto& n : report["nodes"]) {
-    if (n.contains("hcas") && n["hcas"].is_array())
-      rails = std::max(rails, static_cast<int>(n["hcas"].size()));
+    if (!n.contains("hcas") || !n["hcas"].is_array()) continue;
+    rails = std::max(rails, static_cast<int>(std::min<size_t>(n["hcas"].size(), kMaxRails)));
+    for (const auto& h : n["hcas"]) {
+      if (auto r = Number(h, "rail")) rails = std::max(rails, static_cast<int>(*r));
+    }
   }
   return rails;
 }

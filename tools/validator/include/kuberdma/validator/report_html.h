@@ -18,7 +18,16 @@
 
 namespace kuberdma::validator {
 
-// kInvalidArgument when `report` (or `baseline`) is not a kuberdma-acceptance report.
+// The page's bounds: rails are columns numbered 1..kMaxRails, nodes are rows, at most kMaxNodes.
+// Within them the page is linear in the report: each row at most kMaxRails cells of bounded size
+// (a culprit's words repeat only along its own row, at most 400 characters a cell), each list
+// entry and pair round once.
+inline constexpr int kMaxRails = 64;
+inline constexpr size_t kMaxNodes = 10000;
+
+// kInvalidArgument when `report` (or `baseline`) is not a kuberdma-acceptance report, names the
+// first field of the wrong type (`nodes[2].hcas[0].rail is string, not a number`), or is past
+// the bounds above.
 Result<std::string> FleetReportHtml(const nlohmann::json& report, const nlohmann::json* baseline);
 
 }  // namespace kuberdma::validator
