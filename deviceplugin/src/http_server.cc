@@ -14,6 +14,8 @@
 #include <list>
 #include <unordered_map>
 
+#include "kuberdma/base/files.h"
+
 namespace kuberdma::deviceplugin {
 
 namespace {
@@ -124,7 +126,7 @@ struct HttpServer::Loop {
     }
   }
 
-  void Respond(Conn& c, const HttpResponse& r, bool head) {
+  void Respond(Conn& c, const HttpResponse& r, bool head) const {
     c.out = Format(r, head);
     c.responding = true;
     epoll_event ev{};
@@ -134,7 +136,7 @@ struct HttpServer::Loop {
   }
 
   // Reads what arrived; answers once the headers are complete. False: close it.
-  bool Read(Conn& c) {
+  bool Read(Conn& c) const {
     char buf[4096];
     for (;;) {
       ssize_t n = ::read(c.fd.get(), buf, sizeof buf);
@@ -243,7 +245,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options, Ha
 HttpServer::~HttpServer() {
   if (thread_.joinable()) {
     uint64_t one = 1;
-    (void)!::write(stop_.get(), &one, sizeof one);
+    (void)WriteAll(stop_.get(), &one, sizeof one);  // the loop wakes on it; nothing to report
     thread_.join();
   }
 }

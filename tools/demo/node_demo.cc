@@ -71,6 +71,7 @@ class NodeDemo {
   bool ShowNode();
   bool LoadObjects();
   void StartDevicePlugin();
+  void WaitForEveryResource(const std::string& config);
   void AllocatePods();
   void Allocate(Pod& pod, std::vector<std::string>& free_ids);
   void AttachRails();
@@ -191,6 +192,22 @@ bool NodeDemo::LoadObjects() {
   return !pods_.empty();
 }
 
+// Every resource's registration and first ListAndWatch answer, not only the one the pods use:
+// a resource whose list has not arrived yet would print 0 slots.
+void NodeDemo::WaitForEveryResource(const std::string& config) {
+  json parsed = json::parse(config, nullptr, false);
+  size_t resources = parsed.is_object() ? parsed.value("configList", json::array()).size() : 0;
+  kubelet_->WaitFor(
+      [&] {
+        const auto& regs = kubelet_->registrations();
+        return regs.size() >= resources &&
+               std::all_of(regs.begin(), regs.end(), [&](const auto& r) {
+                 return !kubelet_->Lists(r.resource_name()).empty();
+               });
+      },
+      std::chrono::milliseconds(5000));
+}
+
 void NodeDemo::StartDevicePlugin() {
   Heading(3, "rdma-device-plugin, with the rendered ConfigMap, registers with a kubelet stand-in");
   std::string dpdir = Dir("kubelet");
@@ -221,19 +238,7 @@ void NodeDemo::StartDevicePlugin() {
     return fail_("the device plugin did not register " + resource_ + " (log: " + dpdir +
                  "/device-plugin.log)");
   }
-  // Every resource's registration and first ListAndWatch answer, not only the one the pods use:
-  // a resource whose list has not arrived yet would print 0 slots.
-  json parsed = json::parse(*config, nullptr, false);
-  size_t resources = parsed.is_object() ? parsed.value("configList", json::array()).size() : 0;
-  kubelet_->WaitFor(
-      [&] {
-        if (kubelet_->registrations().size() < resources) return false;
-        for (const auto& r : kubelet_->registrations()) {
-          if (kubelet_->Lists(r.resource_name()).empty()) return false;
-        }
-        return true;
-      },
-      std::chrono::milliseconds(5000));
+  WaitForEveryResource(*config);
   for (const auto& r : kubelet_->registrations()) {
     const auto& lists = kubelet_->Lists(r.resource_name());
     std::printf("  registered %-12s %4d slot(s)  endpoint %s\n", r.resource_name().c_str(),

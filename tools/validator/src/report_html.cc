@@ -88,7 +88,7 @@ std::string Colour(double ratio) {
 }
 
 // The fields the page reads, each of the type it reads it as: a report that holds another names
-// the field (`nodes[2].hcas[0].rail is a string, not a number`), never a bare "internal error".
+// the field (`nodes[2].hcas[0].rail is string, not a number`), never a bare "internal error".
 class Shape {
  public:
   explicit Shape(std::string what) : what_(std::move(what)) {}
@@ -287,7 +287,7 @@ std::string CulpritFor(const Page& p, const std::string& node, int rail) {
                             : it->second;
     why += (why.empty() ? "" : "; ") + words;
   }
-  if (p.culprits.count({"", rail}) != 0) {
+  if (p.culprits.contains({"", rail})) {
     why += (why.empty() ? "" : "; ") + std::string("rail ") + std::to_string(rail) +
            " is named on every node: see Culprits and evidence";
   }
