@@ -214,9 +214,10 @@ int main(int argc, char** argv) {
   };
   std::vector<double> health = flip(false);
   std::vector<double> evented;
-  bool veth = ::geteuid() == 0 &&
-              std::system("ip link add krbench0 type veth peer name krbench1 2>/dev/null && "
-                          "ip link set krbench1 up && ip link set krbench0 up") == 0;
+  bool veth =
+      ::geteuid() == 0 && std::system(
+                              "ip link add krbench0 type veth peer name krbench1 2>/dev/null && "
+                              "ip link set krbench1 up && ip link set krbench0 up") == 0;
   if (veth) {
     evented = flip(true);
     (void)!std::system("ip link del krbench0 2>/dev/null");
@@ -235,7 +236,8 @@ int main(int argc, char** argv) {
       Pct(a, 0.5), Pct(a, 0.99), Pct(e, 0.5), Pct(e, 0.99), Pct(a, 0.99) / Pct(e, 0.99),
       Pct(a, 0.99) < 2 ? "MET" : "MISSED");
   std::printf(
-      "  health, port poll   median %6.1f ms  max %6.1f ms   (healthPollMs 500)   target < 1000 ms  "
+      "  health, port poll   median %6.1f ms  max %6.1f ms   (healthPollMs 500)   target < 1000 ms "
+      " "
       "%s\n",
       Pct(health, 0.5), *std::max_element(health.begin(), health.end()),
       *std::max_element(health.begin(), health.end()) < 1000 ? "MET" : "MISSED");
@@ -244,7 +246,8 @@ int main(int argc, char** argv) {
   } else {
     double worst = *std::max_element(evented.begin(), evented.end());
     std::printf(
-        "  health, link event  median %6.1f ms  max %6.1f ms   (rtnetlink)          target < 100 ms   "
+        "  health, link event  median %6.1f ms  max %6.1f ms   (rtnetlink)          target < 100 "
+        "ms   "
         "%s\n",
         Pct(evented, 0.5), worst, worst < 100 ? "MET" : "MISSED");
   }
