@@ -28,7 +28,7 @@ DASHBOARD = os.path.join(HERE, "monitoring", "30-grafana-dashboard.yaml")
 # Where the exported metric families are declared.
 SOURCES = [os.path.join(ROOT, "deviceplugin", "src", "metrics.cc"),
            os.path.join(ROOT, "deviceplugin", "src", "port_counters.cc"),
-           os.path.join(ROOT, "tools", "validator", "src", "push_samples.cc")]
+           os.path.join(ROOT, "tools", "validator", "src", "reports", "push_samples.cc")]
 failures = []
 
 

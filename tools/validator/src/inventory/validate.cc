@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "format.h"
+#include "../format.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/netns/netns.h"

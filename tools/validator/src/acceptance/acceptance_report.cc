@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <set>
 
-#include "format.h"
+#include "../format.h"
 #include "kuberdma/validator/acceptance.h"
 
 namespace kuberdma::validator::acceptance {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "format.h"
+#include "../format.h"
 #include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::validator {

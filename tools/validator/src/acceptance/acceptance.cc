@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <set>
 
-#include "format.h"
+#include "../format.h"
 
 namespace kuberdma::validator::acceptance {
 
