@@ -10,18 +10,12 @@
 #include <filesystem>
 
 #include "kuberdma/base/files.h"
+#include "temp_dir.h"
 
 namespace kuberdma::cni {
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/kuberdma-install-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
+using testing::TempDir;
 
 std::string Ours(const std::string& version) {
   return "\x7f"

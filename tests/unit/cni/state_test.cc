@@ -8,18 +8,12 @@
 #include <filesystem>
 
 #include "kuberdma/base/files.h"
+#include "temp_dir.h"
 
 namespace kuberdma::cni {
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/kuberdma-state-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
+using testing::TempDir;
 
 AttachmentRecord Sample() {
   return {.network = "rdma-net",
