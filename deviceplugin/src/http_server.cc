@@ -111,6 +111,10 @@ struct HttpServer::Loop {
   void Accept() {
     for (;;) {
       int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE) && !conns.empty()) {
+        Close(conns.begin());  // out of descriptors: the oldest makes room, or epoll would spin
+        continue;
+      }
       if (fd < 0) return;  // EAGAIN, or a transient error: epoll says when to try again
       if (conns.size() >= opts.max_connections) Close(conns.begin());
       conns.push_back(
