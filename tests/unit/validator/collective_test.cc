@@ -196,19 +196,45 @@ TEST_CASE("An all_gather sweep prints nccl-tests' table layout (golden, syntheti
                                 .count = 67108864,
                                 .out_of_place = {.seconds = 0.0023, .wrong = 3},
                                 .in_place = PlaceResult{.seconds = 0.0024}}};
-  // 16 ranks: busbw is 15/16 of algbw; 128 MiB in 1.2 ms is 111.85 GB/s.
+  // 16 ranks: busbw is 15/16 of algbw; 128 MiB in 1.2 ms is 111.85 GB/s. The lines as nccl-tests
+  // v2.16.9's all_gather_perf prints them (its common.cu format strings), trailing spaces included;
+  // the footer's average is over every place of every size, and a size with wrong elements counts
+  // once per place.
   const std::string golden =
+      "#\n"
       "#                                                              out-of-place                 "
-      "      in-place\n"
+      "      in-place          \n"
       "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
       "time   algbw   busbw #wrong\n"
       "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
-      "(us)  (GB/s)  (GB/s)\n"
+      "(us)  (GB/s)  (GB/s)       \n"
       "   134217728      33554432     float    none      -1   1200.0  111.85  104.86      0   "
       "1250.0  107.37  100.66      0\n"
       "   268435456      67108864     float    none      -1   2300.0  116.71  109.42      3   "
-      "2400.0  111.85  104.86      0\n";
+      "2400.0  111.85  104.86      0\n"
+      "# Out of bounds values : 1 FAILED\n"
+      "# Avg bus bandwidth    : 104.949 \n"
+      "#\n";
   CHECK(ResultTable(s, 16, r) == golden);
+}
+
+TEST_CASE("Times keep nccl-tests' 7 columns at every scale; a clean sweep's footer says OK") {
+  CollectiveSpec s{.kind = Collective::kAllReduce, .type = DataType::kFloat32};
+  std::vector<SizeResult> r = {{.bytes = 8,
+                                .count = 2,
+                                .out_of_place = {.seconds = 12.5e-6},
+                                .in_place = PlaceResult{.seconds = 13e-6}},
+                               {.bytes = size_t{8} << 30,
+                                .count = size_t{2} << 30,
+                                .out_of_place = {.seconds = 0.12345},
+                                .in_place = PlaceResult{.seconds = 1.5}}};
+  std::string t = ResultTable(s, 2, r);
+  // Under 100 us two decimals, from 10 ms none: 123450 us and 1500000 us still fill 7 columns,
+  // so every later column stays where scripts look for it.
+  CHECK_THAT(t, Catch::Contains("     8             2     float     sum      -1    12.50"));
+  CHECK_THAT(t,
+             Catch::Contains("  123450   69.58   69.58      0  1500000    5.73    5.73      0\n"));
+  CHECK_THAT(t, Catch::Contains("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : "));
 }
 
 TEST_CASE("The watchdog waits for every phase a sweep has, each under its own deadline") {

@@ -301,36 +301,75 @@ nlohmann::json PlaceJson(size_t bytes, const PlaceResult& p, double factor) {
 
 }  // namespace
 
+namespace {
+
+// nccl-tests' time column: more digits for shorter times, always 7 wide.
+std::string TimeColumn(double seconds) {
+  double us = seconds * 1e6;
+  char b[32];
+  std::snprintf(b, sizeof b, us >= 10000.0 ? "%7.0f" : (us >= 100.0 ? "%7.1f" : "%7.2f"), us);
+  return b;
+}
+
+// One place's columns, as nccl-tests prints them ("  time  algbw  busbw  #wrong").
+std::string PlaceColumns(size_t bytes, const PlaceResult& p, double factor) {
+  double a = AlgBw(bytes, p.seconds);
+  char b[96];
+  int n = std::snprintf(b, sizeof b, "  %7s  %6.2f  %6.2f  %5g", TimeColumn(p.seconds).c_str(), a,
+                        a * factor, static_cast<double>(p.wrong));
+  return {b, static_cast<size_t>(std::max(0, n))};
+}
+
+std::string TableHeader() {
+  char b[512];
+  std::string out = "#\n";
+  std::snprintf(b, sizeof b,
+                "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place"
+                "          \n",
+                "", "", "", "", "");
+  out += b;
+  std::snprintf(b, sizeof b, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n",
+                "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+                "time", "algbw", "busbw", "#wrong");
+  out += b;
+  std::snprintf(
+      b, sizeof b, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+      "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  return out + b;
+}
+
+}  // namespace
+
+// The layout and footer nccl-tests v2.16 print (its common.cu's format strings): scripts that
+// parse all_reduce_perf's output parse this.
 std::string ResultTable(const CollectiveSpec& s, int nranks, const std::vector<SizeResult>& r) {
   double f = BusFactor(s.kind, nranks);
-  std::string out =
-      "#                                                              out-of-place"
-      "                       in-place\n"
-      "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-      "     time   algbw   busbw #wrong\n"
-      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-      "     (us)  (GB/s)  (GB/s)\n";
+  std::string out = TableHeader();
+  int out_of_bounds = 0;
+  double busbw_sum = 0;
+  int places = 0;
   char line[256];
   for (const auto& x : r) {
-    double a = AlgBw(x.bytes, x.out_of_place.seconds);
-    int n =
-        std::snprintf(line, sizeof line, "%12zu  %12zu  %8s  %6s  %6d  %7.1f  %6.2f  %6.2f  %5llu",
-                      x.bytes, x.count, std::string(Name(s.type)).c_str(), RedOpColumn(s).c_str(),
-                      RootColumn(s), x.out_of_place.seconds * 1e6, a, a * f,
-                      static_cast<unsigned long long>(x.out_of_place.wrong));
+    int n = std::snprintf(line, sizeof line, "%12zu  %12zu  %8s  %6s  %6d", x.bytes, x.count,
+                          std::string(Name(s.type)).c_str(), RedOpColumn(s).c_str(), RootColumn(s));
     out.append(line, static_cast<size_t>(std::max(0, n)));
-    if (x.in_place) {
-      double b = AlgBw(x.bytes, x.in_place->seconds);
-      n = std::snprintf(line, sizeof line, "  %7.1f  %6.2f  %6.2f  %5llu",
-                        x.in_place->seconds * 1e6, b, b * f,
-                        static_cast<unsigned long long>(x.in_place->wrong));
-    } else {
-      n = std::snprintf(line, sizeof line, "  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+    for (const PlaceResult* p : {&x.out_of_place, x.in_place ? &*x.in_place : nullptr}) {
+      if (p == nullptr) {
+        n = std::snprintf(line, sizeof line, "  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+        out.append(line, static_cast<size_t>(std::max(0, n)));
+        continue;
+      }
+      out += PlaceColumns(x.bytes, *p, f);
+      out_of_bounds += p->wrong > 0 ? 1 : 0;
+      busbw_sum += AlgBw(x.bytes, p->seconds) * f;
+      ++places;
     }
-    out.append(line, static_cast<size_t>(std::max(0, n)));
     out += "\n";
   }
-  return out;
+  std::snprintf(line, sizeof line,
+                "# Out of bounds values : %d %s\n# Avg bus bandwidth    : %g \n#\n", out_of_bounds,
+                out_of_bounds != 0 ? "FAILED" : "OK", places > 0 ? busbw_sum / places : 0.0);
+  return out + line;
 }
 
 std::string ResultCsv(const CollectiveSpec& s, int nranks, const std::vector<SizeResult>& r) {
