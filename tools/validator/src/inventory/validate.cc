@@ -601,6 +601,10 @@ std::string Report::Table() const {
   }
   for (const auto& p : problems) o << "  problem: " << p << "\n";
   for (const auto& w : warnings) o << "  warning: " << w << "\n";
+  if (!log_files.empty()) {
+    std::string dir = log_files.front().substr(0, log_files.front().find_last_of('/'));
+    o << "  NCCL logs: " << log_files.size() << " file(s) in " << dir << "\n";
+  }
   o << "  verdict: " << verdict << " (exit " << exit_code << ")\n";
   return o.str();
 }
