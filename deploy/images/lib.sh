@@ -8,12 +8,12 @@ die() {
 
 # This machine's Debian mirror and proxy, as apt uses them (no hardcoded mirror).
 apt_mirror() {
-  apt-get indextargets --format '$(SITE)' 'Identifier: Packages' 'Codename: bookworm' 2>/dev/null | head -1
+  apt-get indextargets --format '$(SITE)' 'Identifier: Packages' 'Codename: bookworm' 2>/dev/null | awk 'NR == 1'
 }
 apt_proxy_env() {
   local http https
-  http=$(apt-config dump --format '%v%n' Acquire::http::Proxy 2>/dev/null | head -1)
-  https=$(apt-config dump --format '%v%n' Acquire::https::Proxy 2>/dev/null | head -1)
+  http=$(apt-config dump --format '%v%n' Acquire::http::Proxy 2>/dev/null | awk 'NR == 1')
+  https=$(apt-config dump --format '%v%n' Acquire::https::Proxy 2>/dev/null | awk 'NR == 1')
   [ -n "$http" ] && export http_proxy="$http"
   [ -n "$https" ] && export https_proxy="$https"
   return 0

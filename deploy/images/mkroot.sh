@@ -23,7 +23,7 @@ owner() {
   local p=$1 r
   r=$(readlink -f "$p")
   for q in "$p" "/usr$p" "$r" "${r#/usr}"; do
-    dpkg-query -S "$q" 2>/dev/null | head -1 | cut -d: -f1 && return 0
+    dpkg-query -S "$q" 2>/dev/null | awk -F: 'NR == 1 {print $1}' | grep . && return 0
   done
   echo "mkroot.sh: no Debian package holds $p (a library outside apt cannot go into the image)" >&2
   return 1

@@ -11,7 +11,8 @@
 # Usage: validator_plain_root.sh ROOT.tar RDMA-VALIDATE [LIBNCCL]   (root: chroot)
 set -euo pipefail
 tar=$1 validator=$2
-nccl=${3:-$(ldconfig -p | awk '/libnccl\.so\.2 / {print $NF; exit}')}
+# awk reads to the end: an early exit would kill ldconfig with SIGPIPE, and pipefail the script.
+nccl=${3:-$(ldconfig -p | awk '/libnccl\.so\.2 / && !found {print $NF; found = 1}')}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 fails=0
 check() { # check DESCRIPTION COMMAND...
@@ -52,7 +53,7 @@ check "no NCCL, --inventory-only: exit 0 (got $rc)" test "$rc" = 0
 if [ -z "$nccl" ] || [ ! -f "$nccl" ]; then
   echo "SKIP finding NCCL: this machine has no libnccl.so.2 to put in the root (CUDA/NCCL not installed)"
 else
-  v=$(strings "$nccl" | grep -oE '^NCCL version [0-9.]+' | head -1 | awk '{print $3}')
+  v=$(strings "$nccl" | grep -oE '^NCCL version [0-9.]+' | awk 'NR == 1 {print $3}')
   found() { # found WHERE ENV...: the report names WHERE and a version
     run "${@:2}" -- --require-nccl --json /r.json >/dev/null 2>&1 || true
     local got

@@ -9,7 +9,7 @@ set -euo pipefail
 cache=$1
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$cache"
-pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-6/ {print $2; exit}')
+pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-6/ && !found {print $2; found = 1}')
 [ -n "$pkg" ] || { echo "mkinitramfs: apt knows no linux-image-amd64 (apt-get update?)" >&2; exit 1; }
 kroot="$cache/$pkg"
 if [ ! -d "$kroot/boot" ]; then
