@@ -137,9 +137,12 @@ double Bare(const SimNode& node, const std::vector<std::string>& pods, const std
   return j.is_discarded() ? 0 : j.value("busbw", 0.0);
 }
 
+// The median; of an even count, the mean of the middle two (the upper one alone biases up).
 double MedianOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  if (v.empty()) return 0;
+  size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 int g_repeats = 5;   // rounds of (rdma-validate, then the bare loop) per collective
