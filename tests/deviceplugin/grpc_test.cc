@@ -294,7 +294,8 @@ void RaiseFdLimit(rlim_t n) {
   }
 }
 
-TEST_CASE("/healthz answers within the probe's second while 300 idle and slow clients hold on") {
+TEST_CASE("/healthz answers within the probe's second while 300 idle and slow clients hold on",
+          "[connections]") {
   RaiseFdLimit(4096);
   Metrics m;
   auto ep = HttpEndpoint::Start(
@@ -329,7 +330,8 @@ TEST_CASE("/healthz answers within the probe's second while 300 idle and slow cl
   }
 }
 
-TEST_CASE("Past the connection cap the oldest connection is closed, never the probe") {
+TEST_CASE("Past the connection cap the oldest connection is closed, never the probe",
+          "[connections]") {
   RaiseFdLimit(4096);
   Metrics m;
   auto ep = HttpEndpoint::Start(
