@@ -566,6 +566,17 @@ std::string Report::CollectiveLines() const {
   return o.str();
 }
 
+namespace {
+
+// Where the NCCL logs are (--log-dir, or the directory rdma-validate made), or "".
+std::string LogsLine(const std::vector<std::string>& log_files) {
+  if (log_files.empty()) return "";
+  std::string dir = log_files.front().substr(0, log_files.front().find_last_of('/'));
+  return "  NCCL logs: " + std::to_string(log_files.size()) + " file(s) in " + dir + "\n";
+}
+
+}  // namespace
+
 std::string Report::Table() const {
   std::ostringstream o;
   o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
@@ -601,11 +612,7 @@ std::string Report::Table() const {
   }
   for (const auto& p : problems) o << "  problem: " << p << "\n";
   for (const auto& w : warnings) o << "  warning: " << w << "\n";
-  if (!log_files.empty()) {
-    std::string dir = log_files.front().substr(0, log_files.front().find_last_of('/'));
-    o << "  NCCL logs: " << log_files.size() << " file(s) in " << dir << "\n";
-  }
-  o << "  verdict: " << verdict << " (exit " << exit_code << ")\n";
+  o << LogsLine(log_files) << "  verdict: " << verdict << " (exit " << exit_code << ")\n";
   return o.str();
 }
 
