@@ -251,7 +251,6 @@ bool ApplyOwnGids(Options& o) {
   return true;
 }
 
-// The fleet report `doc` (and the --baseline report) as a page at `path`; false after saying why.
 // Writes a file a flag named and says so on stderr (stdout may carry --json -): what, where,
 // how big; or why not. Every file-writing flag goes through here.
 bool WriteReported(const char* flag, const std::string& path, const std::string& content,
@@ -266,6 +265,7 @@ bool WriteReported(const char* flag, const std::string& path, const std::string&
   return true;
 }
 
+// The fleet report `doc` (and the --baseline report) as a page at `path`; false after saying why.
 bool WriteHtml(const std::string& path, const nlohmann::json& doc, const std::string& baseline) {
   nlohmann::json base;
   if (!baseline.empty()) {
