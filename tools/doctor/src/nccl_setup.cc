@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 
 #include "internal.h"
 #include "kuberdma/ncclfind/ncclfind.h"
@@ -12,8 +11,6 @@
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::doctor::internal {
-
-namespace fs = std::filesystem;
 
 void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v) {
   if (Env(in, "NCCL_IB_DISABLE") == "1" && !visible.empty()) {
@@ -124,16 +121,23 @@ void CheckMemlock(View& v) {
   }
 }
 
+namespace {
+
+// The NCCL this pod's processes load, found as rdma-validate finds it (kuberdma::ncclfind).
+ncclfind::Library PodNccl(const Inputs& in) {
+  std::string path = Env(in, "KUBERDMA_NCCL_LIBRARY");
+  return ncclfind::Open(path.c_str(), {"ncclGetVersion"});
+}
+
+}  // namespace
+
 std::string NcclLibraryVersion(const Inputs& in) {
-  auto nccl =
-      ncclfind::Open(in.getenv ? in.getenv("KUBERDMA_NCCL_LIBRARY") : nullptr, {"ncclGetVersion"});
+  auto nccl = PodNccl(in);
   return nccl.usable() ? nccl.version : "";
 }
 
-// The NCCL this pod's processes load, found as rdma-validate finds it (kuberdma::ncclfind).
 void CheckNcclVersion(const Inputs& in, View& v) {
-  auto nccl =
-      ncclfind::Open(in.getenv ? in.getenv("KUBERDMA_NCCL_LIBRARY") : nullptr, {"ncclGetVersion"});
+  auto nccl = PodNccl(in);
   if (!nccl.usable() || nccl.version.empty()) {
     Add(v, "nccl-version", Status::kWarn,
         nccl.error.empty() ? nccl.path + " gives no version" : nccl.error,
