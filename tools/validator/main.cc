@@ -161,8 +161,13 @@ void AddRunOptions(CLI::App& app, Cli& c) {
                  "seconds for communicator init and each collective phase")
       ->check(CLI::Range(1, 3600));
   app.add_option("--min-busbw", o.min_busbw_gbps, "fail below this busbw (GB/s)");
-  app.add_option("--min-busbw-fraction", o.min_busbw_fraction,
-                 "fail below this fraction of the ports' link rate");
+  app.add_option("--min-line-rate,--min-busbw-fraction", o.min_line_rate,
+                 "fail an HCA whose part of the largest size's bandwidth is below this fraction of "
+                 "its port rate (default 0.5; 0: off; no rate known: skipped with a warning)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--allow-no-gdr", o.allow_no_gdr,
+               "warn instead of failing when NCCL stages an HCA's traffic through host memory "
+               "although a GPU shares its PCIe switch (no nvidia-peermem or DMA-BUF here)");
   app.add_option("--min-share", o.min_share,
                  "each device must carry this fraction of an even split")
       ->check(CLI::Range(0.0, 1.0));

@@ -190,17 +190,22 @@ TEST_CASE(
   CHECK_FALSE(s.devices[1].present);
 }
 
-// A judged run over two RoCE HCAs: counters, NCCL's log and the collective's outcome.
+// A judged run over two RoCE HCAs (400 Gb/s ports): counters, NCCL's log and the collective's
+// outcome. 256 MiB in 5 ms between two ranks is 53.7 GB/s busbw, 0.54 of line rate per HCA.
 struct Judged {
   explicit Judged(uint64_t mlx5_1_words = 500000000, const std::string& extra_log = "",
-                  bool init_ok = true) {
+                  bool init_ok = true, double seconds = 0.005,
+                  std::map<std::string, std::string> env = {},
+                  const std::function<void(Options&)>& tune = nullptr, int local_ranks = 1) {
     root = std::make_unique<sysfs::SysfsRoot>(Fx("sysfs/roce8"));
     Options o = Ib("mlx5_0,mlx5_1");
     o.bytes = 256u << 20;
     o.min_busbw_gbps = 1;
-    v = std::make_unique<Validator>(o, *root, links, Env({}));
+    if (tune) tune(o);
+    v = std::make_unique<Validator>(o, *root, links, Env(std::move(env)));
     r = v->Inventory();
     r.world_size = 2;
+    r.local_ranks = local_ranks;
     Snapshot before, after;
     before.bytes = {{"mlx5_0", {0xfffffff0ULL, 1000}}, {"mlx5_1", {0, 0}}};
     after.bytes = {{"mlx5_0", {0x1dcd6500ULL, 500001000}},
@@ -214,7 +219,7 @@ struct Judged {
                   .init_ok = init_ok,
                   .ok = init_ok,
                   .verified = init_ok,
-                  .seconds_per_iter = 0.05}};
+                  .seconds_per_iter = seconds}};
     NcclLog log;
     log.AddText(
         "x NCCL INFO NCCL version 2.28.3+cuda13.0\n"
@@ -248,7 +253,11 @@ TEST_CASE(
   CHECK(j.r.devices[0].error_deltas.at("symbol_error") == 3);
   CHECK(j.r.warnings.size() == 2);  // the leaked HCAs and symbol_error
   CHECK(j.r.devices[1].nccl_channels == 1);
-  CHECK(j.r.bandwidth.busbw_gbps == Approx(static_cast<double>(256u << 20) / 0.05 / 1e9));
+  CHECK(j.r.bandwidth.busbw_gbps == Approx(static_cast<double>(256u << 20) / 0.005 / 1e9));
+  CHECK(j.r.devices[0].line_rate_gbps == 400);
+  CHECK(j.r.devices[0].line_rate_fraction ==
+        Approx(j.r.bandwidth.busbw_gbps * j.r.devices[0].share / 50));
+  CHECK(j.r.devices[0].gpu_direct == "yes");
   auto doc = j.r.ToJson();
   for (const char* k : {"version", "verdict", "exitCode", "mode", "transport", "rank", "worldSize",
                         "devices", "unexpected", "nccl", "collective", "problems", "warnings"}) {
@@ -257,6 +266,157 @@ TEST_CASE(
   CHECK(doc["devices"][1]["chosenByNccl"] == true);
   CHECK(doc["collective"]["busbwGBps"].get<double>() > 1);
   CHECK_THAT(j.r.Summary(), Catch::StartsWith("rdma-validate: pass, busbw"));
+}
+
+TEST_CASE("GPUDirect RDMA as NCCL 2.18, 2.21 and 2.28 print it: per HCA and per channel") {
+  NcclLog old;
+  old.AddText(*ReadFile(Fx("nccl/gdr-2.18.5.log")));
+  CHECK(old.gdr().at("mlx5_0").direct_channels == 2);
+  CHECK(old.gdr().at("mlx5_0").supported == 1);
+  CHECK(old.gdr().at("mlx5_0").too_far.empty());
+  CHECK(old.gdr().at("mlx5_1").staged_channels == 2);
+  CHECK(old.gdr().at("mlx5_1").direct_channels == 0);
+  CHECK(old.gdr().at("mlx5_1").too_far == "distance 6 > 4");  // "HCA 1": the index in decimal
+
+  NcclLog mid;  // from 2.21 the HCA is a hex topology id: "HCA 11" is index 17
+  mid.AddText(*ReadFile(Fx("nccl/gdr-2.21.5.log")));
+  CHECK(mid.gdr().at("mlx5_17").too_far == "distance 7 > 5");
+  CHECK(mid.gdr().at("mlx5_17").staged_channels == 1);
+  CHECK(mid.gdr().at("mlx5_16").direct_channels == 1);
+  CHECK_FALSE(mid.gdr().contains("mlx5_11"));
+
+  NcclLog now;
+  now.AddText(*ReadFile(Fx("nccl/gdr-2.28.3.log")));
+  CHECK(now.gdr().at("mlx5_1").supported == 0);  // no nvidia-peermem, no DMA-BUF
+  CHECK(now.gdr().at("mlx5_1").staged_channels == 2);
+  CHECK(now.gdr().at("mlx5_0").direct_channels == 1);
+  // A merged device's halves, and 2.26's "/GDRDMA(PCI)" behind PXN's "(1)".
+  CHECK(now.gdr().at("mlx5_3").supported == 1);
+  CHECK(now.gdr().at("mlx5_3").direct_channels == 1);
+  CHECK(now.gdr().at("mlx5_2").direct_channels == 1);
+  CHECK(now.channels().at("mlx5_3") == 1);
+}
+
+// A two-HCA run on the 8-GPU fixture (every HCA shares a PCIe switch with two GPUs) judged with
+// `log` as NCCL's account.
+Report JudgeWithLog(const std::string& log_text, bool allow_no_gdr = false,
+                    std::map<std::string, std::string> env = {}) {
+  link::NetlinkLinkOps links;
+  Options o = Ib("mlx5_0,mlx5_1");
+  o.allow_no_gdr = allow_no_gdr;
+  o.min_line_rate = 0;
+  Validator v(o, sysfs::SysfsRoot(Fx("sysfs/roce8")), links, Env(std::move(env)));
+  Report r = v.Inventory();
+  r.world_size = 2;
+  Snapshot before, after;
+  before.bytes = {{"mlx5_0", {0, 0}}, {"mlx5_1", {0, 0}}};
+  after.bytes = {{"mlx5_0", {1u << 28, 1u << 28}}, {"mlx5_1", {1u << 28, 1u << 28}}};
+  CollectiveOutcome run;
+  run.ranks = {{.rank = 0,
+                .reported = true,
+                .init_ok = true,
+                .ok = true,
+                .verified = true,
+                .seconds_per_iter = 0.005}};
+  NcclLog log;
+  log.AddText(
+      "x NCCL INFO NCCL version 2.28.3+cuda13.0\n"
+      "x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>\n"
+      "x NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"
+      "x NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1\n" +
+      log_text);
+  v.Judge(r, before, after, run, log);
+  return r;
+}
+
+std::string All(const std::vector<std::string>& v) {
+  std::string all;
+  for (const auto& p : v) all += p + "\n";
+  return all;
+}
+
+TEST_CASE("An HCA NCCL staged through host memory beside a GPU fails, naming the likely cause") {
+  SECTION("no nvidia-peermem and no DMA-BUF: NCCL said the HCA cannot") {
+    Report r = JudgeWithLog("x NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'\n");
+    CHECK(r.verdict == "fail");
+    REQUIRE(r.problems.size() == 1);
+    CHECK_THAT(r.problems[0],
+               Catch::StartsWith("mlx5_1: NCCL staged 1 of its 1 channel(s) through host memory "
+                                 "(no GPUDirect RDMA) although a GPU shares its PCIe switch (P"));
+    CHECK_THAT(r.problems[0], Catch::Contains("nvidia-peermem is not loaded and DMA-BUF"));
+    CHECK_THAT(r.problems[0], Catch::Contains("--allow-no-gdr"));
+    CHECK(r.devices[0].gpu_direct == "yes");
+    CHECK(r.devices[1].gpu_direct == "no");
+    CHECK(r.ToJson()["devices"][1]["gpuDirect"]["used"] == "no");
+    CHECK_THAT(r.Table(), Catch::Contains("GPUDirect RDMA: no (nearest GPU: P"));
+  }
+  SECTION("the GPU too far in NCCL's eyes: pairing or ACS, and a GDR level the user set") {
+    Report r =
+        JudgeWithLog("x NCCL INFO GPU Direct RDMA Disabled for GPU 0 / HCA 1 (distance 9 > 5)\n",
+                     false, {{"NCCL_NET_GDR_LEVEL", "LOC"}});
+    REQUIRE(r.problems.size() == 1);
+    CHECK_THAT(r.problems[0], Catch::Contains("too far from it (distance 9 > 5"));
+    CHECK_THAT(r.problems[0], Catch::Contains("pcie-acs"));
+    CHECK_THAT(r.problems[0], Catch::Contains("NCCL_NET_GDR_LEVEL=LOC is set"));
+  }
+  SECTION("--allow-no-gdr makes it a warning") {
+    Report r = JudgeWithLog("", true);
+    CHECK(r.verdict == "pass");
+    CHECK_THAT(All(r.warnings), Catch::Contains("mlx5_1: NCCL staged 1 of its 1 channel(s)"));
+    CHECK_THAT(All(r.warnings), Catch::Contains("NCCL's log does not say why"));
+  }
+  SECTION("an HCA with some channels direct is noted, not failed (far ranks' channels)") {
+    Report r = JudgeWithLog("x NCCL INFO Channel 02/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA\n");
+    CHECK(r.verdict == "pass");
+    CHECK(r.devices[1].gpu_direct == "partly");
+    CHECK_THAT(All(r.devices[1].notes), Catch::Contains("staged 1 of its 2 channel(s)"));
+  }
+}
+
+TEST_CASE("Each HCA's part of the bandwidth is held to a fraction of its line rate") {
+  SECTION("a slow run fails naming the HCA, its fraction and the floor") {
+    Judged j(500000000, "", true, 0.05);  // 5.4 GB/s busbw: 0.05 of 400 Gb/s
+    CHECK(j.r.verdict == "fail");
+    CHECK_THAT(j.Problems(), Catch::Matches("(.|\\n)*mlx5_0: 2\\.[0-9]+ GB/s is 0\\.05 of its 400 "
+                                            "Gb/s line rate \\(50\\.0 GB/s\\); the floor is 0\\.50 "
+                                            "\\(--min-line-rate\\)(.|\\n)*"));
+    CHECK(j.r.ToJson()["devices"][0]["lineRate"]["fraction"].get<double>() < 0.06);
+  }
+  SECTION("--min-line-rate 0 turns it off; a lower floor passes the same run") {
+    Judged off(500000000, "", true, 0.05, {}, [](Options& o) { o.min_line_rate = 0; });
+    CHECK(off.r.verdict == "pass");
+    Judged low(500000000, "", true, 0.05, {}, [](Options& o) { o.min_line_rate = 0.02; });
+    CHECK(low.r.verdict == "pass");
+  }
+  SECTION("several local ranks: the pod's NICs moved busbw for each of them") {
+    Judged one(500000000, "", true, 0.02);  // 13.4 GB/s busbw a rank: 0.13 of line rate
+    CHECK(one.r.verdict == "fail");
+    Judged four(500000000, "", true, 0.02, {}, nullptr, 4);  // four ranks' worth: 0.54
+    INFO(four.Problems());
+    CHECK(four.r.verdict == "pass");
+    const auto& d = four.r.devices[0];
+    CHECK(d.line_rate_fraction == Approx(4 * four.r.bandwidth.busbw_gbps * d.share / 50));
+  }
+  SECTION("the Socket transport's netdevs skip it, saying so") {
+    link::NetlinkLinkOps links;
+    Options o;
+    o.transport = Transport::kSocket;
+    o.expect = "lo";
+    Validator v(o, sysfs::SysfsRoot(Fx("sysfs/roce8")), links, Env({}));
+    Report r = v.Inventory();
+    r.world_size = 2;
+    CollectiveOutcome run;
+    run.ranks = {{.rank = 0,
+                  .reported = true,
+                  .init_ok = true,
+                  .ok = true,
+                  .verified = true,
+                  .seconds_per_iter = 0.05}};
+    v.Judge(r, Snapshot{}, Snapshot{}, run, NcclLog{});
+    REQUIRE(r.bandwidth.busbw_gbps > 0);
+    CHECK_THAT(All(r.warnings), Catch::Contains("line-rate floor not applied: the Socket "
+                                                "transport's netdevs report no port rate"));
+  }
 }
 
 TEST_CASE("An HCA that carried almost nothing fails the run, by name") {
@@ -468,13 +628,13 @@ TEST_CASE("The verbs probe is judged per rail: its result, the port counters, --
   nlohmann::json rails = {{{"hca", "mlx5_0"},
                            {"ok", true},
                            {"bytes", written},
-                           {"writeGBps", 20.0},
+                           {"writeGBps", 45.0},
                            {"latencyUs", 2.5},
                            {"gidIndex", 3}},
                           {{"hca", "mlx5_1"},
                            {"ok", true},
                            {"bytes", written},
-                           {"writeGBps", 20.0},
+                           {"writeGBps", 45.0},
                            {"latencyUs", 2.5}},
                           {{"hca", "mlx5_2"},
                            {"ok", false},
@@ -491,7 +651,8 @@ TEST_CASE("The verbs probe is judged per rail: its result, the port counters, --
   CHECK_THAT(all, !Catch::Contains("mlx5_0"));
   CHECK(r.devices[0].carried_traffic);
   CHECK_FALSE(r.devices[1].carried_traffic);
-  CHECK_THAT(r.devices[0].notes.back(), Catch::Contains("GID index 3, RDMA write 20.0000 GB/s"));
+  CHECK_THAT(r.devices[0].notes.back(), Catch::Contains("GID index 3, RDMA write 45.0000 GB/s"));
+  CHECK(r.devices[0].line_rate_fraction == Approx(0.9));
   auto doc = r.ToJson();
   CHECK(doc["transport"] == "verbs");
   CHECK(doc["verbs"] == rails);
@@ -501,6 +662,9 @@ TEST_CASE("The verbs probe is judged per rail: its result, the port counters, --
   v.JudgeVerbs(slow, nlohmann::json::array({rails[0]}), before, after);
   CHECK_THAT(slow.problems.front(),
              Catch::Contains("mlx5_0: RDMA write 5.0000 GB/s is below --min-busbw 10.0000 GB/s"));
+  CHECK_THAT(All(slow.problems),
+             Catch::Contains("mlx5_0: RDMA write 5.00 GB/s is 0.10 of its 400 Gb/s line rate; "
+                             "the floor is 0.50 (--min-line-rate)"));
 }
 
 }  // namespace

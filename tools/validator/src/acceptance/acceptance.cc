@@ -317,7 +317,8 @@ bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes
   for (const auto& [rank, info] : nodes) {
     double rate = 0;
     for (const auto& h : info.hcas) rate += h.rate_gbps;
-    if (t.min_link_fraction > 0 && rate > 0 && ring.busbw_gbps < t.min_link_fraction * rate / 8) {
+    double node_gbps = ring.busbw_gbps * std::max(1, ring.local_ranks);
+    if (t.min_link_fraction > 0 && rate > 0 && node_gbps < t.min_link_fraction * rate / 8) {
       return true;
     }
     auto tr = ring.traffic.find(rank);

@@ -58,7 +58,9 @@ std::optional<double> HcaBusbw(const Inputs& in, const Localisation& loc, int ra
 
 void RingProblems(FleetReport& rep) {
   const Inputs& in = rep.in;
-  if (!in.ring.ran) rep.problems.emplace_back("the ring AllReduce across the fleet did not run");
+  // The verbs rail sweep has no ring: pair rounds of RDMA writes are all it runs.
+  if (!in.ring.ran && in.transport != "verbs")
+    rep.problems.emplace_back("the ring AllReduce across the fleet did not run");
   for (const auto& p : in.ring.problems) rep.problems.push_back("ring: " + p);
   const Thresholds& t = in.thresholds;
   if (in.ring.ok && t.min_busbw_gbps > 0 && in.ring.busbw_gbps < t.min_busbw_gbps) {
@@ -117,6 +119,37 @@ void RelativeProblems(FleetReport& rep) {
   }
 }
 
+// Each HCA's median against its port rate (the line-rate floor), and the HCAs it cannot apply
+// to said once for the fleet.
+void LineRateProblems(FleetReport& rep) {
+  double floor = rep.in.thresholds.min_link_fraction;
+  if (floor <= 0) return;
+  std::vector<std::string> unknown;
+  for (const auto& [rank, info] : rep.in.nodes) {
+    NodeVerdict& v = rep.nodes[rank];
+    for (const auto& h : info.hcas) {
+      if (h.rate_gbps <= 0) {
+        unknown.push_back(info.name + "/" + h.name);
+        continue;
+      }
+      const auto& bw = v.hca_busbw[h.name];
+      if (bw && *bw < floor * h.rate_gbps / 8) {
+        char line[200];
+        std::snprintf(
+            line, sizeof line, "%s: busbw %s is %.2f of its %.0f Gb/s line rate (floor %.2f)",
+            h.name.c_str(), GbUnit(*bw).c_str(), *bw / (h.rate_gbps / 8), h.rate_gbps, floor);
+        v.problems.emplace_back(line);
+      }
+    }
+  }
+  if (unknown.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unknown.size() && i < 8; ++i) list += (i ? ", " : "") + unknown[i];
+  if (unknown.size() > 8) list += " and " + std::to_string(unknown.size() - 8) + " more";
+  rep.notes.push_back("line-rate floor not applied to " + std::to_string(unknown.size()) +
+                      " HCA(s) with no known port rate (netdevs, software RDMA): " + list);
+}
+
 void BaselineProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
   std::string why;
   if (!BaselineComparable(in, &why)) return;
@@ -173,6 +206,7 @@ FleetReport Evaluate(Inputs in) {
   }
   for (const auto& [rank, info] : rep.in.nodes) rep.nodes[rank] = JudgeNode(rep, info);
   RelativeProblems(rep);
+  LineRateProblems(rep);
   for (const auto& [rank, info] : rep.in.nodes) {
     NodeVerdict& v = rep.nodes[rank];
     BaselineProblems(rep.in, info, v);
@@ -235,6 +269,8 @@ json NodeJson(const FleetReport& rep, const NodeInfo& info) {
               {"firmware", h.firmware},
               {"busbwGBps", OptionalNumber(v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name)
                                                                         : std::nullopt)}};
+    const auto& bw = v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name) : std::nullopt;
+    if (bw && h.rate_gbps > 0) j["lineRateFraction"] = *bw / (h.rate_gbps / 8);
     if (tr != rep.in.ring.traffic.end() && tr->second.contains(h.name)) {
       j["bytes"] = tr->second.at(h.name).bytes;
       j["share"] = tr->second.at(h.name).share;
@@ -320,7 +356,10 @@ std::string FleetReport::Summary() const {
   char ring[64];
   std::snprintf(ring, sizeof ring, "%.2f", in.ring.busbw_gbps);
   std::string s = "rdma-acceptance: " + verdict + ", " + std::to_string(in.nodes.size()) +
-                  " node(s), ring busbw " + ring + " GB/s";
+                  " node(s), " +
+                  (!in.ring.ran && in.transport == "verbs"
+                       ? "rail sweep of " + std::to_string(in.rounds.size()) + " round(s)"
+                       : "ring busbw " + std::string(ring) + " GB/s");
   for (const auto& c : localisation.culprits) {
     s += std::string(c.certain ? "; culprit " : "; suspect ") + Who(in, c) + Where(c);
   }
@@ -336,9 +375,13 @@ std::string FleetReport::Table() const {
   std::string o = "rdma-validate acceptance: " + std::to_string(in.nodes.size()) + " node(s), " +
                   in.transport + ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version) +
                   "\n";
-  std::snprintf(line, sizeof line, "  ring: %d ranks, busbw %.2f GB/s%s\n", in.ring.ranks,
-                in.ring.busbw_gbps, in.ring.ok ? " (verified)" : " (FAILED)");
-  o += line;
+  if (in.ring.ran || in.transport != "verbs") {
+    std::snprintf(line, sizeof line, "  ring: %d ranks, busbw %.2f GB/s%s\n", in.ring.ranks,
+                  in.ring.busbw_gbps, in.ring.ok ? " (verified)" : " (FAILED)");
+    o += line;
+  } else {
+    o += "  rail sweep (verbs): RDMA write GB/s per rail of each pair, no NCCL\n";
+  }
   for (size_t r = 0; r < in.rounds.size(); ++r) {
     o += "  round " + std::to_string(r + 1) + ":";
     for (const auto& p : in.rounds[r]) {
@@ -359,8 +402,13 @@ std::string FleetReport::Table() const {
                   v.busbw_gbps ? GbUnit(*v.busbw_gbps).c_str() : "-");
     o += line;
     for (const auto& h : info.hcas) {
-      auto bw = v.hca_busbw.contains(h.name) ? v.hca_busbw.at(h.name) : std::nullopt;
-      o += "  " + h.name + " " + (bw ? GbUnit(*bw) : "-");
+      auto it = v.hca_busbw.find(h.name);
+      double bw = it != v.hca_busbw.end() && it->second ? *it->second : -1;
+      o += "  " + h.name + " " + (bw >= 0 ? GbUnit(bw) : "-");
+      if (bw >= 0 && h.rate_gbps > 0) {
+        std::snprintf(line, sizeof line, " (%.2f of line rate)", bw / (h.rate_gbps / 8));
+        o += line;
+      }
     }
     o += "\n";
   }

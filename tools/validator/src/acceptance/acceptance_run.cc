@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/validator/coordinator.h"
+#include "kuberdma/validator/verbs.h"
 
 namespace kuberdma::validator {
 
@@ -31,23 +33,41 @@ std::string HostName() {
   return host;
 }
 
+// This node as the coordinator sees it: its inventory's verdict and, rail by rail, each HCA's
+// firmware and port rate (none for a software device: the line-rate floor cannot apply).
+NodeInfo DescribeNode(const Validator& v, const Report& inv, const std::string& node) {
+  NodeInfo n{
+      .name = node, .ok = inv.exit_code == 0 && inv.problems.empty(), .problems = inv.problems};
+  for (const auto& d : inv.devices) {
+    acceptance::HcaSpec h{.name = d.name};
+    if (auto hca = sysfs::ReadHca(v.root(), d.name, sysfs::HcaDetail::kPorts)) {
+      h.firmware = hca->fw_version;
+      for (const auto& p : hca->ports) {
+        if (hca->bus != sysfs::BusKind::kVirtual) h.rate_gbps += p.rate_gbps;
+      }
+    }
+    n.hcas.push_back(h);
+  }
+  return n;
+}
+
+// Each device's bytes over a task and its share of the node's.
+void FoldTraffic(const Report& inv, const Snapshot& before, const Snapshot& after, TaskResult& r) {
+  uint64_t total = 0;
+  for (const auto& d : inv.devices) total += BytesMoved(before, after, d.name);
+  for (const auto& d : inv.devices) {
+    uint64_t b = BytesMoved(before, after, d.name);
+    r.traffic[d.name] = {b, total > 0 ? static_cast<double>(b) / static_cast<double>(total) : 0};
+  }
+}
+
 class NcclAgent final : public acceptance::NodeAgent {
  public:
   NcclAgent(Validator& v, Report inventory, std::string node, std::string log_dir)
       : v_(v), inv_(std::move(inventory)), node_(std::move(node)), log_dir_(std::move(log_dir)) {}
 
   NodeInfo Describe() override {
-    NodeInfo n{.name = node_,
-               .ok = inv_.exit_code == 0 && inv_.problems.empty(),
-               .problems = inv_.problems};
-    for (const auto& d : inv_.devices) {
-      acceptance::HcaSpec h{.name = d.name};
-      if (auto hca = sysfs::ReadHca(v_.root(), d.name, sysfs::HcaDetail::kPorts)) {
-        h.firmware = hca->fw_version;
-        for (const auto& p : hca->ports) h.rate_gbps += p.rate_gbps;
-      }
-      n.hcas.push_back(h);
-    }
+    NodeInfo n = DescribeNode(v_, inv_, node_);
     std::string why;
     if (n.ok && !NcclAvailable(&why)) {
       n.ok = false;
@@ -65,7 +85,7 @@ class NcclAgent final : public acceptance::NodeAgent {
     TaskResult r;
     for (size_t i = 0; i < task.jobs.size(); ++i)
       r.jobs.push_back(Fold(task.jobs[i], params[i], outcomes[i]));
-    Traffic(before, after, r);
+    FoldTraffic(inv_, before, after, r);
     for (size_t i = 0; i < task.jobs.size(); ++i) {
       if (task.jobs[i].tag == "ring") CheckChoice(outcomes[i], r);
     }
@@ -126,15 +146,6 @@ class NcclAgent final : public acceptance::NodeAgent {
     return r;
   }
 
-  void Traffic(const Snapshot& before, const Snapshot& after, TaskResult& r) const {
-    uint64_t total = 0;
-    for (const auto& d : inv_.devices) total += BytesMoved(before, after, d.name);
-    for (const auto& d : inv_.devices) {
-      uint64_t b = BytesMoved(before, after, d.name);
-      r.traffic[d.name] = {b, total > 0 ? static_cast<double>(b) / static_cast<double>(total) : 0};
-    }
-  }
-
   // The ring must have gone through every device of this node, as NCCL's own log says.
   void CheckChoice(const CollectiveOutcome& out, TaskResult& r) const {
     NcclLog log;
@@ -152,6 +163,73 @@ class NcclAgent final : public acceptance::NodeAgent {
   Report inv_;
   std::string node_;
   std::string log_dir_;
+};
+
+// --transport verbs: the rail sweep. Every job is one rail of one pair: the verbs probe between
+// the two nodes' HCAs of that rail (the job's first rank listens on its bootstrap port, the other
+// connects), all of a task's rails at once; its figure is the RDMA write bandwidth, and a rail
+// whose port counters did not move the bytes it wrote failed (the traffic went elsewhere).
+class VerbsAgent final : public acceptance::NodeAgent {
+ public:
+  VerbsAgent(Validator& v, Report inventory, std::string node)
+      : v_(v), inv_(std::move(inventory)), node_(std::move(node)) {}
+
+  NodeInfo Describe() override { return DescribeNode(v_, inv_, node_); }
+
+  TaskResult Execute(const Task& task) override {
+    std::vector<JobResult> results(task.jobs.size());
+    std::vector<uint64_t> written(task.jobs.size(), 0);
+    Snapshot before = v_.ReadCounters(inv_);
+    {
+      std::vector<std::jthread> rails;
+      for (size_t i = 0; i < task.jobs.size(); ++i)
+        rails.emplace_back([&, i] { results[i] = Probe(task.jobs[i], &written[i]); });
+    }
+    Snapshot after = v_.ReadCounters(inv_);
+    TaskResult r;
+    for (size_t i = 0; i < task.jobs.size(); ++i) {
+      const auto& devices = task.jobs[i].devices;
+      uint64_t moved = devices.empty() ? 0 : BytesMoved(before, after, devices.front());
+      if (results[i].ok && moved < written[i]) {
+        results[i].ok = false;
+        results[i].error = devices.front() + ": its port counters moved " + std::to_string(moved) +
+                           " bytes, less than the " + std::to_string(written[i]) +
+                           " the probe wrote: the traffic did not go through this HCA";
+      }
+    }
+    r.jobs = std::move(results);
+    FoldTraffic(inv_, before, after, r);
+    return r;
+  }
+
+ private:
+  JobResult Probe(const acceptance::Job& job, uint64_t* written) const {
+    const Options& o = v_.options();
+    JobResult r{.tag = job.tag};
+    bool server = !job.ranks.empty() && job.ranks.front() == 0;
+    auto answer = VerbsProbe({{"role", server ? "server" : "client"},
+                              {"peer", job.comm_id},
+                              {"hcas", job.devices},
+                              {"bytes", std::min<size_t>(o.bytes, size_t{8} << 20)},
+                              {"iters", o.iters},
+                              {"latencyIters", 20},
+                              {"timeoutS", o.timeout_s}});
+    if (!answer) {
+      r.error = answer.error().message();
+      return r;
+    }
+    const auto& rails = (*answer)["rails"];
+    nlohmann::json rail = rails.is_array() && !rails.empty() ? rails[0] : nlohmann::json::object();
+    r.ok = rail.value("ok", false);
+    r.error = rail.value("error", r.ok ? "" : "no result for the rail");
+    r.busbw_gbps = r.algbw_gbps = rail.value("writeGBps", 0.0);
+    *written = rail.value("bytes", uint64_t{0});
+    return r;
+  }
+
+  Validator& v_;
+  Report inv_;
+  std::string node_;
 };
 
 // host:port of NCCL_COMM_ID ("[fd00::1]:29500" too).
@@ -199,18 +277,22 @@ Result<acceptance::Config> MakeConfig(const Validator& v,
   KUBERDMA_ASSIGN_OR_RETURN(RankInfo ri, DetectRank(getenv, HostName(), o.rank, o.world_size));
   const char* env_comm = getenv("NCCL_COMM_ID");
   std::string comm = !o.comm_id.empty() ? o.comm_id : (env_comm != nullptr ? env_comm : "");
+  bool verbs = o.transport == Transport::kVerbs;
   acceptance::Config cfg{
       .world = ri.world_size,
       .rank = ri.rank,
-      .local_ranks = o.gpus > 0 ? o.gpus : std::max(1, GpuCount()),
+      .local_ranks = verbs ? 1 : (o.gpus > 0 ? o.gpus : std::max(1, GpuCount())),
       .timeout_s = o.timeout_s,
       .join_timeout_s = o.join_timeout_s,
-      .pairs = Policy(o.pairs),
+      // The rail sweep is nothing but pair rounds.
+      .pairs = verbs ? acceptance::PairPolicy::kAlways : Policy(o.pairs),
       .transport = TransportName(o.transport),
-      .nccl_version = NcclVersion(),
-      .collective =
-          std::string(Name(o.collectives.empty() ? Collective::kAllReduce : o.collectives.front())),
-      .bytes = o.sizes.empty() ? o.bytes : o.sizes.back()};
+      .nccl_version = verbs ? "" : NcclVersion(),
+      .collective = verbs ? "rdma_write"
+                          : std::string(Name(o.collectives.empty() ? Collective::kAllReduce
+                                                                   : o.collectives.front())),
+      .bytes = verbs ? std::min<size_t>(o.bytes, size_t{8} << 20)
+                     : (o.sizes.empty() ? o.bytes : o.sizes.back())};
   if (!SplitHostPort(comm, &cfg.comm_host, &cfg.nccl_port)) {
     return Fail(ErrorCode::kInvalidArgument,
                 "acceptance mode needs NCCL_COMM_ID=<rank-0 address>:<port> (or --comm-id), got '" +
@@ -221,7 +303,7 @@ Result<acceptance::Config> MakeConfig(const Validator& v,
   cfg.task_phases =
       Phases({.sizes = o.sizes, .check = o.check, .repeats = o.repeats > 0 ? o.repeats : 3});
   cfg.thresholds = {.min_busbw_gbps = o.min_busbw_gbps,
-                    .min_link_fraction = o.min_busbw_fraction,
+                    .min_link_fraction = o.min_line_rate,
                     .min_fleet_fraction = o.min_fleet_fraction,
                     .min_share = o.min_share,
                     .baseline_tolerance = o.baseline_tolerance};
@@ -251,7 +333,11 @@ AcceptanceOutcome RunAcceptance(Validator& v,
   Report inv = v.Inventory();
   std::string dir = v.LogDir();
   if (auto made = MakeDirs(dir); !made) return Error(made.error().message(), 2);
-  NcclAgent agent(v, inv, NodeName(v.options(), getenv), dir);
+  NcclAgent nccl(v, inv, NodeName(v.options(), getenv), dir);
+  VerbsAgent verbs(v, inv, NodeName(v.options(), getenv));
+  acceptance::NodeAgent& agent = v.options().transport == Transport::kVerbs
+                                     ? static_cast<acceptance::NodeAgent&>(verbs)
+                                     : nccl;
   if (cfg->rank == 0) {
     auto rep = acceptance::Coordinate(*cfg, agent);
     if (!rep) return Error(rep.error().message(), 2);

@@ -355,10 +355,10 @@ std::map<int, TaskResult> RunTasks(Session& s, const std::map<int, Task>& tasks)
 }
 
 RingResult FoldRing(Session& s, const std::map<int, TaskResult>& results) {
-  RingResult ring{
-      .ran = true,
-      .ok = !s.participants.empty(),
-      .ranks = static_cast<int>(s.participants.size()) * std::max(1, s.cfg.local_ranks)};
+  RingResult ring{.ran = true,
+                  .ok = !s.participants.empty(),
+                  .ranks = static_cast<int>(s.participants.size()) * std::max(1, s.cfg.local_ranks),
+                  .local_ranks = std::max(1, s.cfg.local_ranks)};
   double busbw = -1;
   for (const auto& [rank, r] : results) {
     ring.traffic[rank] = r.traffic;
@@ -446,14 +446,17 @@ Result<FleetReport> Coordinate(const Config& cfg, NodeAgent& local) {
             .date = IsoNow(),
             .transport = cfg.transport};
   bool ring_possible = !s.participants.empty() && s.participants.front() == 0;
-  if (ring_possible) {
+  // The verbs rail sweep has no ring: its pair rounds are the whole run.
+  bool sweep = cfg.transport == "verbs";
+  if (ring_possible && !sweep) {
     in.ring = FoldRing(s, RunTasks(s, RingTasks(cfg, s.nodes, s.participants)));
-  } else {
+  } else if (!ring_possible) {
     in.ring.problems.emplace_back(
         "rank 0's node did not pass its inventory: it roots every bootstrap");
   }
   std::optional<double> base_ring = cfg.baseline ? cfg.baseline->ring_gbps : std::nullopt;
-  if (ring_possible) RunRounds(s, in, RingNeedsPairs(in.ring, s.nodes, cfg.thresholds, base_ring));
+  if (ring_possible)
+    RunRounds(s, in, sweep || RingNeedsPairs(in.ring, s.nodes, cfg.thresholds, base_ring));
   in.nodes = s.nodes;
   FleetReport rep = Evaluate(std::move(in));
   Tell(s, rep);

@@ -95,6 +95,7 @@ Result<CollectiveParams> Validator::Plan(Report& r, const Result<RankInfo>& ri) 
     p.env["NCCL_COMM_ID"] = comm;
   }
   AssignGpus(local, ranks, p, r);
+  r.local_ranks = local;
   return p;
 }
 

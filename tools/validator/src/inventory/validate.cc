@@ -429,15 +429,6 @@ void Validator::JudgeGids(Report& r, const NcclLog& log) {
 
 void Validator::JudgeThreshold(Report& r) {
   if (r.opts.min_busbw_gbps > 0) r.threshold_gbps = r.opts.min_busbw_gbps;
-  if (r.opts.min_busbw_fraction > 0 && r.opts.transport == Transport::kIb) {
-    double gbits = 0;
-    for (const auto& d : r.devices) {
-      if (auto h = sysfs::ReadHca(root_, d.name, sysfs::HcaDetail::kPorts)) {
-        for (const auto& p : h->ports) gbits += p.rate_gbps;
-      }
-    }
-    r.threshold_gbps = std::max(r.threshold_gbps, r.opts.min_busbw_fraction * gbits / 8.0);
-  }
   if (r.threshold_gbps > 0 && r.verified && r.bandwidth.busbw_gbps < r.threshold_gbps) {
     r.problems.push_back("busbw " + Gb(r.bandwidth.busbw_gbps) + " GB/s is below the threshold " +
                          Gb(r.threshold_gbps) + " GB/s");
@@ -457,7 +448,9 @@ void Validator::Judge(Report& r, const Snapshot& before, const Snapshot& after,
   JudgeTraffic(r, before, after);
   JudgeShares(r, log);
   JudgeGids(r, log);
+  JudgeGdr(r, log);
   JudgeThreshold(r);
+  JudgeLineRate(r);
   if (run.timed_out || !missing_init.empty()) {
     r.verdict = "timeout";
     r.exit_code = 3;
@@ -490,6 +483,14 @@ json DeviceJson(const DeviceResult& d) {
             {"carriedTraffic", d.carried_traffic},
             {"errorCounterDeltas", d.error_deltas},
             {"notes", d.notes}};
+  if (!d.gpu_direct.empty()) {
+    j["gpuDirect"] = {{"used", d.gpu_direct}, {"nearestGpu", d.nearest_gpu_distance}};
+  }
+  if (d.line_rate_fraction >= 0) {
+    j["lineRate"] = {{"rateGbps", d.line_rate_gbps},
+                     {"achievedGBps", d.achieved_gbps},
+                     {"fraction", d.line_rate_fraction}};
+  }
   if (d.gid_index >= 0) {
     j["gid"] = {{"index", d.gid_index}, {"address", d.gid_address}, {"type", d.gid_type}};
   }
@@ -527,7 +528,9 @@ json Report::ToJson() const {
             {"secondsPerIteration", seconds_per_iter},
             {"algbwGBps", bandwidth.algbw_gbps},
             {"busbwGBps", bandwidth.busbw_gbps},
-            {"thresholdGBps", threshold_gbps}}},
+            {"thresholdGBps", threshold_gbps},
+            {"minLineRate", opts.min_line_rate},
+            {"localRanks", local_ranks}}},
           {"collectives", RunsJson(runs)},
           {"problems", problems},
           {"warnings", warnings}};
@@ -602,6 +605,16 @@ std::string Report::Table() const {
     if (d.gid_index >= 0) {
       o << "      gid: index " << d.gid_index << " " << d.gid_address
         << (d.gid_type.empty() ? "" : " (" + d.gid_type + ")") << "\n";
+    }
+    if (!d.gpu_direct.empty()) {
+      o << "      GPUDirect RDMA: " << d.gpu_direct
+        << (d.nearest_gpu_distance.empty() ? "" : " (nearest GPU: " + d.nearest_gpu_distance + ")")
+        << "\n";
+    }
+    if (d.line_rate_fraction >= 0) {
+      std::snprintf(line, sizeof line, "      line rate: %.2f GB/s, %.2f of %.0f Gb/s\n",
+                    d.achieved_gbps, d.line_rate_fraction, d.line_rate_gbps);
+      o << line;
     }
     for (const auto& n : d.notes) o << "      note: " << n << "\n";
   }

@@ -74,6 +74,9 @@ void NcclLog::Add(std::string_view line) {
       at != std::string_view::npos && line.find("Channel ") != std::string_view::npos) {
     ChannelLine(line.substr(at + 5));
   }
+  if (auto at = line.find("GPU Direct RDMA "); at != std::string_view::npos) {
+    GdrLine(line.substr(at + 16));
+  }
   if (line.find("NET/IB: ") != std::string_view::npos &&
       line.find(" GID ") != std::string_view::npos) {
     QpLine(line);
@@ -111,8 +114,14 @@ void NcclLog::ChannelLine(std::string_view via) {
   if (parts[0] == "NET" && parts.size() >= 3) {
     transports_.insert("NET/" + parts[1]);
     int idx = std::atoi(parts[2].c_str());
+    // "/GDRDMA", and from 2.26 "/GDRDMA(PCI)" for C2C platforms' forced PCIe mapping.
+    bool direct = std::any_of(parts.begin() + 3, parts.end(),
+                              [](const std::string& p) { return p.rfind("GDRDMA", 0) == 0; });
     if (idx >= 0 && static_cast<size_t>(idx) < devices_.size()) {
-      for (const auto& d : Split(devices_[static_cast<size_t>(idx)], '+')) ++channels_[d];
+      for (const auto& d : Split(devices_[static_cast<size_t>(idx)], '+')) {
+        ++channels_[d];
+        ++(direct ? gdr_[d].direct_channels : gdr_[d].staged_channels);
+      }
     } else {
       Warn("channel via NET device " + parts[2] + " that NCCL did not list");
     }
@@ -153,6 +162,37 @@ void NcclLog::QpLine(std::string_view line) {
   g.interface_id =
       std::strtoull(std::string(line.substr(slash + 1, close - slash - 1)).c_str(), nullptr, 16);
   for (const auto& d : Split(devices_[static_cast<size_t>(dev)], '+')) gids_[d] = g;
+}
+
+std::vector<std::string> NcclLog::DevicesAt(long idx) const {
+  if (idx < 0 || static_cast<size_t>(idx) >= devices_.size()) return {};
+  return Split(devices_[static_cast<size_t>(idx)], '+');
+}
+
+void NcclLog::GdrLine(std::string_view rest) {
+  // Per device (every version): "Enabled for HCA 0 'mlx5_0'" / "Disabled for HCA 3 'mlx5_3'".
+  // Per GPU and device: "Disabled for GPU 18000 / HCA 0 (distance 7 > 4)": the device is NCCL's
+  // NET index, in decimal up to 2.20 and as a hex topology id from 2.21 (the index in its low 56
+  // bits); "Enabled for GPU ... read 0 [mode Default]" needs nothing kept.
+  bool enabled = rest.rfind("Enabled ", 0) == 0;
+  if (!enabled && rest.rfind("Disabled ", 0) != 0) return;
+  auto quote = rest.find(" '");
+  if (rest.find(" for HCA ") != std::string_view::npos && quote != std::string_view::npos) {
+    auto name = rest.substr(quote + 2);
+    name = name.substr(0, name.find('\''));
+    for (const auto& d : Split(std::string(name), '+')) gdr_[d].supported = enabled ? 1 : 0;
+    return;
+  }
+  auto hca = rest.find("/ HCA ");
+  auto open = rest.find("(distance ");
+  if (enabled || hca == std::string_view::npos || open == std::string_view::npos) return;
+  std::string id(rest.substr(hca + 6, rest.find(' ', hca + 6) - hca - 6));
+  // NCCL 2.18-2.20 print the index in decimal; an unknown version is taken as a recent one.
+  bool hex = version_.rfind("2.", 0) != 0 || std::atoi(version_.c_str() + 2) >= 21;
+  unsigned long long v = std::strtoull(id.c_str(), nullptr, hex ? 16 : 10) & 0x00ffffffffffffffULL;
+  auto close = rest.find(')', open);
+  std::string why(rest.substr(open + 1, close == std::string_view::npos ? 64 : close - open - 1));
+  for (const auto& d : DevicesAt(static_cast<long>(v))) gdr_[d].too_far = why;
 }
 
 std::array<uint8_t, 16> GidUse::Bytes() const {

@@ -1,16 +1,52 @@
 // SPDX-License-Identifier: Apache-2.0
 // --transport verbs, judged (the run itself: verbs_run.cc): each rail's probe must complete, its
 // port counters must show the bytes it wrote (traffic that went through another device is
-// caught), and its RDMA write bandwidth must reach --min-busbw.
+// caught), and its RDMA write bandwidth must reach --min-busbw and the line-rate floor.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kuberdma/sysfs/hca.h"
 #include "kuberdma/validator/validate.h"
 
 namespace kuberdma::validator {
 
 using nlohmann::json;
+
+namespace {
+
+// The line-rate floor for one rail: its RDMA write bandwidth against the HCA's port rate;
+// a software device or an unknown rate is said, not judged.
+void JudgeRailRate(const sysfs::SysfsRoot& root, double floor, double gbps, DeviceResult& d,
+                   Report& r) {
+  if (floor <= 0) return;
+  auto h = sysfs::ReadHca(root, d.name, sysfs::HcaDetail::kPorts);
+  bool software = h && h->bus == sysfs::BusKind::kVirtual;
+  double rate = 0;
+  if (h && !software) {
+    for (const auto& p : h->ports) rate += p.rate_gbps;
+  }
+  if (rate <= 0) {
+    r.warnings.push_back(d.name + ": " +
+                         (software ? "a software RDMA device (" + h->driver + ")"
+                                   : std::string("no port rate in sysfs")) +
+                         ": its line-rate floor is not applied");
+    return;
+  }
+  d.line_rate_gbps = rate;
+  d.achieved_gbps = gbps;
+  d.line_rate_fraction = gbps / (rate / 8);
+  if (d.line_rate_fraction < floor) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "%s: RDMA write %.2f GB/s is %.2f of its %.0f Gb/s line rate; the floor is %.2f "
+                  "(--min-line-rate)",
+                  d.name.c_str(), gbps, d.line_rate_fraction, rate, floor);
+    r.problems.emplace_back(line);
+  }
+}
+
+}  // namespace
 
 void Validator::JudgeVerbs(Report& r, const json& rails, const Snapshot& before,
                            const Snapshot& after) const {
@@ -40,6 +76,7 @@ void Validator::JudgeVerbs(Report& r, const json& rails, const Snapshot& before,
                     d.name.c_str(), gbps, opts_.min_busbw_gbps);
       r.problems.emplace_back(line);
     }
+    JudgeRailRate(root_, opts_.min_line_rate, gbps, d, r);
     char note[160];
     std::snprintf(note, sizeof note, "verbs: GID index %d, RDMA write %.4f GB/s, latency %.1f us",
                   rail.value("gidIndex", -1), gbps, rail.value("latencyUs", 0.0));

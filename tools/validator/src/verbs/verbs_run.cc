@@ -13,18 +13,21 @@
 
 #include "kuberdma/validator/module.h"
 #include "kuberdma/validator/validate.h"
+#include "kuberdma/validator/verbs.h"
 
 namespace kuberdma::validator {
 
+using nlohmann::json;
+
 namespace {
 
-using nlohmann::json;
 using ProbeFn = int (*)(const char* request_json, char* out, size_t out_len);
 
 constexpr const char* kVerbsModule = "rdma-validate-verbs.so";
 
-// The verbs module's answer to `request`, or why there is none.
-Result<json> CallProbe(const json& request) {
+}  // namespace
+
+Result<json> VerbsProbe(const json& request) {
   KUBERDMA_ASSIGN_OR_RETURN(void* sym, ModuleSymbol(kVerbsModule, "kuberdma_verbs_probe",
                                                     "libibverbs and its providers (rdma-core's "
                                                     "ibverbs-providers)"));
@@ -35,8 +38,6 @@ Result<json> CallProbe(const json& request) {
   if (answer.contains("error")) return Fail(ErrorCode::kIo, answer.value("error", "?"));
   return answer;
 }
-
-}  // namespace
 
 Report Validator::RunVerbs(Report r) {
   auto ri = Rank(r);
@@ -59,7 +60,7 @@ Report Validator::RunVerbs(Report r) {
                   {"latencyIters", 100},
                   {"timeoutS", opts_.timeout_s}};
   Snapshot before = ReadCounters(r);
-  auto answer = CallProbe(request);
+  auto answer = VerbsProbe(request);
   Snapshot after = ReadCounters(r);
   if (!answer) return Skip(r, "verbs probe: " + answer.error().message(), 2);
   JudgeVerbs(r, (*answer)["rails"], before, after);

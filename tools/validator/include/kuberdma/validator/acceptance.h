@@ -40,8 +40,10 @@ int MinRounds(size_t nodes);
 enum class PairPolicy { kAuto, kAlways, kNever };
 
 struct Thresholds {
-  double min_busbw_gbps = 0;        // the ring's busbw, absolute; 0: none
-  double min_link_fraction = 0;     // of the link rate (ring: a node's HCAs together; pairs: one)
+  double min_busbw_gbps = 0;  // the ring's busbw, absolute; 0: none
+  // Of the port rate: a pair rail's busbw against its HCA's rate; the ring's busbw times the
+  // ranks per node against the node's HCAs together (every hop crosses a NIC). 0: none.
+  double min_link_fraction = 0;
   double min_fleet_fraction = 0.8;  // below this fraction of the median is slow, at least
   double floor_fraction = 0.6;      // ... and below this one always, however noisy the fleet
   double outlier_z = 3.5;           // robust z-score (median/MAD) beyond which a figure is slow
@@ -76,6 +78,7 @@ struct RingResult {
   double busbw_gbps = 0;
   double algbw_gbps = 0;
   int ranks = 0;
+  int local_ranks = 1;                                    // ranks per node
   std::map<int, std::map<std::string, Traffic>> traffic;  // node rank -> HCA -> bytes
   std::vector<std::string> problems;
 };

@@ -38,6 +38,18 @@ struct GidUse {
   std::string Address() const;  // canonical IPv6 text
 };
 
+// What NCCL said about GPUDirect RDMA for one NET device (NCCL 2.18-2.28 print it the same way
+// in substance): whether the device could do it at all ("NET/IB : GPU Direct RDMA Enabled|Disabled
+// for HCA 0 'mlx5_0'": nvidia-peermem or DMA-BUF), whether a GPU was close enough ("GPU Direct RDMA
+// Disabled for GPU 0 / HCA 0 (distance 9 > 5)"), and how many channels through it moved GPU
+// memory directly ("via NET/IB/0/GDRDMA") or staged it through host memory ("via NET/IB/0").
+struct GdrUse {
+  int direct_channels = 0;
+  int staged_channels = 0;
+  int supported = -1;   // 1 enabled, 0 disabled, -1 not said
+  std::string too_far;  // "distance 9 > 5" when NCCL found a GPU too far for it; else ""
+};
+
 // Bounds on what a log may cost: a rank killed by the watchdog, or a loop of warnings, can leave
 // a log of any size and a line cut anywhere.
 inline constexpr size_t kMaxLogHeadBytes = 12u << 20;  // NCCL's set-up lines come first
@@ -72,11 +84,16 @@ class NcclLog {
   size_t skipped_bytes() const { return skipped_bytes_; }
   // The GID each RoCE device used (by physical device name), where NCCL logged its QPs.
   const std::map<std::string, GidUse>& gids() const { return gids_; }
+  // GPUDirect RDMA per physical device name, where NCCL said anything about it.
+  const std::map<std::string, GdrUse>& gdr() const { return gdr_; }
 
  private:
   void UsingLine(std::string_view net, std::string_view rest);
   void ChannelLine(std::string_view via);
   void QpLine(std::string_view line);
+  void GdrLine(std::string_view rest);
+  // The devices behind NCCL's NET index `idx` (a merged device is several); empty when unlisted.
+  std::vector<std::string> DevicesAt(long idx) const;
   void Warn(std::string_view text);
   std::string network_;
   std::string version_;
@@ -87,6 +104,7 @@ class NcclLog {
   size_t dropped_warnings_ = 0;
   size_t skipped_bytes_ = 0;
   std::map<std::string, GidUse> gids_;
+  std::map<std::string, GdrUse> gdr_;
 };
 
 }  // namespace kuberdma::validator

@@ -32,6 +32,11 @@ inline const char* TransportName(Transport t) {
 }
 enum class Mode { kSingle, kMultiPod, kAcceptance };
 
+// The default line-rate floor: half of each HCA's port rate. Healthy NDR InfiniBand and 400G RoCE
+// ports reach 0.9 and more of it (docs/validator.md#line-rate has the figures); half is a node
+// that is broken, not one that is slow on the day.
+inline constexpr double kDefaultLineRateFloor = 0.5;
+
 struct Options {
   Mode mode = Mode::kSingle;
   Transport transport = Transport::kIb;
@@ -49,11 +54,17 @@ struct Options {
   int iters = 20;
   int repeats = 0;  // timed phases of `iters` each, a figure their median; 0: 1 (3 in acceptance)
   int timeout_s = 60;
-  double min_busbw_gbps = 0;      // absolute threshold; 0: none
-  double min_busbw_fraction = 0;  // of the expected ports' summed link rate; 0: none
-  double min_share = 0.5;         // each device carries >= min_share of an even split of the bytes
-  int gpus = -1;                  // single mode: local ranks (-1: every visible GPU)
-  int rank = -1;                  // multi-pod overrides
+  double min_busbw_gbps = 0;  // absolute threshold; 0: none
+  // Each HCA's share of the largest size's bandwidth must reach this fraction of its port rate
+  // (docs/validator.md#line-rate; 0: none). Devices with no known rate (netdevs, Soft-RoCE) skip
+  // it with a warning.
+  double min_line_rate = kDefaultLineRateFloor;
+  // NCCL staging an HCA's channels through host memory while a GPU sits on its PCIe switch is a
+  // warning instead of a failure (platforms without nvidia-peermem or DMA-BUF).
+  bool allow_no_gdr = false;
+  double min_share = 0.5;  // each device carries >= min_share of an even split of the bytes
+  int gpus = -1;           // single mode: local ranks (-1: every visible GPU)
+  int rank = -1;           // multi-pod overrides
   int world_size = -1;
   std::string comm_id;  // NCCL_COMM_ID for multi-pod (else from the environment)
   std::string log_dir;  // where NCCL logs go (a temp dir by default)
@@ -89,6 +100,17 @@ struct DeviceResult {
   int nccl_channels = 0;
   bool carried_traffic = false;
   std::map<std::string, uint64_t> error_deltas;
+  // Line rate: the ports' rate (Gb/s, 0 unknown), this HCA's part of the largest size's busbw
+  // (busbw x local ranks x its share of the bytes: every hop of the validator's runs crosses a
+  // NIC) and the fraction of line rate that is; negative when not judged.
+  double line_rate_gbps = 0;
+  double achieved_gbps = 0;
+  double line_rate_fraction = -1;
+  // GPUDirect RDMA: "yes" (every NCCL channel through it moved GPU memory directly), "partly",
+  // "no" (staged through host memory), "" when not judged (Socket, no channel); the nearest
+  // GPU's PCI distance ("PIX") when one was found.
+  std::string gpu_direct;
+  std::string nearest_gpu_distance;
   // RoCE: the GID NCCL's queue pairs used (from its INFO log), and its type in the pod's table.
   int gid_index = -1;
   std::string gid_address;
@@ -109,6 +131,7 @@ struct Report {
   Options opts;
   int rank = 0;
   int world_size = 1;
+  int local_ranks = 1;  // the ranks this pod ran
   std::string expected_source;
   std::vector<DeviceResult> devices;
   std::vector<std::string> unexpected;  // visible but not ours
@@ -188,6 +211,9 @@ class Validator {
   void JudgeGidOwner(Report& r, const DeviceResult& d, const GidUse& g,
                      const std::vector<sysfs::Gid>& gids);
   void JudgeThreshold(Report& r);
+  // judge_hardware.cc: what the hardware could give, per HCA.
+  void JudgeGdr(Report& r, const NcclLog& log);
+  void JudgeLineRate(Report& r);
   // Run's steps (run.cc).
   Report Skip(Report r, const std::string& why, int exit_code) const;
   // The report when NCCL is not to run (--inventory-only) or cannot (failed under
