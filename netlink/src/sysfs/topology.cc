@@ -3,7 +3,10 @@
 #include "kuberdma/sysfs/topology.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+
+#include "kuberdma/base/files.h"
 
 namespace kuberdma::sysfs {
 
@@ -78,6 +81,65 @@ PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b
   if (shared_bridges == 0) return PciDistance::kPhb;
   if (shared_bridges == 1) return PciDistance::kPxb;
   return PciDistance::kPix;
+}
+
+GpuDirectSupport ReadGpuDirectSupport(const SysfsRoot& root) {
+  GpuDirectSupport g;
+  g.nvidia_loaded = root.Exists("module/nvidia");
+  g.nvidia_version = root.ReadAttrOr("module/nvidia/version", "");
+  // The proprietary module taints the kernel 'P'; the open one (MIT/GPL) only 'O' (out of tree).
+  std::string taint = root.ReadAttrOr("module/nvidia/taint", "");
+  g.nvidia_open = g.nvidia_loaded && taint.find('P') == std::string::npos;
+  // Where NCCL and rdma-core look: nvidia_peermem's module, MOFED's nv_peer_mem (nv_mem, nv_mem_nc).
+  for (const auto& [path, name] : {std::pair{"module/nvidia_peermem", "nvidia_peermem"},
+                                   std::pair{"kernel/mm/memory_peers/nv_mem", "nv_peer_mem"},
+                                   std::pair{"kernel/mm/memory_peers/nv_mem_nc", "nv_peer_mem"}}) {
+    if (!root.Exists(path)) continue;
+    g.peermem_loaded = true;
+    std::string v = root.ReadAttrOr(std::string(path) + "/version", "");
+    g.peermem = std::string(name) + (v.empty() ? "" : " " + v);
+    break;
+  }
+  return g;
+}
+
+AcsRedirect ReadAcsRedirect(const SysfsRoot& root, const std::string& device_path) {
+  auto cfg = ReadFile(root.Sys(device_path + "/config"));
+  // Unprivileged readers get the first 64 bytes only: extended capabilities start at 0x100.
+  if (!cfg || cfg->size() < 0x104) return AcsRedirect::kUnreadable;
+  const std::string& c = *cfg;
+  auto u16 = [&](size_t at) {
+    return static_cast<uint16_t>(static_cast<uint8_t>(c[at]) | static_cast<uint8_t>(c[at + 1]) << 8);
+  };
+  size_t at = 0x100;
+  for (int hops = 0; hops < 64 && at >= 0x100 && at + 8 <= c.size(); ++hops) {
+    uint32_t header = u16(at) | static_cast<uint32_t>(u16(at + 2)) << 16;
+    if (header == 0 || header == 0xffffffff) break;
+    if ((header & 0xffff) == 0x000d) {  // Access Control Services
+      uint16_t control = u16(at + 6);
+      // P2P Request Redirect (bit 2), Completion Redirect (3), Egress Control (5).
+      return (control & 0x2c) != 0 ? AcsRedirect::kOn : AcsRedirect::kOff;
+    }
+    at = header >> 20 & 0xffc;
+  }
+  return AcsRedirect::kNoCapability;
+}
+
+std::vector<std::string> BridgesBetween(const std::string& a_path, const std::string& b_path) {
+  auto a = SplitPath(a_path);
+  auto b = SplitPath(b_path);
+  std::vector<std::string> out;
+  if (a.size() < 3 || b.size() < 3 || a[1] != b[1]) return out;
+  size_t common = 0;
+  while (common < a.size() - 1 && common < b.size() - 1 && a[common] == b[common]) ++common;
+  for (const auto* p : {&a, &b}) {
+    std::string path;
+    for (size_t i = 0; i + 1 < p->size(); ++i) {
+      path += (i == 0 ? "" : "/") + (*p)[i];
+      if (i >= common) out.push_back(path);
+    }
+  }
+  return out;
 }
 
 }  // namespace kuberdma::sysfs

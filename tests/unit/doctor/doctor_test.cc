@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "kuberdma/base/files.h"
@@ -506,6 +507,95 @@ TEST_CASE("A garbage KUBERDMA_HCAS in the pod view is a finding, not an empty li
   REQUIRE(bad != nullptr);
   CHECK_THAT(bad->message, Catch::Contains("KUBERDMA_HCAS"));
   CHECK_THAT(Render(v), Catch::Contains("malformed") && !Catch::Contains("KUBERDMA_HCAS\":\"[]"));
+}
+
+}  // namespace
+}  // namespace kuberdma::doctor
+
+namespace kuberdma::doctor {
+namespace {
+
+void Put(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// The 8-GPU fixture copied, with the NVIDIA modules and the switch ports' PCIe config space
+// (an ACS capability at 0x100 whose control register is `acs_control`) written into it.
+struct GpuNode : Fixture {
+  GpuNode(const std::string& taint, bool peermem, uint16_t acs_control) {
+    std::string copy = dir + "/node";
+    fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8", copy,
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    Put(copy + "/sys/module/nvidia/version", "550.54.15\n");
+    Put(copy + "/sys/module/nvidia/taint", taint + "\n");
+    if (peermem) Put(copy + "/sys/module/nvidia_peermem/version", "550.54.15\n");
+    std::string config(4096, '\0');
+    config[0x100] = 0x0d;  // extended capability 0x000d (ACS), version 1, last in the list
+    config[0x102] = 0x01;
+    config[0x104] = 0x7f;
+    config[0x106] = static_cast<char>(acs_control & 0xff);
+    for (const auto& e : fs::recursive_directory_iterator(copy + "/sys/devices")) {
+      // The Broadcom switch ports (vendor 0x1000) are the bridges between GPUs and HCAs.
+      if (e.path().filename() == "vendor" && ReadFile(e.path().string()).value_or("") == "0x1000\n")
+        Put(e.path().parent_path().string() + "/config", config);
+    }
+    in.root = sysfs::SysfsRoot(copy);
+    in.kernel_version = 610;
+  }
+};
+
+const Finding* Check(const View& v, const std::string& id) {
+  for (const auto& f : v.findings) {
+    if (f.check == id) return &f;
+  }
+  return nullptr;
+}
+
+TEST_CASE("GPUDirect RDMA: nvidia-peermem, DMA-BUF and ACS between GPUs and their HCAs") {
+  SECTION("the proprietary driver without peermem: no way to GPU memory, a failure with fixes") {
+    GpuNode n("PO", false, 0);
+    View v = NodeView(n.in);
+    REQUIRE(Check(v, "gdr-peermem") != nullptr);
+    CHECK(Check(v, "gdr-peermem")->status == Status::kWarn);
+    CHECK_THAT(Check(v, "gdr-dmabuf")->message, Catch::Contains("proprietary kernel module"));
+    REQUIRE(Check(v, "gpudirect-rdma") != nullptr);
+    CHECK(Check(v, "gpudirect-rdma")->status == Status::kFail);
+    CHECK_THAT(Check(v, "gpudirect-rdma")->fix, Catch::Contains("nvidia-peermem"));
+    CHECK(Check(v, "pcie-acs")->status == Status::kOk);
+  }
+  SECTION("the open module on 6.10 has DMA-BUF; peermem alone is enough too") {
+    GpuNode open("O", false, 0);
+    View v = NodeView(open.in);
+    CHECK(Check(v, "gdr-dmabuf")->status == Status::kOk);
+    CHECK(Check(v, "gpudirect-rdma") == nullptr);
+    GpuNode peer("PO", true, 0);
+    View w = NodeView(peer.in);
+    CHECK(Check(w, "gdr-peermem")->status == Status::kOk);
+    CHECK_THAT(Check(w, "gdr-peermem")->message, Catch::Contains("nvidia_peermem 550.54.15"));
+    CHECK(Check(w, "gpudirect-rdma") == nullptr);
+    open.in.kernel_version = 510;
+    View old = NodeView(open.in);
+    CHECK_THAT(Check(old, "gdr-dmabuf")->message, Catch::Contains("Linux 5.10 is older than 5.12"));
+  }
+  SECTION("ACS request/completion redirect on the switch ports fails, naming a port and a pair") {
+    GpuNode n("O", true, 0x1d);  // source validation, request and completion redirect, upstream
+    View v = NodeView(n.in);
+    const Finding* acs = Check(v, "pcie-acs");
+    REQUIRE(acs != nullptr);
+    CHECK(acs->status == Status::kFail);
+    CHECK_THAT(acs->message, Catch::Contains("0000:17:00.0"));
+    CHECK_THAT(acs->message, Catch::Contains("(between GPU 0000:18:00.0 and mlx5_"));
+    CHECK_THAT(acs->fix, Catch::Contains("ECAP_ACS+0x6.w=0000"));
+  }
+  SECTION("config space not readable (not root): unknown, never a failure") {
+    Fixture f;  // the plain fixture has no config files
+    f.in.kernel_version = 610;
+    View v = NodeView(f.in);
+    const Finding* acs = Check(v, "pcie-acs");
+    REQUIRE(acs != nullptr);
+    CHECK(acs->status == Status::kUnknown);
+  }
 }
 
 }  // namespace

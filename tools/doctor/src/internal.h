@@ -49,6 +49,9 @@ void CheckRoceRetries(const Inputs& in, const std::vector<sysfs::Hca>& expected,
 // node's GPUs). The topology view and the NCCL setup checks count the same set.
 std::vector<sysfs::Gpu> PodGpus(const Inputs& in);
 
+// GPUDirect RDMA (gpudirect.cc): nvidia-peermem, DMA-BUF and PCIe ACS between GPUs and HCAs.
+void CheckGpuDirect(const Inputs& in, const std::vector<sysfs::Hca>& hcas, View& v);
+
 void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas,
                    const std::vector<cni::AttachmentRecord>& records, View& v);
 

@@ -329,6 +329,7 @@ View NodeView(const Inputs& in) {
   CniRecords(in, records, v);
   CheckRenamed(in, host, v);
   internal::CheckLossless(in, all, records, v);
+  internal::CheckGpuDirect(in, all, v);
   return v;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// GPU PCI topology: the NVIDIA GPUs on the PCI bus, and the PCI path between a GPU and an HCA in
-// the terms of `nvidia-smi topo -m`, for the doctor's topology view and the demo.
+// GPU PCI topology: the NVIDIA GPUs on the PCI bus, the PCI path between a GPU and an HCA in the
+// terms of `nvidia-smi topo -m`, and what GPUDirect RDMA needs of the node (nvidia-peermem or
+// DMA-BUF, no PCIe ACS redirect between the two), for the doctor, the validator and the demo.
 //
 //   KUBERDMA_ASSIGN_OR_RETURN(auto gpus, DiscoverGpus(root));
 //   PciDistance d = Distance(gpus[0].device_path, gpus[0].numa_node, hca.device_path,
@@ -38,5 +39,27 @@ std::string_view PciDistanceName(PciDistance d);
 // The distance between devices at `a_path` and `b_path` (device paths relative to sys/, as
 // Hca::device_path and Gpu::device_path) on NUMA nodes `a_numa` and `b_numa` (-1: unknown).
 PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b_path, int b_numa);
+
+// GPUDirect RDMA's kernel side as sysfs shows it: the NVIDIA driver (and whether it is the open
+// kernel module, which DMA-BUF of GPU memory needs: its taint has no 'P'), and the peer-memory
+// module (nvidia-peermem, or MOFED's nv_peer_mem), the two ways an HCA can reach GPU memory.
+struct GpuDirectSupport {
+  bool nvidia_loaded = false;
+  bool nvidia_open = false;
+  std::string nvidia_version;  // "550.54.15" ("" when sysfs does not say)
+  bool peermem_loaded = false;
+  std::string peermem;  // "nvidia_peermem 550.54.15", "nv_peer_mem 1.3"
+};
+GpuDirectSupport ReadGpuDirectSupport(const SysfsRoot& root);
+
+// PCIe Access Control Services on a bridge: kOn when it redirects peer-to-peer requests or
+// completions (or egress-controls them) up to the root complex, so GPU<->HCA traffic leaves the
+// switch; kUnreadable when its config space past 64 bytes cannot be read (not root).
+enum class AcsRedirect { kOff, kOn, kNoCapability, kUnreadable };
+AcsRedirect ReadAcsRedirect(const SysfsRoot& root, const std::string& device_path);
+
+// The bridges a peer-to-peer transfer between the devices at `a_path` and `b_path` crosses below
+// their common ancestor (the switch's downstream ports ACS acts on), as device paths.
+std::vector<std::string> BridgesBetween(const std::string& a_path, const std::string& b_path);
 
 }  // namespace kuberdma::sysfs

@@ -69,6 +69,8 @@ struct Inputs {
   // are looked up under it, except /proc/... paths, which need the host's PID namespace instead.
   std::string host_root;
   std::vector<std::string> gpus;  // topo: the pod's GPUs (PCI addresses); empty: every GPU
+  // node: Linux's version as major * 100 + minor (DMA-BUF needs 512); 0: this kernel's (uname).
+  int kernel_version = 0;
   // NCCL is found as rdma-validate finds it (kuberdma::ncclfind): KUBERDMA_NCCL_LIBRARY (through
   // getenv), else the dynamic loader's libnccl.so.2, else pip's wheel.
 };
