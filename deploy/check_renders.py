@@ -434,6 +434,36 @@ def check_acceptance_job_image(report, helm, ci):
                  "acceptance.jobImage with a Pushgateway is refused, saying why")
 
 
+def check_acceptance_sweep(report, helm, ci):
+    """acceptance.transport verbs: the rail sweep needs no NCCL (no --require-nccl); the line-rate
+    floor and --allow-no-gdr follow their values in the Job and the trainer's validator."""
+    # --set reads 0.7 as a string: the numbers go in a values file.
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write("acceptance: {minLineRate: 0.7}\n")
+        f.flush()
+        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "manifests-values.yaml"),
+                          os.path.join(ci, "acceptance-values.yaml"), f.name, "acceptance.transport=verbs", "acceptance.allowNoGdr=true",
+                          "trainer.validator.allowNoGdr=true")
+    report.check(r.returncode == 0, "helm template with acceptance.transport=verbs" + (f": {r.stderr}" if r.returncode else ""))
+    got = {(o["kind"], o["metadata"]["name"]): o for _, o in cm.load_text(r.stdout, "helm(sweep)", report)}
+    job = got.get(("Job", "kuberdma-acceptance"), {}).get("spec", {}).get("template", {}).get("spec", {})
+    args = (job.get("containers") or [{}])[0].get("args", [])
+    report.check("--require-nccl" not in args and args[args.index("--transport") + 1] == "verbs"
+                 and args[args.index("--min-line-rate") + 1] == "0.7" and "--allow-no-gdr" in args,
+                 f"acceptance.transport=verbs: no --require-nccl, --min-line-rate 0.7, --allow-no-gdr ({args})")
+    sts = got.get(("StatefulSet", "llm-trainer"), {}).get("spec", {}).get("template", {}).get("spec", {})
+    inits = [c for c in sts.get("initContainers", []) if c["name"] == "rdma-validate"]
+    report.check(bool(inits) and "--allow-no-gdr" in inits[0]["args"]
+                 and inits[0]["args"][inits[0]["args"].index("--min-line-rate") + 1] == "0.5",
+                 "trainer.validator.allowNoGdr passes --allow-no-gdr; its floor stays 0.5")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write("acceptance: {minLineRate: 1.5}\n")
+        f.flush()
+        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "acceptance-values.yaml"), f.name)
+    report.check(r.returncode != 0 and "minLineRate" in r.stderr,
+                 "acceptance.minLineRate above 1 is refused by the schema, naming it")
+
+
 def check_helm_acceptance(report, helm, want, device_plugin):
     ci = os.path.join(CHART, "ci")
     extra = [o for d in EXTRA for o in cm.load_dir(d, report)]
@@ -462,6 +492,7 @@ def check_helm_acceptance(report, helm, want, device_plugin):
         base = {k: v for k, v in job["spec"].items() if k != "completions" and k != "parallelism"}
         report.check(set(same) == set(base), f"the CronJob's jobTemplate has the Job's fields ({sorted(same)})")
     check_acceptance_job_image(report, helm, ci)
+    check_acceptance_sweep(report, helm, ci)
     rule = got.get(("PrometheusRule", "rdma-kube-rdma"))
     exprs = [x["expr"] for g in (rule or {}).get("spec", {}).get("groups", []) for x in g["rules"]]
     report.check("time() - kuberdma_acceptance_timestamp_seconds > 15 * 86400" in exprs,

@@ -3,7 +3,9 @@
 # Boots one VM-tier guest under QEMU (TCG: a KVM guest hangs on these machines) and waits for it:
 # the host's root read-only over 9p, RESULTS (a host folder) writable, SCRIPT run in the repo.
 #   tests/vm/boot.sh NAME RESULTS SCRIPT [NET] [NETNS_MODE]
-#     NET: none, or listen:PORT / connect:PORT (a QEMU socket network to the other guest)
+#     NET: none, or listen:PORT / connect:PORT (a QEMU socket network to the other guest), or
+#          mcast:GROUP:PORT[,PORT...]:INDEX (one NIC per port, each a multicast group on the
+#          host's loopback that any number of guests join: a rail; INDEX makes the MACs unique)
 # Exit: the script's status in the guest; 124 when the guest hung (timeout); 125 no QEMU.
 set -euo pipefail
 name=$1 results=$2 script=$3 net=${4:-none} mode=${5:-1}
@@ -20,6 +22,15 @@ nic=(-nic none)
 case $net in
   listen:*) nic=(-netdev "socket,id=n0,listen=127.0.0.1:${net#listen:}" -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:01") ;;
   connect:*) nic=(-netdev "socket,id=n0,connect=127.0.0.1:${net#connect:}" -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:02") ;;
+  mcast:*)
+    IFS=: read -r _ group ports index <<<"$net"
+    nic=()
+    i=0
+    for port in ${ports//,/ }; do
+      nic+=(-netdev "socket,id=n$i,mcast=$group:$port,localaddr=127.0.0.1"
+        -device "virtio-net-pci,netdev=n$i,mac=52:54:00:77:$(printf %02x "$i"):$(printf %02x "$index")")
+      i=$((i + 1))
+    done ;;
 esac
 rc=0
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nographic -no-reboot \

@@ -11,7 +11,10 @@
 #     refused cleanly;
 #   - guests "verbs0" and "verbs1" at once, joined by a QEMU socket network:
 #     tests/vm/guest-verbs.sh: rdma-validate --transport verbs between their Soft-RoCE HCAs,
-#     healthy, rate-limited and cut.
+#     healthy, rate-limited and cut;
+#   - guests "fleet0".."fleet2" at once, two rails each on two QEMU multicast networks:
+#     tests/vm/guest-fleet.sh: the fleet's verbs rail sweep (rdma-validate --mode acceptance
+#     --transport verbs) names one node's cut rail and another's policed rail.
 # Each guest's console and suites' output are kept in OUT (build/vm/results). Exit 0 when all
 # passed, 1 on a failure or a hung guest, 77 when QEMU is not installed.
 #   tests/vm/run.sh [BUILD] [OUT]
@@ -26,6 +29,8 @@ for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/rdma 
   [ -x "$BUILD/$b" ] || { echo "vm: $BUILD/$b is missing: build first"; exit 1; }
 done
 rm -rf "$OUT"
+# The kernel and initramfs once, before guests boot at once (each boot.sh would build them).
+bash tests/vm/mkinitramfs.sh "${KUBERDMA_VM_CACHE:-build/vm/cache}" >/dev/null || exit 1
 failed=0
 t0=$SECONDS
 guest() { # guest NAME SCRIPT NETNS_MODE
@@ -75,5 +80,30 @@ pair() {
   done
 }
 pair
-echo "vm: $((4 - failed)) of 4 guests passed in $((SECONDS - t0)) s (results in $OUT)"
+
+# Three guests at once, two rails each: a rail is a multicast group on the host's loopback (a
+# random group and ports, so that concurrent runs do not meet).
+fleet() {
+  local t=$SECONDS group="239.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))"
+  local p1=$((20000 + RANDOM % 20000)) n pids=() rc
+  for n in 0 1 2; do
+    mkdir -p "$OUT/fleet$n" && echo "$BUILD" >"$OUT/fleet$n/build"
+    bash tests/vm/boot.sh "vm-fleet$n" "$OUT/fleet$n" tests/vm/guest-fleet.sh \
+      "mcast:$group:$p1,$((p1 + 1)):$n" 1 &
+    pids+=($!)
+  done
+  for n in 0 1 2; do
+    rc=0
+    wait "${pids[$n]}" || rc=$?
+    sed -n '/^ok   /p; /^FAIL /p' "$OUT/fleet$n/console.log" | sed "s/^/  [fleet$n] /"
+    if [ "$rc" != 0 ]; then
+      failed=$((failed + 1))
+      echo "vm: guest fleet$n failed (exit $rc); console tail:"
+      tail -40 "$OUT/fleet$n/console.log" | sed 's/^/    /'
+    fi
+  done
+  echo "vm: guests fleet0..2 in $((SECONDS - t)) s"
+}
+fleet
+echo "vm: $((7 - failed)) of 7 guests passed in $((SECONDS - t0)) s (results in $OUT)"
 [ "$failed" = 0 ]

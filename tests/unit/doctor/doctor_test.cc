@@ -527,9 +527,8 @@ struct GpuNode : Fixture {
     std::string copy = dir + "/node";
     fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8", copy,
              fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-    Put(copy + "/sys/module/nvidia/version", "550.54.15\n");
     Put(copy + "/sys/module/nvidia/taint", taint + "\n");
-    if (peermem) Put(copy + "/sys/module/nvidia_peermem/version", "550.54.15\n");
+    if (!peermem) fs::remove_all(copy + "/sys/module/nvidia_peermem");
     std::string config(4096, '\0');
     config[0x100] = 0x0d;  // extended capability 0x000d (ACS), version 1, last in the list
     config[0x102] = 0x01;
@@ -587,6 +586,14 @@ TEST_CASE("GPUDirect RDMA: nvidia-peermem, DMA-BUF and ACS between GPUs and thei
     CHECK_THAT(acs->message, Catch::Contains("0000:17:00.0"));
     CHECK_THAT(acs->message, Catch::Contains("(between GPU 0000:18:00.0 and mlx5_"));
     CHECK_THAT(acs->fix, Catch::Contains("ECAP_ACS+0x6.w=0000"));
+  }
+  SECTION("GPUs but no NVIDIA driver loaded: not judged") {
+    GpuNode n("O", false, 0);
+    fs::remove_all(n.dir + "/node/sys/module/nvidia");
+    View v = NodeView(n.in);
+    REQUIRE(Check(v, "gpudirect-rdma") != nullptr);
+    CHECK(Check(v, "gpudirect-rdma")->status == Status::kUnknown);
+    CHECK(Check(v, "gdr-dmabuf") == nullptr);
   }
   SECTION("config space not readable (not root): unknown, never a failure") {
     Fixture f;  // the plain fixture has no config files

@@ -130,6 +130,17 @@ TEST_CASE(
   CHECK(RingNeedsPairs(RingResult{}, nodes, Thresholds{}, std::nullopt));
 }
 
+TEST_CASE("The ring's line rate counts every rank of a node: each hop crosses one of its NICs") {
+  auto nodes = Fleet(2, 2);
+  for (auto& [rank, n] : nodes) n.hcas[0].rate_gbps = n.hcas[1].rate_gbps = 400;  // 100 GB/s
+  RingResult ring{.ran = true, .ok = true, .busbw_gbps = 40, .local_ranks = 1};
+  for (int n : {0, 1}) ring.traffic[n] = {{"net1", {100, 0.5}}, {"net2", {100, 0.5}}};
+  Thresholds t{.min_link_fraction = 0.5};
+  CHECK(RingNeedsPairs(ring, nodes, t, std::nullopt));  // one rank: 40 of 100 GB/s
+  ring.local_ranks = 2;                                   // two ranks: 80 of 100
+  CHECK_FALSE(RingNeedsPairs(ring, nodes, t, std::nullopt));
+}
+
 Inputs Run(int k, int rails, int rounds, const std::set<std::pair<int, int>>& degraded) {
   Inputs in{.nodes = Fleet(k, rails), .date = "2026-12-01T12:00:00Z", .transport = "socket"};
   in.ring = {.ran = true, .ok = true, .busbw_gbps = 1.5, .algbw_gbps = 1, .ranks = k};
@@ -140,6 +151,48 @@ Inputs Run(int k, int rails, int rounds, const std::set<std::pair<int, int>>& de
   for (int r = 0; r < rounds; ++r) in.rounds.push_back(PairRound(Ranks(k), r));
   in.measurements = Measure(k, rails, rounds, degraded);
   return in;
+}
+
+TEST_CASE("Each HCA's median is reported against its line rate, and unknown rates are said once") {
+  Inputs in = Run(4, 2, 2, {});
+  in.thresholds.min_link_fraction = 0.5;
+  for (auto& [rank, n] : in.nodes) n.hcas[0].rate_gbps = 32;  // 4 GB/s: 2 GB/s is 0.50
+  in.nodes[3].hcas[0].rate_gbps = 40;                        // 5 GB/s: 2 GB/s is 0.40
+  FleetReport rep = Evaluate(in);
+  CHECK(rep.nodes.at(3).verdict == "fail");
+  CHECK_THAT(rep.nodes.at(3).problems.back(),
+             Catch::Equals("net1: busbw 2.00 GB/s is 0.40 of its 40 Gb/s line rate (floor 0.50)"));
+  for (int n = 0; n < 3; ++n) CHECK(rep.nodes.at(n).verdict == "pass");
+  auto doc = rep.ToJson();
+  CHECK(doc["nodes"][0]["hcas"][0]["lineRateFraction"] == Approx(0.5));
+  CHECK_FALSE(doc["nodes"][0]["hcas"][1].contains("lineRateFraction"));
+  REQUIRE(rep.notes.size() == 1);
+  CHECK_THAT(rep.notes[0], Catch::StartsWith("line-rate floor not applied to 4 HCA(s) with no "
+                                             "known port rate"));
+  CHECK_THAT(rep.Table(), Catch::Contains("net1 2.00 GB/s (0.50 of line rate)"));
+}
+
+TEST_CASE("Three nodes, one rail cut on one and another rail slow on another: both named") {
+  // The VM tier's fleet (tests/vm/guest-fleet.sh): node 3's rail 1 fails, node 2's rail 2 is
+  // policed; each rail is still fast between the other two.
+  Inputs in = Run(3, 2, 3, {{1, 1}});
+  for (auto& m : in.measurements) {
+    if (m.rail == 0 && (m.pair.a == 2 || m.pair.b == 2)) {
+      m.ok = false;
+      m.busbw_gbps = 0;
+      m.error = "the peer's writes did not finish within 60 s";
+    }
+  }
+  FleetReport rep = Evaluate(in);
+  INFO(rep.Table());
+  REQUIRE(rep.localisation.culprits.size() == 2);
+  std::set<std::pair<int, int>> named;
+  for (const auto& c : rep.localisation.culprits) {
+    named.insert({c.node, c.rail});
+    CHECK(c.certain);
+  }
+  CHECK(named == std::set<std::pair<int, int>>{{1, 1}, {2, 0}});
+  CHECK(rep.nodes.at(0).verdict == "pass");
 }
 
 TEST_CASE("The report fails the culprit's node and only it, naming node and HCA") {

@@ -116,6 +116,31 @@ TEST_CASE("Four pods: the ring, then pair rounds over TCP name the slow node and
   CHECK(jobs[1].comm_id != jobs[2].comm_id);
 }
 
+TEST_CASE("The verbs rail sweep: no ring, pair rounds on every rail whatever --pairs says") {
+  Config cfg = Cfg(3);
+  cfg.transport = "verbs";
+  cfg.pairs = PairPolicy::kAuto;  // the sweep is its pair rounds: they run anyway
+  cfg.collective = "rdma_write";
+  std::vector<std::unique_ptr<FakeAgent>> agents;
+  for (int r = 0; r < 3; ++r) agents.push_back(std::make_unique<FakeAgent>(r, 1, 0));
+  std::vector<std::thread> others;
+  for (int r = 1; r < 3; ++r) {
+    others.emplace_back([&, r] { (void)Participate(cfg, r, *agents[static_cast<size_t>(r)]); });
+  }
+  auto rep = Coordinate(cfg, *agents[0]);
+  for (auto& t : others) t.join();
+  REQUIRE(rep);
+  CHECK_FALSE(rep->in.ring.ran);
+  CHECK(rep->in.rounds.size() == 3);  // an odd fleet: every node meets two partners
+  for (const auto& j : agents[2]->tasks()) CHECK(j.tag != "ring");
+  REQUIRE(rep->localisation.culprits.size() == 1);
+  CHECK(rep->localisation.culprits[0].node == 1);
+  CHECK(rep->localisation.culprits[0].hca == "net1");
+  CHECK_THAT(rep->Summary(), Catch::Contains("rail sweep of 3 round(s)"));
+  CHECK_THAT(rep->Table(), Catch::Contains("rail sweep (verbs)"));
+  for (const auto& p : rep->problems) CHECK_THAT(p, !Catch::Contains("ring"));
+}
+
 TEST_CASE("A pod that never arrives is reported, and the others are still judged") {
   Config cfg = Cfg(3);
   FakeAgent a0(0, -1, -1), a1(1, -1, -1);

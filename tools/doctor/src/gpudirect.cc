@@ -106,6 +106,12 @@ void CheckGpuDirect(const Inputs& in, const std::vector<sysfs::Hca>& hcas, View&
     return;
   }
   auto g = sysfs::ReadGpuDirectSupport(in.root);
+  if (!g.nvidia_loaded) {
+    Add(v, "gpudirect-rdma", Status::kUnknown,
+        "NVIDIA GPUs on the PCI bus but no NVIDIA driver loaded (no module/nvidia in sysfs)",
+        "install the GPU driver (the GPU Operator's driver DaemonSet) before judging GPUDirect");
+    return;
+  }
   int kernel = in.kernel_version > 0 ? in.kernel_version : KernelVersion();
   v.doc["gpuDirect"] = {{"nvidiaDriver", g.nvidia_version},
                         {"openKernelModule", g.nvidia_open},

@@ -8,10 +8,12 @@
 
 namespace kuberdma::validator {
 
-// Bandwidth in GB/s with two decimals: "1.98" (tables, where the column says GB/s).
+// Bandwidth in GB/s with two decimals: "1.98" (tables, where the column says GB/s); four below
+// 0.1 GB/s, so that a slow software fabric's figures (Soft-RoCE under emulation: "0.0123") and a
+// policed rail's still read apart from nothing.
 inline std::string Gb(double gbps) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.2f", gbps);
+  std::snprintf(b, sizeof b, gbps != 0 && gbps < 0.1 && gbps > -0.1 ? "%.4f" : "%.2f", gbps);
   return b;
 }
 

@@ -108,7 +108,10 @@ template:
         image: {{ include "kube-rdma.image" (dict "image" $a.image "chart" .chart) }}
         command: ["/usr/local/bin/rdma-validate"]
         {{- end }}
-        {{- $args := list "--mode" "acceptance" "--transport" $a.transport "--collective" $a.collective "--size" $a.size "--iters" (toString $a.iters) "--timeout" (toString $a.timeoutSeconds) "--pairs" $a.pairs "--min-fleet-fraction" (toString $a.minFleetFraction) }}
+        {{- $args := list "--mode" "acceptance" "--transport" $a.transport "--collective" $a.collective "--size" $a.size "--iters" (toString $a.iters) "--timeout" (toString $a.timeoutSeconds) "--pairs" $a.pairs "--min-fleet-fraction" (toString $a.minFleetFraction) "--min-line-rate" (toString $a.minLineRate) }}
+        {{- if $a.allowNoGdr }}
+        {{- $args = concat $args (list "--allow-no-gdr") }}
+        {{- end }}
         {{- if $a.sweep.minBytes }}
         {{- $args = concat $args (list "-b" $a.sweep.minBytes "-e" (default $a.sweep.minBytes $a.sweep.maxBytes) "-f" (toString $a.sweep.stepFactor)) }}
         {{- end }}
@@ -118,7 +121,10 @@ template:
         {{- if $a.pushGateway }}
         {{- $args = concat $args (list "--push-gateway" $a.pushGateway) }}
         {{- end }}
-        args: {{ toJson (concat $args (list "--require-nccl" "--json" "-")) }}
+        {{- if ne $a.transport "verbs" }}
+        {{- $args = concat $args (list "--require-nccl") }}
+        {{- end }}
+        args: {{ toJson (concat $args (list "--json" "-")) }}
         env:
           - name: WORLD_SIZE
             value: {{ $a.nodes | quote }}

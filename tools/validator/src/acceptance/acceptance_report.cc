@@ -373,7 +373,10 @@ std::string FleetReport::Summary() const {
 std::string FleetReport::Table() const {
   char line[256];
   std::string o = "rdma-validate acceptance: " + std::to_string(in.nodes.size()) + " node(s), " +
-                  in.transport + ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version) +
+                  in.transport +
+                  (in.transport == "verbs"
+                       ? " (no NCCL)"
+                       : ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version)) +
                   "\n";
   if (in.ring.ran || in.transport != "verbs") {
     std::snprintf(line, sizeof line, "  ring: %d ranks, busbw %.2f GB/s%s\n", in.ring.ranks,
@@ -388,9 +391,7 @@ std::string FleetReport::Table() const {
       o += "  " + in.nodes.at(p.a).name + "+" + in.nodes.at(p.b).name + " [";
       for (const auto& m : in.measurements) {
         if (m.round != static_cast<int>(r) || !(m.pair == p)) continue;
-        std::snprintf(line, sizeof line, "%s%.2f", m.rail == 0 ? "" : " ",
-                      m.ok ? m.busbw_gbps : 0.0);
-        o += line;
+        o += (m.rail == 0 ? "" : " ") + (m.ok ? Gb(m.busbw_gbps) : std::string("failed"));
       }
       o += "]";
     }
