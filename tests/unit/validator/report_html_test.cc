@@ -59,6 +59,19 @@ TEST_CASE("The culprit's cell, and only it, is marked, with its evidence") {
   CHECK_THAT(*page, !Catch::Contains("vs baseline"));
 }
 
+TEST_CASE("A verbs rail sweep's page says so, with no ring, and keeps small figures readable") {
+  json r = Fleet(4, {{2, 1}});
+  r["transport"] = "verbs";
+  r["ring"]["ran"] = false;
+  r["fleetMedianGBps"] = 0.0047;  // Soft-RoCE under emulation
+  auto page = FleetReportHtml(r, nullptr);
+  REQUIRE(page);
+  CHECK_THAT(*page, Catch::Contains("rail sweep (RDMA writes, no NCCL)"));
+  CHECK_THAT(*page, Catch::Contains("fleet median pair RDMA write 0.0047 GB/s"));
+  CHECK_THAT(*page, !Catch::Contains("ring busbw"));
+  CHECK(Marked(*page) == std::set<std::pair<std::string, std::string>>{{"node-3", "2"}});
+}
+
 TEST_CASE("A whole slow node marks its row; one rail slow everywhere marks the column") {
   auto node = FleetReportHtml(Fleet(4, {{1, 0}, {1, 1}}), nullptr);
   REQUIRE(node);

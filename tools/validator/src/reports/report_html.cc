@@ -72,6 +72,9 @@ std::string Fixed(double v, int precision = 2) {
   return b;
 }
 
+// A bandwidth: two decimals, four below 0.1 GB/s (an emulated fabric's figures, a policed rail).
+std::string Gbps(double v) { return Fixed(v, v > 0 && v < 0.1 ? 4 : 2); }
+
 std::optional<double> Number(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
   return j[key].get<double>();
@@ -308,11 +311,11 @@ std::string Cell(const Page& p, const json& node, const json& hca, int rail) {
            "\">&ndash;</td>";
   }
   double ratio = p.median > 0 ? it->second / p.median : 0;
-  evidence += ": pair busbw " + Fixed(it->second) + " GB/s, " + Fixed(ratio) + "x the fleet median";
+  evidence += ": pair busbw " + Gbps(it->second) + " GB/s, " + Fixed(ratio) + "x the fleet median";
   if (!why.empty()) evidence += "; " + why;
   return "<td class=\"cell" + std::string(why.empty() ? "" : " culprit") + "\"" + attrs +
          " data-ratio=\"" + Fixed(ratio, 3) + "\" style=\"background:" + Colour(ratio) +
-         "\" data-evidence=\"" + Escape(evidence) + "\">" + Fixed(it->second) +
+         "\" data-evidence=\"" + Escape(evidence) + "\">" + Gbps(it->second) +
          "<span class=\"ratio\">" + Fixed(ratio) + "&times;</span>" +
          (p.has_baseline ? Delta(p.base, {name, rail}, it->second) : "") + "</td>";
 }
@@ -333,7 +336,7 @@ std::string Row(const Page& p, const json& node) {
   }
   for (int r = 1; r <= p.rails; ++r) o += Cell(p, node, *by_rail[static_cast<size_t>(r)], r);
   auto it = p.cells.find({name, 0});
-  o += "<td>" + (it == p.cells.end() ? std::string("&ndash;") : Fixed(it->second)) +
+  o += "<td>" + (it == p.cells.end() ? std::string("&ndash;") : Gbps(it->second)) +
        (it != p.cells.end() && p.has_baseline ? Delta(p.base, {name, 0}, it->second) : "") +
        "</td></tr>\n";
   return o;
@@ -344,14 +347,19 @@ std::string Header(const Page& p) {
   std::string verdict = Text(r, "verdict");
   std::string collective = r.contains("collective") ? Text(r["collective"], "name") : "";
   auto ring = r.contains("ring") ? Number(r["ring"], "busbwGBps") : std::nullopt;
+  // The verbs rail sweep has no NCCL and no ring: its figures are RDMA writes per rail.
+  bool sweep = Text(r, "transport") == "verbs";
   std::string o = "<h1>Fleet acceptance: <span class=\"" +
                   std::string(verdict == "pass" ? "pass" : "fail") + R"(" id="verdict">)" +
                   Escape(verdict) + "</span></h1>\n<p class=\"meta\">" + Escape(Text(r, "date")) +
                   " &middot; " + std::to_string(r["nodes"].size()) + " nodes &middot; " +
-                  Escape(Text(r, "transport")) + " &middot; NCCL " +
-                  Escape(Text(r, "ncclVersion")) + " &middot; " + Escape(collective) +
-                  " &middot; ring busbw " + (ring ? Fixed(*ring) : std::string("?")) +
-                  " GB/s &middot; fleet median pair busbw " + Fixed(p.median) + " GB/s</p>\n";
+                  Escape(Text(r, "transport")) +
+                  (sweep ? " &middot; rail sweep (RDMA writes, no NCCL)"
+                         : " &middot; NCCL " + Escape(Text(r, "ncclVersion")) + " &middot; " +
+                               Escape(collective) + " &middot; ring busbw " +
+                               (ring ? Fixed(*ring) : std::string("?")) + " GB/s") +
+                  " &middot; fleet median pair " + (sweep ? "RDMA write " : "busbw ") +
+                  Gbps(p.median) + " GB/s</p>\n";
   if (p.has_baseline) o += "<p class=\"meta\">Compared with a baseline report.</p>\n";
   return o;
 }
@@ -399,7 +407,7 @@ std::string Rounds(const json& r) {
         auto b = Number(m, "busbwGBps");
         bool ok = m.value("ok", false);
         o += "<td" + std::string(ok ? "" : " class=\"fail\"") + ">" +
-             (ok && b ? Fixed(*b) : "failed " + Escape(Text(m, "error"))) + "</td>";
+             (ok && b ? Gbps(*b) : "failed " + Escape(Text(m, "error"))) + "</td>";
       }
       o += "</tr>\n";
     }
