@@ -137,7 +137,7 @@ TEST_CASE("The ring's line rate counts every rank of a node: each hop crosses on
   for (int n : {0, 1}) ring.traffic[n] = {{"net1", {100, 0.5}}, {"net2", {100, 0.5}}};
   Thresholds t{.min_link_fraction = 0.5};
   CHECK(RingNeedsPairs(ring, nodes, t, std::nullopt));  // one rank: 40 of 100 GB/s
-  ring.local_ranks = 2;                                   // two ranks: 80 of 100
+  ring.local_ranks = 2;                                 // two ranks: 80 of 100
   CHECK_FALSE(RingNeedsPairs(ring, nodes, t, std::nullopt));
 }
 
@@ -157,7 +157,7 @@ TEST_CASE("Each HCA's median is reported against its line rate, and unknown rate
   Inputs in = Run(4, 2, 2, {});
   in.thresholds.min_link_fraction = 0.5;
   for (auto& [rank, n] : in.nodes) n.hcas[0].rate_gbps = 32;  // 4 GB/s: 2 GB/s is 0.50
-  in.nodes[3].hcas[0].rate_gbps = 40;                        // 5 GB/s: 2 GB/s is 0.40
+  in.nodes[3].hcas[0].rate_gbps = 40;                         // 5 GB/s: 2 GB/s is 0.40
   FleetReport rep = Evaluate(in);
   CHECK(rep.nodes.at(3).verdict == "fail");
   CHECK_THAT(rep.nodes.at(3).problems.back(),

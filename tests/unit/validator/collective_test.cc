@@ -37,8 +37,9 @@ TEST_CASE("The size column means each collective's buffer, as in nccl-tests") {
   auto a2a = ShapeOf({.kind = Collective::kAllToAll, .type = DataType::kBfloat16}, 1000, 3);
   CHECK(a2a.send == 498);  // 500 elements, rounded down to three equal pieces
   CHECK(a2a.bytes == 996);
-  CHECK_FALSE(a2a.in_place);
-  CHECK_FALSE(ShapeOf({.kind = Collective::kSendRecv}, 1024, 2).in_place);
+  CHECK_FALSE(a2a.in_place_checked);  // timed in place, as nccl-tests does, but not checked
+  CHECK_FALSE(ShapeOf({.kind = Collective::kSendRecv}, 1024, 2).in_place_checked);
+  CHECK(ShapeOf({.kind = Collective::kAllGather}, 1024, 2).in_place_checked);
   CHECK(ShapeOf({.kind = Collective::kBroadcast, .type = DataType::kFloat64}, 1024, 4).count ==
         128);
 }
@@ -168,7 +169,9 @@ TEST_CASE("Expected results agree with each collective's definition, every type 
   CHECK(*ExpectedValue(s, sh, 13, 0, 6) == AsType(DataType::kInt8, 31 * 7));
 }
 
-TEST_CASE("The table, the CSV and the JSON carry nccl-tests' columns, N/A where no in-place form") {
+TEST_CASE(
+    "The table, the CSV and the JSON carry nccl-tests' columns, N/A where a size has no in-place "
+    "run") {
   CollectiveSpec s{.kind = Collective::kAllToAll, .type = DataType::kFloat32};
   std::vector<SizeResult> r = {
       {.bytes = 1 << 20, .count = 1 << 18, .out_of_place = {.seconds = 1e-3}}};
@@ -216,6 +219,25 @@ TEST_CASE("An all_gather sweep prints nccl-tests' table layout (golden, syntheti
       "# Avg bus bandwidth    : 104.949 \n"
       "#\n";
   CHECK(ResultTable(s, 16, r) == golden);
+}
+
+TEST_CASE("alltoall's in-place run is timed and its wrong column N/A, as nccl-tests prints it") {
+  CollectiveSpec s{.kind = Collective::kAllToAll, .type = DataType::kFloat32};
+  std::vector<SizeResult> r = {{.bytes = 1048576,
+                                .count = 262144,
+                                .out_of_place = {.seconds = 0.0005},
+                                .in_place = PlaceResult{.seconds = 0.00052, .checked = false}}};
+  std::string t = ResultTable(s, 4, r);
+  // alltoall_perf v2.16.9: reportErrors is 0 in place, so "%5s" of "N/A"; its busbw still counts
+  // in the average.
+  CHECK_THAT(t, Catch::Contains("     1048576        262144     float    none      -1    500.0    "
+                                "2.10    1.57      0    520.0    2.02    1.51    N/A\n"));
+  CHECK_THAT(t,
+             Catch::Contains("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.54262 \n"));
+  auto j = ResultJson(s, 4, r);
+  CHECK(j["sizes"][0]["inPlace"]["wrong"].is_null());
+  CHECK(j["sizes"][0]["outOfPlace"]["wrong"] == 0);
+  CHECK_THAT(ResultCsv(s, 4, r), Catch::EndsWith(",in-place,520.000,2.0165,1.5124,\n"));
 }
 
 TEST_CASE("Times keep nccl-tests' 7 columns at every scale; a clean sweep's footer says OK") {

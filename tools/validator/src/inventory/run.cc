@@ -115,6 +115,7 @@ CollectiveRun Fold(const CollectiveParams& p, const CollectiveOutcome& run) {
         if (!s.in_place) s.in_place = PlaceResult{};
         s.in_place->seconds = std::max(s.in_place->seconds, rk.sizes[i].in_place->seconds);
         s.in_place->wrong += rk.sizes[i].in_place->wrong;
+        s.in_place->checked = rk.sizes[i].in_place->checked;
       }
     }
   }

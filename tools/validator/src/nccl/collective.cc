@@ -202,11 +202,11 @@ Shape ShapeOf(const CollectiveSpec& s, size_t bytes, int nranks) {
     case Collective::kAllToAll:  // n pieces out, n in
       sh.send = sh.recv = bytes / ts / n * n;
       sh.count = sh.send;
-      sh.in_place = false;
+      sh.in_place_checked = false;
       break;
     default:
       sh.send = sh.recv = sh.count = bytes / ts;
-      sh.in_place = s.kind != Collective::kSendRecv;
+      sh.in_place_checked = s.kind != Collective::kSendRecv;
   }
   sh.bytes = sh.count * ts;
   return sh;
@@ -296,7 +296,7 @@ nlohmann::json PlaceJson(size_t bytes, const PlaceResult& p, double factor) {
   return {{"timeUs", p.seconds * 1e6},
           {"algbwGBps", alg},
           {"busbwGBps", alg * factor},
-          {"wrong", p.wrong}};
+          {"wrong", p.checked ? nlohmann::json(p.wrong) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace
@@ -315,8 +315,11 @@ std::string TimeColumn(double seconds) {
 std::string PlaceColumns(size_t bytes, const PlaceResult& p, double factor) {
   double a = AlgBw(bytes, p.seconds);
   char b[96];
-  int n = std::snprintf(b, sizeof b, "  %7s  %6.2f  %6.2f  %5g", TimeColumn(p.seconds).c_str(), a,
-                        a * factor, static_cast<double>(p.wrong));
+  int n = p.checked ? std::snprintf(b, sizeof b, "  %7s  %6.2f  %6.2f  %5g",
+                                    TimeColumn(p.seconds).c_str(), a, a * factor,
+                                    static_cast<double>(p.wrong))
+                    : std::snprintf(b, sizeof b, "  %7s  %6.2f  %6.2f  %5s",
+                                    TimeColumn(p.seconds).c_str(), a, a * factor, "N/A");
   return {b, static_cast<size_t>(std::max(0, n))};
 }
 
@@ -379,11 +382,11 @@ std::string ResultCsv(const CollectiveSpec& s, int nranks, const std::vector<Siz
   char line[256];
   auto row = [&](const SizeResult& x, const char* place, const PlaceResult& p) {
     double a = AlgBw(x.bytes, p.seconds);
-    int n =
-        std::snprintf(line, sizeof line, "%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.4f,%.4f,%llu\n",
-                      std::string(Name(s.kind)).c_str(), nranks, x.bytes, x.count,
-                      std::string(Name(s.type)).c_str(), RedOpColumn(s).c_str(), RootColumn(s),
-                      place, p.seconds * 1e6, a, a * f, static_cast<unsigned long long>(p.wrong));
+    int n = std::snprintf(line, sizeof line, "%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.4f,%.4f,%s\n",
+                          std::string(Name(s.kind)).c_str(), nranks, x.bytes, x.count,
+                          std::string(Name(s.type)).c_str(), RedOpColumn(s).c_str(), RootColumn(s),
+                          place, p.seconds * 1e6, a, a * f,
+                          p.checked ? std::to_string(p.wrong).c_str() : "");
     out.append(line, static_cast<size_t>(std::max(0, n)));
   };
   for (const auto& x : r) {

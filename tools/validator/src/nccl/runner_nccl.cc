@@ -358,7 +358,8 @@ std::string RunPlace(const CollectiveParams& p, const Shape& sh, int rank, Buffe
   }
   std::sort(phases.begin(), phases.end());
   out->seconds = phases[phases.size() / 2];
-  if (!p.check) return "";
+  out->checked = p.check && (!in_place || sh.in_place_checked);
+  if (!out->checked) return "";
   fill();
   if (auto e = Calls(p, sh, rank, at, comm, b.stream, 1, timed_out); !e.empty()) return e;
   out->wrong = Wrong(p.spec, sh, p.nranks, rank, at.recv);
@@ -366,7 +367,7 @@ std::string RunPlace(const CollectiveParams& p, const Shape& sh, int rank, Buffe
 }
 
 nlohmann::json PlaceJson(const PlaceResult& r) {
-  return {{"seconds", r.seconds}, {"wrong", r.wrong}};
+  return {{"seconds", r.seconds}, {"wrong", r.wrong}, {"checked", r.checked}};
 }
 
 // Every size, out of place then in place; "" or the error (the communicator then aborted).
@@ -379,7 +380,7 @@ std::string RunSizes(const CollectiveParams& p, int rank, Buffers& b, ncclComm_t
     nlohmann::json j = {{"bytes", sh.bytes}, {"count", sh.count}, {"oop", PlaceJson(oop)}};
     *wrong += oop.wrong;
     *seconds = oop.seconds;
-    if (sh.in_place) {
+    {  // in place: every collective, as nccl-tests times it (checked where defined)
       PlaceResult ip;
       if (auto e = RunPlace(p, sh, rank, b, true, comm, &ip, timed_out); !e.empty()) return e;
       j["ip"] = PlaceJson(ip);
@@ -506,7 +507,8 @@ RankOutcome Finish(Child& k, bool* timed_out) {
     SizeResult sr{.bytes = x.value("bytes", size_t{0}), .count = x.value("count", size_t{0})};
     auto place = [](const nlohmann::json& p) {
       return PlaceResult{.seconds = p.value("seconds", 0.0),
-                         .wrong = p.value("wrong", uint64_t{0})};
+                         .wrong = p.value("wrong", uint64_t{0}),
+                         .checked = p.value("checked", true)};
     };
     if (x.contains("oop") && x["oop"].is_object()) sr.out_of_place = place(x["oop"]);
     if (x.contains("ip") && x["ip"].is_object()) sr.in_place = place(x["ip"]);

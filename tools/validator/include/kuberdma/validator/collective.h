@@ -77,11 +77,14 @@ double BusFactor(Collective c, int nranks);
 // broadcast, reduce and sendrecv; all_gather's output; reduce_scatter's and alltoall's input.
 // Elements per rank, `bytes` rounded down to what divides evenly among the ranks.
 struct Shape {
-  size_t bytes = 0;      // the size column, after rounding
-  size_t count = 0;      // the count column: elements of the size column
-  size_t send = 0;       // elements in each rank's send buffer
-  size_t recv = 0;       // elements in each rank's receive buffer
-  bool in_place = true;  // whether NCCL has an in-place form (alltoall and sendrecv: no)
+  size_t bytes = 0;  // the size column, after rounding
+  size_t count = 0;  // the count column: elements of the size column
+  size_t send = 0;   // elements in each rank's send buffer
+  size_t recv = 0;   // elements in each rank's receive buffer
+  // Whether an in-place run's result is defined, so checked. alltoall and sendrecv in place (the
+  // send buffer the receive buffer) are timed, as nccl-tests times them, but what they leave is
+  // not defined: nccl-tests prints N/A for their wrong elements, and so do we.
+  bool in_place_checked = true;
 };
 Shape ShapeOf(const CollectiveSpec& s, size_t bytes, int nranks);
 
@@ -101,10 +104,11 @@ std::optional<double> ExpectedValue(const CollectiveSpec& s, const Shape& sh, in
 double Tolerance(const CollectiveSpec& s, int nranks, double expected);
 
 // One size's figures, as nccl-tests prints them: time per iteration (the slowest rank's), algbw,
-// busbw and the number of wrong elements, out of place and in place (nullopt: no such form).
+// busbw and the number of wrong elements, out of place and in place (nullopt: not run).
 struct PlaceResult {
   double seconds = 0;
   uint64_t wrong = 0;
+  bool checked = true;  // false: no defined result to count (alltoall, sendrecv in place)
 };
 struct SizeResult {
   size_t bytes = 0;
