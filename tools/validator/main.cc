@@ -137,6 +137,21 @@ void AddGidOptions(CLI::App& app, Cli& c) {
                "this pod's GIDs (exit 1 saying why when no variable can pick them)");
 }
 
+// What a run is held to: busbw, line rate, GPUDirect, each device's share.
+void AddThresholdOptions(CLI::App& app, Options& o) {
+  app.add_option("--min-busbw", o.min_busbw_gbps, "fail below this busbw (GB/s)");
+  app.add_option("--min-line-rate,--min-busbw-fraction", o.min_line_rate,
+                 "fail an HCA whose part of the largest size's bandwidth is below this fraction of "
+                 "its port rate (default 0.5; 0: off; no rate known: skipped with a warning)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--allow-no-gdr", o.allow_no_gdr,
+               "warn instead of failing when NCCL stages an HCA's traffic through host memory "
+               "although a GPU shares its PCIe switch (no nvidia-peermem or DMA-BUF here)");
+  app.add_option("--min-share", o.min_share,
+                 "each device must carry this fraction of an even split")
+      ->check(CLI::Range(0.0, 1.0));
+}
+
 void AddRunOptions(CLI::App& app, Cli& c) {
   Options& o = c.o;
   app.add_option("--mode", c.mode,
@@ -160,17 +175,7 @@ void AddRunOptions(CLI::App& app, Cli& c) {
   app.add_option("--timeout", o.timeout_s,
                  "seconds for communicator init and each collective phase")
       ->check(CLI::Range(1, 3600));
-  app.add_option("--min-busbw", o.min_busbw_gbps, "fail below this busbw (GB/s)");
-  app.add_option("--min-line-rate,--min-busbw-fraction", o.min_line_rate,
-                 "fail an HCA whose part of the largest size's bandwidth is below this fraction of "
-                 "its port rate (default 0.5; 0: off; no rate known: skipped with a warning)")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_flag("--allow-no-gdr", o.allow_no_gdr,
-               "warn instead of failing when NCCL stages an HCA's traffic through host memory "
-               "although a GPU shares its PCIe switch (no nvidia-peermem or DMA-BUF here)");
-  app.add_option("--min-share", o.min_share,
-                 "each device must carry this fraction of an even split")
-      ->check(CLI::Range(0.0, 1.0));
+  AddThresholdOptions(app, o);
   app.add_option("--gpus", o.gpus,
                  "local ranks (default: every GPU; more than the GPUs share them)");
   app.add_option("--rank", o.rank, "multi-pod/acceptance: this pod's rank (default: from the env)");

@@ -144,7 +144,7 @@ void LineRateProblems(FleetReport& rep) {
   }
   if (unknown.empty()) return;
   std::string list;
-  for (size_t i = 0; i < unknown.size() && i < 8; ++i) list += (i ? ", " : "") + unknown[i];
+  for (size_t i = 0; i < unknown.size() && i < 8; ++i) list += (i > 0 ? ", " : "") + unknown[i];
   if (unknown.size() > 8) list += " and " + std::to_string(unknown.size() - 8) + " more";
   rep.notes.push_back("line-rate floor not applied to " + std::to_string(unknown.size()) +
                       " HCA(s) with no known port rate (netdevs, software RDMA): " + list);
@@ -370,21 +370,11 @@ std::string FleetReport::Summary() const {
   return s;
 }
 
-std::string FleetReport::Table() const {
-  char line[256];
-  std::string o = "rdma-validate acceptance: " + std::to_string(in.nodes.size()) + " node(s), " +
-                  in.transport +
-                  (in.transport == "verbs"
-                       ? " (no NCCL)"
-                       : ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version)) +
-                  "\n";
-  if (in.ring.ran || in.transport != "verbs") {
-    std::snprintf(line, sizeof line, "  ring: %d ranks, busbw %.2f GB/s%s\n", in.ring.ranks,
-                  in.ring.busbw_gbps, in.ring.ok ? " (verified)" : " (FAILED)");
-    o += line;
-  } else {
-    o += "  rail sweep (verbs): RDMA write GB/s per rail of each pair, no NCCL\n";
-  }
+namespace {
+
+// The pair rounds, a line each: every pair's rails in order ("failed" where a measurement failed).
+std::string RoundLines(const Inputs& in) {
+  std::string o;
   for (size_t r = 0; r < in.rounds.size(); ++r) {
     o += "  round " + std::to_string(r + 1) + ":";
     for (const auto& p : in.rounds[r]) {
@@ -397,22 +387,46 @@ std::string FleetReport::Table() const {
     }
     o += "\n";
   }
-  for (const auto& [rank, info] : in.nodes) {
-    const NodeVerdict& v = nodes.at(rank);
-    std::snprintf(line, sizeof line, "  %-20s %-5s busbw %s", info.name.c_str(), v.verdict.c_str(),
-                  v.busbw_gbps ? GbUnit(*v.busbw_gbps).c_str() : "-");
-    o += line;
-    for (const auto& h : info.hcas) {
-      auto it = v.hca_busbw.find(h.name);
-      double bw = it != v.hca_busbw.end() && it->second ? *it->second : -1;
-      o += "  " + h.name + " " + (bw >= 0 ? GbUnit(bw) : "-");
-      if (bw >= 0 && h.rate_gbps > 0) {
-        std::snprintf(line, sizeof line, " (%.2f of line rate)", bw / (h.rate_gbps / 8));
-        o += line;
-      }
+  return o;
+}
+
+// A node's line: its verdict, its figure, each HCA's median and (with a known rate) its fraction
+// of line rate.
+std::string NodeLine(const NodeInfo& info, const NodeVerdict& v) {
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-20s %-5s busbw %s", info.name.c_str(), v.verdict.c_str(),
+                v.busbw_gbps ? GbUnit(*v.busbw_gbps).c_str() : "-");
+  std::string o = line;
+  for (const auto& h : info.hcas) {
+    auto it = v.hca_busbw.find(h.name);
+    double bw = it != v.hca_busbw.end() && it->second ? *it->second : -1;
+    o += "  " + h.name + " " + (bw >= 0 ? GbUnit(bw) : "-");
+    if (bw >= 0 && h.rate_gbps > 0) {
+      std::snprintf(line, sizeof line, " (%.2f of line rate)", bw / (h.rate_gbps / 8));
+      o += line;
     }
-    o += "\n";
   }
+  return o + "\n";
+}
+
+}  // namespace
+
+std::string FleetReport::Table() const {
+  char line[256];
+  std::string o =
+      "rdma-validate acceptance: " + std::to_string(in.nodes.size()) + " node(s), " + in.transport +
+      (in.transport == "verbs" ? " (no NCCL)"
+                               : ", NCCL " + (in.nccl_version.empty() ? "?" : in.nccl_version)) +
+      "\n";
+  if (in.ring.ran || in.transport != "verbs") {
+    std::snprintf(line, sizeof line, "  ring: %d ranks, busbw %.2f GB/s%s\n", in.ring.ranks,
+                  in.ring.busbw_gbps, in.ring.ok ? " (verified)" : " (FAILED)");
+    o += line;
+  } else {
+    o += "  rail sweep (verbs): RDMA write GB/s per rail of each pair, no NCCL\n";
+  }
+  o += RoundLines(in);
+  for (const auto& [rank, info] : in.nodes) o += NodeLine(info, nodes.at(rank));
   for (const auto& c : localisation.culprits) {
     o += std::string(c.certain ? "  culprit: " : "  suspect: ") + Who(in, c) + Where(c) + ": " +
          c.why + "\n";

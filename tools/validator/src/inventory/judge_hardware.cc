@@ -102,7 +102,7 @@ void Validator::JudgeLineRate(Report& r) {
   double floor = r.opts.min_line_rate;
   if (floor <= 0 || !r.verified || r.bandwidth.busbw_gbps <= 0) return;
   if (r.opts.transport == Transport::kSocket) {
-    r.warnings.push_back(
+    r.warnings.emplace_back(
         "line-rate floor not applied: the Socket transport's netdevs report no port rate");
     return;
   }

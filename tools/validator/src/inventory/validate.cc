@@ -580,6 +580,32 @@ std::string LogsLine(const std::vector<std::string>& log_files) {
 
 }  // namespace
 
+namespace {
+
+// The lines under a device's row: the GID NCCL used, GPUDirect, line rate, notes.
+std::string DeviceDetails(const DeviceResult& d) {
+  std::ostringstream o;
+  if (d.gid_index >= 0) {
+    o << "      gid: index " << d.gid_index << " " << d.gid_address
+      << (d.gid_type.empty() ? "" : " (" + d.gid_type + ")") << "\n";
+  }
+  if (!d.gpu_direct.empty()) {
+    o << "      GPUDirect RDMA: " << d.gpu_direct
+      << (d.nearest_gpu_distance.empty() ? "" : " (nearest GPU: " + d.nearest_gpu_distance + ")")
+      << "\n";
+  }
+  if (d.line_rate_fraction >= 0) {
+    char line[128];
+    std::snprintf(line, sizeof line, "      line rate: %.2f GB/s, %.2f of %.0f Gb/s\n",
+                  d.achieved_gbps, d.line_rate_fraction, d.line_rate_gbps);
+    o << line;
+  }
+  for (const auto& n : d.notes) o << "      note: " << n << "\n";
+  return o.str();
+}
+
+}  // namespace
+
 std::string Report::Table() const {
   std::ostringstream o;
   o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
@@ -601,22 +627,7 @@ std::string Report::Table() const {
                   d.usable ? "yes" : "NO", ran_collective ? (d.chosen_by_nccl ? "yes" : "NO") : "-",
                   Bytes(d.bytes_sent).c_str(), Bytes(d.bytes_received).c_str(), 100 * d.share,
                   ran_collective ? (d.carried_traffic ? "yes" : "NO") : "-");
-    o << line;
-    if (d.gid_index >= 0) {
-      o << "      gid: index " << d.gid_index << " " << d.gid_address
-        << (d.gid_type.empty() ? "" : " (" + d.gid_type + ")") << "\n";
-    }
-    if (!d.gpu_direct.empty()) {
-      o << "      GPUDirect RDMA: " << d.gpu_direct
-        << (d.nearest_gpu_distance.empty() ? "" : " (nearest GPU: " + d.nearest_gpu_distance + ")")
-        << "\n";
-    }
-    if (d.line_rate_fraction >= 0) {
-      std::snprintf(line, sizeof line, "      line rate: %.2f GB/s, %.2f of %.0f Gb/s\n",
-                    d.achieved_gbps, d.line_rate_fraction, d.line_rate_gbps);
-      o << line;
-    }
-    for (const auto& n : d.notes) o << "      note: " << n << "\n";
+    o << line << DeviceDetails(d);
   }
   if (ran_collective) {
     o << CollectiveLines();
