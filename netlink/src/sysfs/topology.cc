@@ -90,7 +90,8 @@ GpuDirectSupport ReadGpuDirectSupport(const SysfsRoot& root) {
   // The proprietary module taints the kernel 'P'; the open one (MIT/GPL) only 'O' (out of tree).
   std::string taint = root.ReadAttrOr("module/nvidia/taint", "");
   g.nvidia_open = g.nvidia_loaded && taint.find('P') == std::string::npos;
-  // Where NCCL and rdma-core look: nvidia_peermem's module, MOFED's nv_peer_mem (nv_mem, nv_mem_nc).
+  // Where NCCL and rdma-core look: nvidia_peermem's module, MOFED's nv_peer_mem (nv_mem,
+  // nv_mem_nc).
   for (const auto& [path, name] : {std::pair{"module/nvidia_peermem", "nvidia_peermem"},
                                    std::pair{"kernel/mm/memory_peers/nv_mem", "nv_peer_mem"},
                                    std::pair{"kernel/mm/memory_peers/nv_mem_nc", "nv_peer_mem"}}) {
@@ -109,7 +110,8 @@ AcsRedirect ReadAcsRedirect(const SysfsRoot& root, const std::string& device_pat
   if (!cfg || cfg->size() < 0x104) return AcsRedirect::kUnreadable;
   const std::string& c = *cfg;
   auto u16 = [&](size_t at) {
-    return static_cast<uint16_t>(static_cast<uint8_t>(c[at]) | static_cast<uint8_t>(c[at + 1]) << 8);
+    return static_cast<uint16_t>(static_cast<uint8_t>(c[at]) | static_cast<uint8_t>(c[at + 1])
+                                                                   << 8);
   };
   size_t at = 0x100;
   for (int hops = 0; hops < 64 && at >= 0x100 && at + 8 <= c.size(); ++hops) {
