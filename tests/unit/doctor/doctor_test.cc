@@ -527,19 +527,20 @@ struct GpuNode : Fixture {
     std::string copy = dir + "/node";
     fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8", copy,
              fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-    Put(copy + "/sys/module/nvidia/taint", taint + "\n");
-    if (!peermem) fs::remove_all(copy + "/sys/module/nvidia_peermem");
+    sysfs::SysfsRoot root(copy);
+    Put(root.Sys("module/nvidia/taint"), taint + "\n");
+    if (!peermem) fs::remove_all(root.Sys("module/nvidia_peermem"));
     std::string config(4096, '\0');
     config[0x100] = 0x0d;  // extended capability 0x000d (ACS), version 1, last in the list
     config[0x102] = 0x01;
     config[0x104] = 0x7f;
     config[0x106] = static_cast<char>(acs_control & 0xff);
-    for (const auto& e : fs::recursive_directory_iterator(copy + "/sys/devices")) {
+    for (const auto& e : fs::recursive_directory_iterator(root.Sys("devices"))) {
       // The Broadcom switch ports (vendor 0x1000) are the bridges between GPUs and HCAs.
       if (e.path().filename() == "vendor" && ReadFile(e.path().string()).value_or("") == "0x1000\n")
         Put(e.path().parent_path().string() + "/config", config);
     }
-    in.root = sysfs::SysfsRoot(copy);
+    in.root = root;
     in.kernel_version = 610;
   }
 };
@@ -589,7 +590,7 @@ TEST_CASE("GPUDirect RDMA: nvidia-peermem, DMA-BUF and ACS between GPUs and thei
   }
   SECTION("GPUs but no NVIDIA driver loaded: not judged") {
     GpuNode n("O", false, 0);
-    fs::remove_all(n.dir + "/node/sys/module/nvidia");
+    fs::remove_all(n.in.root.Sys("module/nvidia"));
     View v = NodeView(n.in);
     REQUIRE(Check(v, "gpudirect-rdma") != nullptr);
     CHECK(Check(v, "gpudirect-rdma")->status == Status::kUnknown);
