@@ -195,6 +195,16 @@ TEST_CASE("Three nodes, one rail cut on one and another rail slow on another: bo
   CHECK(rep.nodes.at(0).verdict == "pass");
 }
 
+TEST_CASE("What a node found in its own ring run fails it, by name (NCCL left an HCA out)") {
+  Inputs in = Run(4, 2, 2, {});
+  in.nodes[1].problems.push_back("net2: NCCL did not use it in the ring");
+  FleetReport rep = Evaluate(in);
+  CHECK(rep.nodes.at(1).verdict == "fail");
+  CHECK(rep.nodes.at(1).problems.front() == "net2: NCCL did not use it in the ring");
+  CHECK(rep.nodes.at(0).verdict == "pass");
+  CHECK(rep.verdict == "fail");
+}
+
 TEST_CASE("The report fails the culprit's node and only it, naming node and HCA") {
   FleetReport rep = Evaluate(Run(4, 2, 2, {{2, 1}}));
   CHECK(rep.verdict == "fail");

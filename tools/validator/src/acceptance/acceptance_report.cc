@@ -177,6 +177,9 @@ NodeVerdict JudgeNode(const FleetReport& rep, const NodeInfo& info) {
     if (info.problems.empty()) v.problems.emplace_back("did not take part");
     return v;
   }
+  // What the node found in its own runs (NCCL left an HCA out of the ring, staged it through host
+  // memory, a task it could not answer).
+  v.problems = info.problems;
   v.busbw_gbps = NodeBusbw(rep.in, rep.localisation, info.rank, &v.busbw_from);
   for (size_t k = 0; k < info.hcas.size(); ++k) {
     v.hca_busbw[info.hcas[k].name] =

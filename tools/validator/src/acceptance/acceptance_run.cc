@@ -157,6 +157,11 @@ class NcclAgent final : public acceptance::NodeAgent {
       }
     }
     if (!log.bypasses().empty()) r.problems.emplace_back("the ring bypassed the NICs");
+    // GPUDirect RDMA, judged as a single run judges it (--allow-no-gdr makes it a warning).
+    Report gdr = inv_;
+    gdr.problems.clear();
+    v_.JudgeGdr(gdr, log);
+    for (const auto& p : gdr.problems) r.problems.push_back("ring: " + p);
   }
 
   Validator& v_;

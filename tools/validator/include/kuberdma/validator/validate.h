@@ -188,6 +188,10 @@ class Validator {
   // around it into `r`: the probe completed, the port counters show its bytes, --min-busbw.
   void JudgeVerbs(Report& r, const nlohmann::json& rails, const Snapshot& before,
                   const Snapshot& after) const;
+  // judge_hardware.cc, what the hardware could give per HCA: GPUDirect RDMA by NCCL's log (also
+  // the fleet ring's), and each HCA's part of the bandwidth against its line rate.
+  void JudgeGdr(Report& r, const NcclLog& log);
+  void JudgeLineRate(Report& r);
   // The NCCL environment the ranks get; `only` (when given) narrows NCCL's device list to those.
   std::map<std::string, std::string> NcclEnv(const Report& inv,
                                              const std::vector<std::string>* only = nullptr) const;
@@ -211,9 +215,6 @@ class Validator {
   void JudgeGidOwner(Report& r, const DeviceResult& d, const GidUse& g,
                      const std::vector<sysfs::Gid>& gids);
   void JudgeThreshold(Report& r);
-  // judge_hardware.cc: what the hardware could give, per HCA.
-  void JudgeGdr(Report& r, const NcclLog& log);
-  void JudgeLineRate(Report& r);
   // Run's steps (run.cc).
   Report Skip(Report r, const std::string& why, int exit_code) const;
   // The report when NCCL is not to run (--inventory-only) or cannot (failed under
