@@ -442,8 +442,8 @@ def check_acceptance_sweep(report, helm, ci):
         f.write("acceptance: {minLineRate: 0.7}\n")
         f.flush()
         r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "manifests-values.yaml"),
-                          os.path.join(ci, "acceptance-values.yaml"), f.name, "acceptance.transport=verbs", "acceptance.allowNoGdr=true",
-                          "trainer.validator.allowNoGdr=true")
+                          os.path.join(ci, "acceptance-values.yaml"), f.name, "acceptance.transport=verbs",
+                          "acceptance.allowNoGdr=true", "acceptance.gpus=0", "trainer.validator.allowNoGdr=true")
     report.check(r.returncode == 0, "helm template with acceptance.transport=verbs" + (f": {r.stderr}" if r.returncode else ""))
     got = {(o["kind"], o["metadata"]["name"]): o for _, o in cm.load_text(r.stdout, "helm(sweep)", report)}
     job = got.get(("Job", "kuberdma-acceptance"), {}).get("spec", {}).get("template", {}).get("spec", {})
@@ -451,6 +451,12 @@ def check_acceptance_sweep(report, helm, ci):
     report.check("--require-nccl" not in args and args[args.index("--transport") + 1] == "verbs"
                  and args[args.index("--min-line-rate") + 1] == "0.7" and "--allow-no-gdr" in args,
                  f"acceptance.transport=verbs: no --require-nccl, --min-line-rate 0.7, --allow-no-gdr ({args})")
+    limits = ((job.get("containers") or [{}])[0].get("resources") or {}).get("limits", {})
+    report.check("nvidia.com/gpu" not in limits and any(k.startswith("rdma/") for k in limits),
+                 f"acceptance.gpus=0 with verbs: no GPU requested, the HCAs still are ({limits})")
+    r0 = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "acceptance-values.yaml"), "acceptance.gpus=0")
+    report.check(r0.returncode != 0 and "only the verbs rail sweep" in r0.stderr,
+                 "acceptance.gpus=0 for an NCCL acceptance is refused, saying why")
     sts = got.get(("StatefulSet", "llm-trainer"), {}).get("spec", {}).get("template", {}).get("spec", {})
     inits = [c for c in sts.get("initContainers", []) if c["name"] == "rdma-validate"]
     report.check(bool(inits) and "--allow-no-gdr" in inits[0]["args"]

@@ -151,7 +151,10 @@ template:
             add: ["IPC_LOCK"]
         resources:
           limits:
+            {{- if and (eq (int $a.gpus) 0) (ne $a.transport "verbs") }}{{ fail "acceptance.gpus is 0: only the verbs rail sweep (acceptance.transport: verbs) runs without GPUs" }}{{ end }}
+            {{- if gt (int $a.gpus) 0 }}
             nvidia.com/gpu: {{ $a.gpus }}
+            {{- end }}
             {{- range $res, $n := include "kube-rdma.podResources" (dict "root" .root "names" $names "fallback" $a.rdmaResource) | fromJson }}
             {{ $res }}: {{ $n }}
             {{- end }}

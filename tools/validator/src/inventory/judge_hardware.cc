@@ -107,6 +107,7 @@ void Validator::JudgeLineRate(Report& r) {
     return;
   }
   for (auto& d : r.devices) {
+    if (!d.carried_traffic) continue;  // already failed for carrying less than its share
     auto h = sysfs::ReadHca(root_, d.name, sysfs::HcaDetail::kPorts);
     bool software = h && h->bus == sysfs::BusKind::kVirtual;
     d.line_rate_gbps = 0;
