@@ -5,13 +5,16 @@ it supports (run by CTest): the chart rendered with its defaults and every ci/*-
 fabrics), deploy/manifests with deploy/acceptance, deploy/monitoring, and the kustomize overlay.
 The validators are npm's kubernetes-models (deploy/schema/package.json pins one per Kubernetes
 version, package-lock.json their integrity), installed with `npm ci` into BUILD/schema.
-Usage: check_schemas.py RENDERED_DIR BUILD_DIR [--kubectl BIN]
+Usage: check_schemas.py RENDERED_DIR BUILD_DIR [--kubectl BIN] [--dra DEVICE_PLUGIN FIXTURES_DIR]
+  --dra: also the ResourceSlices the DRA driver publishes (`rdma-device-plugin --dra-slices`
+  with deploy/manifests' config) for the RoCE and InfiniBand 8-GPU fixtures.
 """
 import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 
 import yaml
@@ -69,6 +72,24 @@ BAD = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "bad"}
                     {"name": "c", "image": "i", "ports": [{"containerPort": "metrics"}]}]}}}}
 
 
+def dra_slices(plugin, fixtures):
+    """`rdma-device-plugin --dra-slices` on the 8-GPU fixtures, with the shipped config."""
+    cm = yaml.safe_load(open(os.path.join(HERE, "manifests", "10-configmap.yaml")))
+    items = []
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as cfg:
+        cfg.write(cm["data"]["device-plugin.json"])
+        cfg.flush()
+        for fx in ("roce8", "ib8"):
+            out = subprocess.run([plugin, "--config", cfg.name, "--sysfs-root", os.path.join(fixtures, fx),
+                                  "--node-name", "gpu-node-1", "--node-config", "/nonexistent",
+                                  "--dra-slices"], check=True, capture_output=True, text=True).stdout
+            slices = list(documents("dra " + fx, out))
+            if not slices or any(len(s["object"]["spec"]["devices"]) != 8 for s in slices):
+                sys.exit(f"check_schemas: --dra-slices on {fx} did not publish its 8 HCAs:\n{out}")
+            items += slices
+    return items
+
+
 def validate(dest, items):
     return subprocess.run(["node", os.path.join(dest, "validate.mjs")], input=json.dumps(items),
                           text=True, capture_output=True)
@@ -78,9 +99,12 @@ def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
     rendered, build = argv[0], argv[1]
-    kubectl = argv[3] if len(argv) > 3 and argv[2] == "--kubectl" else shutil.which("kubectl")
+    opts = dict(zip(argv[2::2], argv[3::2]))
+    kubectl = opts.get("--kubectl") or shutil.which("kubectl")
     dest = install(build)
     items = collect(rendered, kubectl)
+    if "--dra" in opts:
+        items += dra_slices(opts["--dra"], argv[argv.index("--dra") + 2])
     if not items:
         sys.exit(f"check_schemas: nothing rendered in {rendered}")
     bad = validate(dest, [{"source": "self-test", "object": BAD}])

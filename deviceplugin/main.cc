@@ -22,6 +22,7 @@
 #include "kuberdma/base/version.h"
 #include "kuberdma/deviceplugin/manager.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/dra/slices.h"
 #include "kuberdma/rails/node_config.h"
 #include "kuberdma/rails/rails.h"
 
@@ -37,6 +38,7 @@ struct Cli {
   std::string sysfs_root = kuberdma::sysfs::SysfsRoot::FromEnv().root();
   std::string level = "info";
   bool check_only = false;
+  bool dra_slices = false;
   // The node config (ConfigMap key node.json, mounted beside the config), resolved for this node.
   std::string node_config = kuberdma::rails::NodeConfigPath();
   std::string node_name = EnvOr("NODE_NAME", "");
@@ -54,6 +56,9 @@ void AddOptions(CLI::App& app, Cli& c) {
                  "address /metrics and /healthz listen on (default 0.0.0.0: every address)");
   app.add_flag("--check-config", c.check_only,
                "validate --config, print the resources it defines, and exit (0 valid, 2 not)");
+  app.add_flag("--dra-slices", c.dra_slices,
+               "print the resource.k8s.io/v1 ResourceSlices the DRA driver publishes for this "
+               "node's per-HCA resources (a JSON List) and exit (docs/dra.md)");
   app.add_option("--node-config", c.node_config,
                  "node config: declared rails, the node's addresses (default " + c.node_config +
                      "; absent: none declared)");
@@ -132,6 +137,36 @@ void PrintResources(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
   for (const auto& u : roles ? roles->unmatched : std::vector<std::string>{}) {
     std::printf("node config: %s\n", u.c_str());
   }
+}
+
+// --dra-slices: each per-HCA resource's HCAs as the DRA driver publishes them; 0, or 2 saying why.
+int PrintDraSlices(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
+                   const kuberdma::rails::NodeConfig& node) {
+  NodeView v = ViewNode(c, node);
+  const kuberdma::rails::NodeRoles* roles = v.roles ? &*v.roles : nullptr;
+  kuberdma::sysfs::SysfsRoot root(c.sysfs_root);
+  auto shared = kuberdma::sysfs::BootNetnsModeShared(root);
+  kuberdma::dra::PublishOptions o{.node = c.node_name,
+                                  .netns_mode = !shared ? "" : (*shared ? "shared" : "exclusive")};
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& r : cfg.resources) {
+    if (r.policy != kuberdma::deviceplugin::Policy::kPerHca) continue;  // a pool has no devices
+    kuberdma::deviceplugin::Resource res(r, root);
+    res.Refresh(v.hcas, roles);
+    auto published = kuberdma::dra::ResourceSlices(res, o, roles);
+    if (!published) {
+      std::fprintf(stderr, "rdma-device-plugin: %s\n", published.error().message().c_str());
+      return 2;
+    }
+    for (const auto& d : published->dropped) {
+      std::fprintf(stderr, "rdma-device-plugin: left out %s\n", d.c_str());
+    }
+    for (auto& s : published->objects) items.push_back(std::move(s));
+  }
+  std::printf(
+      "%s\n",
+      nlohmann::json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}}.dump(2).c_str());
+  return 0;
 }
 
 // The node config for this node: its entry in "nodes" applied, the node IP added.
@@ -213,6 +248,7 @@ int Run(int argc, char** argv) {
     PrintResources(*cfg, c, *node);
     return 0;
   }
+  if (c.dra_slices) return PrintDraSlices(*cfg, c, *node);
   c.opts.node = std::move(*node);
   return Serve(c, std::move(*cfg));
 }

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node's HCAs as resource.k8s.io/v1 ResourceSlices (slices.h).
+#include "kuberdma/dra/slices.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace kuberdma::dra {
+
+using nlohmann::json;
+
+namespace {
+
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  return std::ranges::all_of(s, [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return std::islower(u) != 0 || std::isdigit(u) != 0 || c == '-';
+  });
+}
+
+bool IsDnsSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t dot = s.find('.', at);
+    if (!IsDnsLabel(s.substr(at, dot == std::string::npos ? std::string::npos : dot - at)))
+      return false;
+    if (dot == std::string::npos) break;
+    at = dot + 1;
+  }
+  return true;
+}
+
+bool IsCIdentifier(const std::string& s) {
+  if (s.empty() || s.size() > kMaxIdentifier ||
+      std::isdigit(static_cast<unsigned char>(s.front())) != 0)
+    return false;
+  return std::ranges::all_of(
+      s, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
+}
+
+// "pci0000:15" from a device path "devices/pci0000:15/0000:15:01.0/...", or "".
+std::string PcieRoot(const std::string& device_path) {
+  auto a = device_path.find('/');
+  if (a == std::string::npos) return "";
+  auto b = device_path.find('/', a + 1);
+  std::string root =
+      device_path.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  return root.rfind("pci", 0) == 0 ? root : "";
+}
+
+// A device's attributes, kept within the API's limits; what does not fit is said in `dropped`.
+class Attributes {
+ public:
+  Attributes(std::string device, std::vector<std::string>* dropped)
+      : device_(std::move(device)), dropped_(dropped) {}
+  void String(const std::string& name, const std::string& v) {
+    if (v.empty()) return;
+    if (v.size() > kMaxStringValue) {
+      dropped_->push_back(device_ + ": " + name + " (" + std::to_string(v.size()) +
+                          " characters, the API takes 64)");
+      return;
+    }
+    Put(name, {{"string", v}});
+  }
+  void Int(const std::string& name, int64_t v) { Put(name, {{"int", v}}); }
+  json Take() { return std::move(attrs_); }
+
+ private:
+  void Put(const std::string& name, json v) {
+    if (!IsQualifiedName(name)) {
+      dropped_->push_back(device_ + ": " + name + " (not a qualified name)");
+    } else if (attrs_.size() >= kMaxAttributesPerDevice) {
+      dropped_->push_back(device_ + ": " + name + " (over 32 attributes)");
+    } else {
+      attrs_[name] = std::move(v);
+    }
+  }
+  std::string device_;
+  std::vector<std::string>* dropped_;
+  json attrs_ = json::object();
+};
+
+json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
+              const deviceplugin::HcaHealth& h, const sysfs::Port& port, int rail, Published& out) {
+  const sysfs::Hca& hca = h.hca;
+  std::string name = DeviceName(hca.name, port.number, hca.ports.size() > 1);
+  Attributes a(name, &out.dropped);
+  const std::string ours = o.driver + "/";
+  a.String("resource.kubernetes.io/pcieRoot", PcieRoot(hca.device_path));
+  a.String("resource.kubernetes.io/pciBusID", hca.pci_address);
+  if (hca.numa_node >= 0) a.Int("resource.kubernetes.io/numaNode", hca.numa_node);
+  a.String(ours + "rdmaDevice", hca.name);
+  a.Int(ours + "port", port.number);
+  a.String(ours + "netdev",
+           port.netdev.empty() && !hca.netdevs.empty() ? hca.netdevs.front() : port.netdev);
+  a.String(ours + "linkLayer", std::string(sysfs::LinkLayerName(port.link_layer)));
+  if (port.rate_gbps > 0) a.Int(ours + "rateGbps", std::llround(port.rate_gbps));
+  if (rail > 0) a.Int(ours + "rail", rail);
+  a.String(ours + "firmware", hca.fw_version);
+  a.String(ours + "pciAddress", hca.pci_address);
+  a.String(ours + "netnsMode", o.netns_mode);
+  a.String("k8s.cni.cncf.io/deviceID", hca.pci_address.empty() ? hca.name : hca.pci_address);
+  a.String("k8s.cni.cncf.io/resourceName", r.config().FullName());
+  out.devices.push_back(name);
+  return {{"name", name}, {"attributes", a.Take()}};
+}
+
+// Slice `i` of `count`: devices [128 i, 128 (i + 1)) of the pool.
+json Slice(const deviceplugin::Resource& r, const PublishOptions& o, const json& devices, size_t i,
+           size_t count) {
+  json part = json::array();
+  for (size_t k = i * kMaxDevicesPerSlice; k < devices.size() && k < (i + 1) * kMaxDevicesPerSlice;
+       ++k)
+    part.push_back(devices[k]);
+  std::string resource = DeviceName(r.config().resource_name, 0, false);
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata",
+           {{"name", o.node + "-" + resource + "-" + std::to_string(i)},
+            {"labels", {{"app.kubernetes.io/managed-by", "kube-rdma"}}}}},
+          {"spec",
+           {{"driver", o.driver},
+            {"nodeName", o.node},
+            // A pool per resource: a node's HCAs may be in the per-HCA resources of several.
+            {"pool",
+             {{"name", o.node + "/" + resource},
+              {"generation", o.generation},
+              {"resourceSliceCount", static_cast<int64_t>(count)}}},
+            {"devices", part}}}};
+}
+
+}  // namespace
+
+std::string DeviceName(const std::string& hca, uint32_t port, bool several_ports) {
+  std::string out;
+  for (char c : hca) {
+    auto u = static_cast<unsigned char>(c);
+    out += std::isalnum(u) != 0 ? static_cast<char>(std::tolower(u)) : '-';
+  }
+  if (several_ports) out += "-p" + std::to_string(port);
+  while (!out.empty() && out.front() == '-') out.erase(out.begin());
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.substr(0, 63);
+}
+
+bool IsQualifiedName(const std::string& name) {
+  auto slash = name.find('/');
+  if (slash == std::string::npos) return IsCIdentifier(name);
+  return slash <= 63 && IsDnsSubdomain(name.substr(0, slash)) &&
+         IsCIdentifier(name.substr(slash + 1));
+}
+
+Result<Published> ResourceSlices(const deviceplugin::Resource& r, const PublishOptions& o,
+                                 const rails::NodeRoles* roles) {
+  if (!IsDnsSubdomain(o.node)) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "the node name '" + o.node + "' is not a DNS subdomain (--node-name)");
+  }
+  if (!IsDnsSubdomain(o.driver)) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "the DRA driver name '" + o.driver + "' is not a DNS subdomain");
+  }
+  Published out;
+  json devices = json::array();
+  for (const auto& [name, h] : r.hcas()) {
+    if (!h.present || !h.healthy) continue;  // an unhealthy HCA is not offered
+    const rails::HcaRole* role = roles != nullptr ? roles->Find(name) : nullptr;
+    for (const auto& p : h.hca.ports) {
+      if (p.state != sysfs::kPortActive) continue;  // nor a port that is down
+      devices.push_back(DeviceOf(r, o, h, p, role != nullptr ? role->rail : 0, out));
+    }
+  }
+  size_t count =
+      std::max<size_t>(1, (devices.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice);
+  for (size_t i = 0; i < count; ++i) out.objects.push_back(Slice(r, o, devices, i, count));
+  return out;
+}
+
+}  // namespace kuberdma::dra

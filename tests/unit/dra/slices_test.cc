@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the DRA driver publishes (deviceplugin/dra): the 8-GPU fixture's HCAs as ResourceSlices
+// from the device plugin's own model, the attributes that align them with GPUs, the API's limits.
+// (Against resource.k8s.io/v1's schema: deploy/check_schemas.py --dra.)
+#include "kuberdma/dra/slices.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "kuberdma/sysfs/topology.h"
+
+namespace kuberdma::dra {
+namespace {
+
+deviceplugin::ResourceConfig PerHca() {
+  deviceplugin::ResourceConfig c;
+  c.resource_name = "hca";
+  c.rdma_hca_max = 1;
+  c.policy = deviceplugin::Policy::kPerHca;
+  c.selectors.vendors = {"15b3"};
+  return c;
+}
+
+std::string Attr(const nlohmann::json& device, const std::string& name) {
+  const auto& a = device["attributes"];
+  if (!a.contains(name)) return "";
+  const auto& v = a[name];
+  return v.contains("string") ? v["string"].get<std::string>() : v.begin().value().dump();
+}
+
+TEST_CASE("The 8-GPU node's HCAs are published with what aligns them to its GPUs") {
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  deviceplugin::Resource r(PerHca(), root);
+  r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  auto p = ResourceSlices(r, {.node = "gpu-node-7", .generation = 3, .netns_mode = "shared"});
+  REQUIRE(p);
+  REQUIRE(p->objects.size() == 1);
+  const auto& s = p->objects[0];
+  CHECK(s["apiVersion"] == "resource.k8s.io/v1");
+  CHECK(s["spec"]["driver"] == "rdma.kube-rdma.io");
+  CHECK(s["spec"]["nodeName"] == "gpu-node-7");
+  CHECK(s["spec"]["pool"]["name"] == "gpu-node-7/hca");
+  CHECK(s["spec"]["pool"]["generation"] == 3);
+  CHECK(s["spec"]["pool"]["resourceSliceCount"] == 1);
+  const auto& devices = s["spec"]["devices"];
+  REQUIRE(devices.size() == 8);
+  CHECK(p->devices.front() == "mlx5-0");
+  const auto& d = devices[0];
+  CHECK(Attr(d, "rdma.kube-rdma.io/rdmaDevice") == "mlx5_0");
+  CHECK(Attr(d, "k8s.cni.cncf.io/deviceID") == "0000:1a:00.0");
+  CHECK(Attr(d, "k8s.cni.cncf.io/resourceName") == "rdma/hca");
+  CHECK(Attr(d, "resource.kubernetes.io/pciBusID") == "0000:1a:00.0");
+  CHECK(Attr(d, "resource.kubernetes.io/numaNode") == "0");
+  CHECK(Attr(d, "rdma.kube-rdma.io/rateGbps") == "400");
+  CHECK(Attr(d, "rdma.kube-rdma.io/linkLayer") == "Ethernet");
+  CHECK(Attr(d, "rdma.kube-rdma.io/netnsMode") == "shared");
+  CHECK(d["attributes"].size() <= kMaxAttributesPerDevice);
+  // The GPUs on mlx5_0's switch share its PCIe root: what matchAttribute on
+  // resource.kubernetes.io/pcieRoot pairs, whichever driver publishes the GPU.
+  auto gpus = *sysfs::DiscoverGpus(root);
+  std::string gpu_root = gpus[0].device_path.substr(8, gpus[0].device_path.find('/', 8) - 8);
+  CHECK(Attr(d, "resource.kubernetes.io/pcieRoot") == gpu_root);
+  std::set<std::string> roots;
+  for (const auto& dev : devices) roots.insert(Attr(dev, "resource.kubernetes.io/pcieRoot"));
+  CHECK(roots.size() == 4);  // four switches, two HCAs on each
+  CHECK(p->dropped.empty());
+}
+
+TEST_CASE("A port that is down or an HCA that is gone is not offered") {
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  deviceplugin::Resource r(PerHca(), root);
+  r.Refresh(hcas);
+  hcas[3].ports[0].state = 1;    // mlx5_3 port 1 DOWN
+  hcas.erase(hcas.begin() + 5);  // mlx5_5 gone
+  r.Refresh(hcas);
+  auto p = ResourceSlices(r, {.node = "n1"});
+  REQUIRE(p);
+  std::set<std::string> names(p->devices.begin(), p->devices.end());
+  CHECK(names.size() == 6);
+  CHECK_FALSE(names.contains("mlx5-3"));
+  CHECK_FALSE(names.contains("mlx5-5"));
+}
+
+TEST_CASE("Names, limits: DNS labels, qualified names, 64-character values, 128 devices a slice") {
+  CHECK(DeviceName("mlx5_0", 1, false) == "mlx5-0");
+  CHECK(DeviceName("mlx5_0", 2, true) == "mlx5-0-p2");
+  CHECK(DeviceName("_Odd.Name_", 1, false) == "odd-name");
+  CHECK(IsQualifiedName("resource.kubernetes.io/pcieRoot"));
+  CHECK(IsQualifiedName("rdmaDevice"));
+  CHECK_FALSE(IsQualifiedName("rdma.kube-rdma.io/" + std::string(33, 'a')));
+  CHECK_FALSE(IsQualifiedName("Bad_Domain/x"));
+  CHECK_FALSE(IsQualifiedName("rdma.kube-rdma.io/1st"));
+
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  auto one = sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts)->front();
+  std::vector<sysfs::Hca> many;
+  for (int i = 0; i < 130; ++i) {
+    sysfs::Hca h = one;
+    h.name = "mlx5_" + std::to_string(i);
+    h.fw_version = i == 7 ? std::string(65, '9') : one.fw_version;
+    many.push_back(h);
+  }
+  deviceplugin::Resource r(PerHca(), root);
+  r.Refresh(many);
+  auto p = ResourceSlices(r, {.node = "big-node"});
+  REQUIRE(p);
+  REQUIRE(p->objects.size() == 2);
+  CHECK(p->objects[0]["spec"]["devices"].size() == kMaxDevicesPerSlice);
+  CHECK(p->objects[1]["spec"]["devices"].size() == 2);
+  CHECK(p->objects[1]["spec"]["pool"]["resourceSliceCount"] == 2);
+  CHECK(p->objects[0]["metadata"]["name"] != p->objects[1]["metadata"]["name"]);
+  REQUIRE(p->dropped.size() == 1);
+  CHECK(p->dropped[0] == "mlx5-7: rdma.kube-rdma.io/firmware (65 characters, the API takes 64)");
+
+  CHECK_FALSE(ResourceSlices(r, {.node = "Not_A_Node"}));
+}
+
+}  // namespace
+}  // namespace kuberdma::dra
