@@ -108,8 +108,8 @@ bool Close(const std::string& a, const std::string& b, const std::string& time) 
   double y = std::stod(b);
   auto dot = time.find('.');
   double half_unit = 0.5 * std::pow(10.0, -(dot == std::string::npos
-                                                 ? 0.0
-                                                 : static_cast<double>(time.size() - dot - 1)));
+                                                ? 0.0
+                                                : static_cast<double>(time.size() - dot - 1)));
   return std::fabs(x - y) <= 0.011 + std::fabs(y) * 1.01 * half_unit / std::stod(time);
 }
 

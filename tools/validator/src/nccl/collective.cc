@@ -286,8 +286,7 @@ namespace {
 // nccl-tests' redop column: the op's name for the reductions and for sendrecv (sendrecv_perf
 // loops over the ops as all_reduce_perf does, though nothing is reduced), "none" for the rest.
 std::string RedOpColumn(const CollectiveSpec& s) {
-  return IsReduction(s.kind) || s.kind == Collective::kSendRecv ? std::string(Name(s.op))
-                                                                 : "none";
+  return IsReduction(s.kind) || s.kind == Collective::kSendRecv ? std::string(Name(s.op)) : "none";
 }
 
 int RootColumn(const CollectiveSpec& s) {
