@@ -52,6 +52,7 @@ class Resource {
   Resource(ResourceConfig cfg, sysfs::SysfsRoot root);
 
   const ResourceConfig& config() const { return cfg_; }
+  const sysfs::SysfsRoot& root() const { return root_; }
   // Whether the config's selectors take `hca`; `all` (every HCA of the node) answers what its
   // PF is called (pfNames); `roles` (rails.h) gives each HCA's rail and whether it is the node's
   // own NIC, which no resource ever offers.

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver's preparing (what NodePrepareResources / NodeUnprepareResources do, without the
+// gRPC service or the API server client around them): a ResourceClaim's allocation, as the API
+// server holds it, checked and turned into a CDI spec for the claim with the same device nodes
+// and environment the device plugin's Allocate gives (deviceplugin::Resource, podenv).
+//
+//   Preparer p(resource, {.node = "gpu-node-7"}, "/var/run/cdi");
+//   auto ids = p.Prepare({.ns = "team-a", .uid = "8c1f...", .name = "trainer-0-nics"}, claim);
+//   // -> {"kube-rdma.io/claim=8c1f..."}; the runtime applies the spec
+//   p.Unprepare(ref);  // removes it; both idempotent
+//
+// The claim's CDI spec file is the checkpoint: a restarted driver prepares again by rewriting it
+// and unprepares by removing it, whatever it remembered.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/dra/slices.h"
+
+namespace kuberdma::dra {
+
+struct ClaimRef {
+  std::string ns;
+  std::string uid;
+  std::string name;
+  std::string Text() const { return ns + "/" + name + " (" + uid + ")"; }
+};
+
+// One of the claim's devices that is this driver's (status.allocation.devices.results).
+struct AllocatedDevice {
+  std::string request;
+  std::string pool;
+  std::string device;
+  std::string hca;  // the HCA the device name stands for on this node
+};
+
+// The per-claim options (status.allocation.devices.config, opaque, this driver's): what the CNI
+// applies to the claim's interfaces, checked here so that a bad value fails at prepare.
+struct ClaimConfig {
+  int mtu = 0;             // 0: the NAD's
+  std::string link_state;  // "", "enable", "disable", "auto"
+  std::string mode;        // "", "exclusive", "macvlan", "ipvlan"
+};
+
+// This driver's devices in `claim` (a resource.k8s.io/v1 ResourceClaim as JSON), checked: it is
+// the claim the kubelet named (uid), it is allocated, to this node (the allocation's node
+// selector, the pools), each device is one this node publishes (`published`, from
+// ResourceSlices()), and the opaque config parses. Errors name what is wrong: kNotFound (the
+// claim was deleted and created again; a device this node no longer has), kBusy (not allocated
+// yet), kInvalidArgument (another node's, no device of this driver, a bad config).
+Result<std::vector<AllocatedDevice>> OurDevices(const nlohmann::json& claim, const ClaimRef& ref,
+                                                const PublishOptions& o,
+                                                const deviceplugin::Resource& r,
+                                                ClaimConfig* config = nullptr);
+
+class Preparer {
+ public:
+  Preparer(const deviceplugin::Resource& r, PublishOptions o, std::string cdi_dir)
+      : r_(r), o_(std::move(o)), cdi_dir_(std::move(cdi_dir)) {}
+
+  // The claim's CDI device IDs, after writing its CDI spec (atomically; again on a repeat).
+  Result<std::vector<std::string>> Prepare(const ClaimRef& ref, const nlohmann::json& claim) const;
+  // Removes the claim's CDI spec; a claim never prepared (or already unprepared) is fine.
+  Result<void> Unprepare(const ClaimRef& ref) const;
+  // Where the claim's spec lives.
+  std::string SpecPath(const ClaimRef& ref) const;
+  static constexpr const char* kCdiKind = "kube-rdma.io/claim";
+
+ private:
+  const deviceplugin::Resource& r_;
+  PublishOptions o_;
+  std::string cdi_dir_;
+};
+
+}  // namespace kuberdma::dra

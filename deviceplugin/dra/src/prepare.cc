@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver's preparing: a claim's allocation checked and made a CDI spec (prepare.h).
+#include "kuberdma/dra/prepare.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/podenv/slot_id.h"
+
+namespace kuberdma::dra {
+
+using nlohmann::json;
+
+namespace {
+
+const json& At(const json& j, std::initializer_list<const char*> path) {
+  static const json kNull;
+  const json* at = &j;
+  for (const char* k : path) {
+    if (!at->is_object() || !at->contains(k)) return kNull;
+    at = &(*at)[k];
+  }
+  return *at;
+}
+
+std::string Str(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+// The HCA whose port `device` names among `r`'s present HCAs, or "".
+std::string HcaOfDevice(const deviceplugin::Resource& r, const std::string& device) {
+  for (const auto& [name, h] : r.hcas()) {
+    if (!h.present) continue;
+    for (const auto& p : h.hca.ports) {
+      if (DeviceName(name, p.number, h.hca.ports.size() > 1) == device) return name;
+    }
+  }
+  return "";
+}
+
+// The allocation's node selector, where it has one, must take this node.
+Result<void> CheckNode(const json& allocation, const ClaimRef& ref, const std::string& node) {
+  const json& terms = At(allocation, {"nodeSelector", "nodeSelectorTerms"});
+  if (!terms.is_array() || terms.empty()) return {};
+  for (const auto& t : terms) {
+    for (const auto& f : t.value("matchFields", json::array())) {
+      if (Str(f, "key") != "metadata.name" || Str(f, "operator") != "In") continue;
+      auto values = f.value("values", std::vector<std::string>{});
+      if (std::find(values.begin(), values.end(), node) != values.end()) return {};
+    }
+  }
+  return Fail(ErrorCode::kInvalidArgument,
+              "claim " + ref.Text() + " is allocated to another node, not " + node);
+}
+
+Result<void> ParseConfig(const json& allocation, const ClaimRef& ref, const std::string& driver,
+                         ClaimConfig* out) {
+  for (const auto& c : At(allocation, {"devices", "config"}).is_array()
+                           ? At(allocation, {"devices", "config"})
+                           : json::array()) {
+    const json& opaque = At(c, {"opaque"});
+    if (Str(opaque, "driver") != driver) continue;
+    const json& p = At(opaque, {"parameters"});
+    auto bad = [&](const std::string& why) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "claim " + ref.Text() + ": its " + driver + " config: " + why);
+    };
+    if (!p.is_object()) return bad("parameters must be an object");
+    for (const auto& [k, v] : p.items()) {
+      if (k == "mtu" && v.is_number_integer() && v.get<int64_t>() >= 68 &&
+          v.get<int64_t>() <= 65535) {
+        out->mtu = v.get<int>();
+      } else if (k == "linkState" && v.is_string() &&
+                 std::set<std::string>{"enable", "disable", "auto"}.contains(
+                     v.get<std::string>())) {
+        out->link_state = v.get<std::string>();
+      } else if (k == "mode" && v.is_string() &&
+                 std::set<std::string>{"exclusive", "macvlan", "ipvlan"}.contains(
+                     v.get<std::string>())) {
+        out->mode = v.get<std::string>();
+      } else if (k == "mtu" || k == "linkState" || k == "mode") {
+        return bad(k + " is " + v.dump() +
+                   " (mtu: 68..65535; linkState: enable, disable, auto; mode: exclusive, "
+                   "macvlan, ipvlan)");
+      } else {
+        return bad("unknown field '" + k + "' (known: mtu, linkState, mode)");
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<AllocatedDevice>> OurDevices(const json& claim, const ClaimRef& ref,
+                                                const PublishOptions& o,
+                                                const deviceplugin::Resource& r,
+                                                ClaimConfig* config) {
+  std::string uid = Str(At(claim, {"metadata"}), "uid");
+  if (uid != ref.uid) {
+    return Fail(ErrorCode::kNotFound, "claim " + ref.ns + "/" + ref.name + " is now uid '" + uid +
+                                          "', not the " + ref.uid +
+                                          " the kubelet asked for: deleted and created again");
+  }
+  const json& allocation = At(claim, {"status", "allocation"});
+  if (!allocation.is_object()) {
+    return Fail(ErrorCode::kBusy, "claim " + ref.Text() + " is not allocated (yet)");
+  }
+  KUBERDMA_TRY(CheckNode(allocation, ref, o.node));
+  ClaimConfig parsed;
+  KUBERDMA_TRY(ParseConfig(allocation, ref, o.driver, &parsed));
+  if (config != nullptr) *config = parsed;
+  std::string pool = o.node + "/" + DeviceName(r.config().resource_name, 0, false);
+  std::vector<AllocatedDevice> out;
+  const json& results = At(allocation, {"devices", "results"});
+  for (const auto& x : results.is_array() ? results : json::array()) {
+    if (Str(x, "driver") != o.driver) continue;
+    AllocatedDevice d{
+        .request = Str(x, "request"), .pool = Str(x, "pool"), .device = Str(x, "device")};
+    if (d.pool != pool) {
+      return Fail(ErrorCode::kInvalidArgument, "claim " + ref.Text() + ": device " + d.device +
+                                                   " is from pool '" + d.pool +
+                                                   "', not this node's " + pool);
+    }
+    d.hca = HcaOfDevice(r, d.device);
+    if (d.hca.empty()) {
+      return Fail(ErrorCode::kNotFound, "claim " + ref.Text() + ": device " + d.device +
+                                            " is no HCA of " + o.node +
+                                            " (gone since allocation?)");
+    }
+    out.push_back(std::move(d));
+  }
+  if (out.empty()) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "claim " + ref.Text() + " has no device of driver " + o.driver);
+  }
+  return out;
+}
+
+std::string Preparer::SpecPath(const ClaimRef& ref) const {
+  return cdi_dir_ + "/kube-rdma-claim-" + ref.uid + ".json";
+}
+
+Result<std::vector<std::string>> Preparer::Prepare(const ClaimRef& ref, const json& claim) const {
+  if (ref.uid.empty() || ref.uid.find_first_of("/.") != std::string::npos) {
+    return Fail(ErrorCode::kInvalidArgument, "claim uid '" + ref.uid + "' is not a UID");
+  }
+  KUBERDMA_ASSIGN_OR_RETURN(auto devices, OurDevices(claim, ref, o_, r_));
+  // The device plugin's own Allocate, for device nodes rather than its CDI names.
+  deviceplugin::ResourceConfig cfg = r_.config();
+  cfg.cdi = false;
+  deviceplugin::Resource nodes(cfg, r_.root());
+  std::vector<sysfs::Hca> present;
+  for (const auto& [name, h] : r_.hcas()) {
+    if (h.present) present.push_back(h.hca);
+  }
+  nodes.Refresh(present);
+  std::vector<std::string> slots;
+  for (const auto& d : devices) {
+    std::string id = podenv::FormatSlot({podenv::SlotKind::kPerHca, d.hca, 0}, cfg.rdma_hca_max);
+    if (std::find(slots.begin(), slots.end(), id) == slots.end()) slots.push_back(id);
+  }
+  KUBERDMA_ASSIGN_OR_RETURN(auto alloc, nodes.Allocate(slots));
+  json dn = json::array();
+  for (const auto& d : alloc.devices) {
+    dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
+  }
+  json env = json::array();
+  for (const auto& [k, v] : alloc.envs) env.push_back(k + "=" + v);
+  json spec = {
+      {"cdiVersion", "0.5.0"},
+      {"kind", kCdiKind},
+      {"devices", {{{"name", ref.uid}, {"containerEdits", {{"deviceNodes", dn}, {"env", env}}}}}}};
+  KUBERDMA_TRY(MakeDirs(cdi_dir_));
+  KUBERDMA_TRY(WriteFileAtomic(SpecPath(ref), spec.dump(2)));
+  return std::vector<std::string>{std::string(kCdiKind) + "=" + ref.uid};
+}
+
+Result<void> Preparer::Unprepare(const ClaimRef& ref) const {
+  if (ref.uid.empty() || ref.uid.find_first_of("/.") != std::string::npos) {
+    return Fail(ErrorCode::kInvalidArgument, "claim uid '" + ref.uid + "' is not a UID");
+  }
+  if (::unlink(SpecPath(ref).c_str()) != 0 && errno != ENOENT) {
+    return FailErrno(errno, "remove the CDI spec " + SpecPath(ref));
+  }
+  return {};
+}
+
+}  // namespace kuberdma::dra

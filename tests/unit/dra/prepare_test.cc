@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver's preparing on the 8-GPU fixture: a claim allocated by the scheduler becomes a
+// CDI spec with the device plugin's device nodes and environment; every way a claim can be wrong
+// is refused by name and leaves nothing behind; prepare and unprepare are idempotent.
+#include "kuberdma/dra/prepare.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "kuberdma/base/files.h"
+#include "kuberdma/podenv/pod_env.h"
+
+namespace kuberdma::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+deviceplugin::ResourceConfig PerHca() {
+  deviceplugin::ResourceConfig c;
+  c.resource_name = "hca";
+  c.rdma_hca_max = 1;
+  c.policy = deviceplugin::Policy::kPerHca;
+  c.selectors.vendors = {"15b3"};
+  return c;
+}
+
+struct Node {
+  Node() {
+    char tmpl[] = "/tmp/kuberdma-dra-XXXXXX";
+    dir = mkdtemp(tmpl);
+    r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  }
+  ~Node() { fs::remove_all(dir); }
+  std::string dir;
+  sysfs::SysfsRoot root{std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8"};
+  deviceplugin::Resource r{PerHca(), root};
+  PublishOptions o{.node = "gpu-node-7"};
+};
+
+// A claim of two GPU+NIC pairs as the scheduler allocates it: two NICs of ours, two GPUs of
+// NVIDIA's driver, for node gpu-node-7, with an opaque config of ours.
+json Claim() {
+  auto result = [](const char* request, const char* driver, const char* pool, const char* dev) {
+    return json{{"request", request}, {"driver", driver}, {"pool", pool}, {"device", dev}};
+  };
+  return {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", "trainer-0-pairs"}, {"namespace", "team-a"}, {"uid", "c0ffee-1"}}},
+      {"status",
+       {{"allocation",
+         {{"nodeSelector",
+           {{"nodeSelectorTerms",
+             {{{"matchFields",
+                {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"gpu-node-7"}}}}}}}}}},
+          {"devices",
+           {{"results",
+             {result("gpu0", "gpu.nvidia.com", "gpu-node-7", "gpu-0"),
+              result("nic0", kDriverName, "gpu-node-7/hca", "mlx5-0"),
+              result("gpu1", "gpu.nvidia.com", "gpu-node-7", "gpu-1"),
+              result("nic1", kDriverName, "gpu-node-7/hca", "mlx5-1")}},
+            {"config",
+             {{{"source", "FromClaim"},
+               {"opaque",
+                {{"driver", kDriverName},
+                 {"parameters", {{"mtu", 9000}, {"mode", "exclusive"}}}}}}}}}}}}}}};
+}
+
+const ClaimRef kRef{.ns = "team-a", .uid = "c0ffee-1", .name = "trainer-0-pairs"};
+
+TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugin's devices") {
+  Node n;
+  ClaimConfig config;
+  auto devices = OurDevices(Claim(), kRef, n.o, n.r, &config);
+  REQUIRE(devices);
+  REQUIRE(devices->size() == 2);  // the GPUs are NVIDIA's driver's to prepare
+  CHECK((*devices)[0].hca == "mlx5_0");
+  CHECK((*devices)[1].request == "nic1");
+  CHECK(config.mtu == 9000);
+  CHECK(config.mode == "exclusive");
+
+  Preparer p(n.r, n.o, n.dir + "/cdi");
+  auto ids = p.Prepare(kRef, Claim());
+  REQUIRE(ids);
+  CHECK(*ids == std::vector<std::string>{"kube-rdma.io/claim=c0ffee-1"});
+  auto spec = json::parse(*ReadFile(p.SpecPath(kRef)));
+  CHECK(spec["kind"] == "kube-rdma.io/claim");
+  const auto& edits = spec["devices"][0]["containerEdits"];
+  std::string nodes = edits["deviceNodes"].dump();
+  CHECK_THAT(nodes, Catch::Contains("/dev/infiniband/uverbs0"));
+  CHECK_THAT(nodes, Catch::Contains("/dev/infiniband/uverbs1"));
+  CHECK_THAT(nodes, Catch::Contains("/dev/infiniband/rdma_cm"));
+  CHECK_THAT(nodes, !Catch::Contains("uverbs2"));
+  std::string env = edits["env"].dump();
+  CHECK_THAT(env, Catch::Contains(std::string(podenv::kNcclIbHca) + "==mlx5_0:1,mlx5_1:1"));
+  CHECK_THAT(env, Catch::Contains(podenv::kHcas));
+
+  // Again (a kubelet retry, a restarted driver): the same answer, the same file.
+  auto again = p.Prepare(kRef, Claim());
+  REQUIRE(again);
+  CHECK(*again == *ids);
+  REQUIRE(p.Unprepare(kRef));
+  CHECK_FALSE(fs::exists(p.SpecPath(kRef)));
+  CHECK(p.Unprepare(kRef));  // never prepared, or already undone: fine
+}
+
+TEST_CASE("A claim that is not this node's, not allocated, or wrong is refused, nothing written") {
+  Node n;
+  Preparer p(n.r, n.o, n.dir + "/cdi");
+  auto refused = [&](json claim, const ClaimRef& ref = kRef) {
+    auto r = p.Prepare(ref, claim);
+    CHECK_FALSE(fs::exists(p.SpecPath(ref)));
+    REQUIRE_FALSE(r);
+    return r.error().message();
+  };
+  json c = Claim();
+  c["metadata"]["uid"] = "c0ffee-2";
+  CHECK_THAT(refused(c), Catch::Contains("is now uid 'c0ffee-2', not the c0ffee-1 the kubelet "
+                                         "asked for: deleted and created again"));
+  c = Claim();
+  c["status"].erase("allocation");
+  CHECK_THAT(refused(c), Catch::Contains("is not allocated"));
+  c = Claim();
+  c["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] = {
+      "gpu-node-8"};
+  CHECK_THAT(refused(c), Catch::Contains("is allocated to another node, not gpu-node-7"));
+  c = Claim();
+  c["status"]["allocation"]["devices"]["results"][1]["pool"] = "gpu-node-8/hca";
+  CHECK_THAT(refused(c), Catch::Contains("device mlx5-0 is from pool 'gpu-node-8/hca', not this "
+                                         "node's gpu-node-7/hca"));
+  c = Claim();
+  c["status"]["allocation"]["devices"]["results"][3]["device"] = "mlx5-99";
+  CHECK_THAT(refused(c), Catch::Contains("device mlx5-99 is no HCA of gpu-node-7"));
+  c = Claim();
+  c["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["mtu"] = 12;
+  CHECK_THAT(refused(c), Catch::Contains("rdma.kube-rdma.io config: mtu is 12 (mtu: 68..65535"));
+  c = Claim();
+  c["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["pkey"] = "0x8001";
+  CHECK_THAT(refused(c), Catch::Contains("unknown field 'pkey' (known: mtu, linkState, mode)"));
+  c = Claim();
+  c["status"]["allocation"]["devices"]["results"] = json::array();
+  CHECK_THAT(refused(c), Catch::Contains("has no device of driver rdma.kube-rdma.io"));
+  CHECK_THAT(refused(Claim(), {.ns = "team-a", .uid = "../x", .name = "n"}),
+             Catch::Contains("is not a UID"));
+  CHECK_FALSE(p.Unprepare({.uid = "a/b"}));
+}
+
+}  // namespace
+}  // namespace kuberdma::dra
