@@ -146,7 +146,7 @@ std::string Preparer::SpecPath(const ClaimRef& ref) const {
   return cdi_dir_ + "/kube-rdma-claim-" + ref.uid + ".json";
 }
 
-Result<std::vector<std::string>> Preparer::Prepare(const ClaimRef& ref, const json& claim) const {
+Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const {
   if (ref.uid.empty() || ref.uid.find_first_of("/.") != std::string::npos) {
     return Fail(ErrorCode::kInvalidArgument, "claim uid '" + ref.uid + "' is not a UID");
   }
@@ -178,7 +178,8 @@ Result<std::vector<std::string>> Preparer::Prepare(const ClaimRef& ref, const js
       {"devices", {{{"name", ref.uid}, {"containerEdits", {{"deviceNodes", dn}, {"env", env}}}}}}};
   KUBERDMA_TRY(MakeDirs(cdi_dir_));
   KUBERDMA_TRY(WriteFileAtomic(SpecPath(ref), spec.dump(2)));
-  return std::vector<std::string>{std::string(kCdiKind) + "=" + ref.uid};
+  return Prepared{.devices = std::move(devices),
+                  .cdi_ids = {std::string(kCdiKind) + "=" + ref.uid}};
 }
 
 Result<void> Preparer::Unprepare(const ClaimRef& ref) const {

@@ -83,7 +83,8 @@ TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugi
   Preparer p(n.r, n.o, n.dir + "/cdi");
   auto ids = p.Prepare(kRef, Claim());
   REQUIRE(ids);
-  CHECK(*ids == std::vector<std::string>{"kube-rdma.io/claim=c0ffee-1"});
+  CHECK(ids->cdi_ids == std::vector<std::string>{"kube-rdma.io/claim=c0ffee-1"});
+  CHECK(ids->devices.size() == 2);
   auto spec = json::parse(*ReadFile(p.SpecPath(kRef)));
   CHECK(spec["kind"] == "kube-rdma.io/claim");
   const auto& edits = spec["devices"][0]["containerEdits"];
@@ -99,7 +100,7 @@ TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugi
   // Again (a kubelet retry, a restarted driver): the same answer, the same file.
   auto again = p.Prepare(kRef, Claim());
   REQUIRE(again);
-  CHECK(*again == *ids);
+  CHECK(again->cdi_ids == ids->cdi_ids);
   REQUIRE(p.Unprepare(kRef));
   CHECK_FALSE(fs::exists(p.SpecPath(kRef)));
   CHECK(p.Unprepare(kRef));  // never prepared, or already undone: fine

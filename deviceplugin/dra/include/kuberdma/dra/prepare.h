@@ -5,8 +5,8 @@
 // and environment the device plugin's Allocate gives (deviceplugin::Resource, podenv).
 //
 //   Preparer p(resource, {.node = "gpu-node-7"}, "/var/run/cdi");
-//   auto ids = p.Prepare({.ns = "team-a", .uid = "8c1f...", .name = "trainer-0-nics"}, claim);
-//   // -> {"kube-rdma.io/claim=8c1f..."}; the runtime applies the spec
+//   auto done = p.Prepare({.ns = "team-a", .uid = "8c1f...", .name = "trainer-0-nics"}, claim);
+//   // done->cdi_ids: {"kube-rdma.io/claim=8c1f..."}; the runtime applies the spec
 //   p.Unprepare(ref);  // removes it; both idempotent
 //
 // The claim's CDI spec file is the checkpoint: a restarted driver prepares again by rewriting it
@@ -57,13 +57,20 @@ Result<std::vector<AllocatedDevice>> OurDevices(const nlohmann::json& claim, con
                                                 const deviceplugin::Resource& r,
                                                 ClaimConfig* config = nullptr);
 
+// A prepared claim: its devices of this driver and the CDI IDs that make them the container's.
+struct Prepared {
+  std::vector<AllocatedDevice> devices;
+  std::vector<std::string> cdi_ids;
+};
+
 class Preparer {
  public:
   Preparer(const deviceplugin::Resource& r, PublishOptions o, std::string cdi_dir)
       : r_(r), o_(std::move(o)), cdi_dir_(std::move(cdi_dir)) {}
 
-  // The claim's CDI device IDs, after writing its CDI spec (atomically; again on a repeat).
-  Result<std::vector<std::string>> Prepare(const ClaimRef& ref, const nlohmann::json& claim) const;
+  // The claim's devices and CDI device IDs, after writing its CDI spec (atomically; again on a
+  // repeat).
+  Result<Prepared> Prepare(const ClaimRef& ref, const nlohmann::json& claim) const;
   // Removes the claim's CDI spec; a claim never prepared (or already unprepared) is fine.
   Result<void> Unprepare(const ClaimRef& ref) const;
   // Where the claim's spec lives.

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver's kubelet side: the DRAPlugin service (v1: NodePrepareResources and
+// NodeUnprepareResources, over Preparer) on its socket, and the plugin-registration service the
+// kubelet's plugin watcher calls on the registration socket (GetInfo: type DRAPlugin, the
+// driver name, the DRAPlugin socket, "v1.DRAPlugin"; NotifyRegistrationStatus). Claims are
+// read through a ClaimSource (the API server; a map in tests). Every claim of a request gets an
+// entry in the answer: its devices, or the error that refused it.
+//
+//   DraServer::Options o{.driver = kDriverName, .dra_socket =
+//   ".../plugins/rdma.kube-rdma.io/dra.sock",
+//                        .registration_socket = ".../plugins_registry/rdma.kube-rdma.io-reg.sock"};
+//   auto srv = DraServer::Start(shared, publish, cdi_dir, claims, o);
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/deviceplugin/server.h"
+#include "kuberdma/dra/prepare.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace kuberdma::dra {
+
+// Where claims come from.
+class ClaimSource {
+ public:
+  virtual ~ClaimSource() = default;
+  // The ResourceClaim `ref` names, as the API server returns it; kNotFound when it is gone.
+  virtual Result<nlohmann::json> Get(const ClaimRef& ref) = 0;
+};
+
+class DraServer {
+ public:
+  struct Options {
+    std::string driver = kDriverName;
+    std::string dra_socket;
+    std::string registration_socket;
+  };
+  static Result<std::unique_ptr<DraServer>> Start(std::shared_ptr<deviceplugin::SharedResource> res,
+                                                  PublishOptions publish, std::string cdi_dir,
+                                                  ClaimSource& claims, Options o);
+  ~DraServer();  // stops serving, removes both sockets
+  DraServer(const DraServer&) = delete;
+  DraServer& operator=(const DraServer&) = delete;
+
+  // What the kubelet last said of the registration.
+  bool registered() const { return registered_; }
+
+  class Services;  // the two gRPC services (server.cc)
+
+ private:
+  DraServer() = default;
+  Options o_;
+  std::atomic<bool> registered_ = false;
+  std::unique_ptr<Services> services_;
+  std::unique_ptr<grpc::Server> dra_;
+  std::unique_ptr<grpc::Server> registration_;
+};
+
+}  // namespace kuberdma::dra

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver's kubelet side over real gRPC on unix sockets, as the kubelet calls it: the
+// plugin watcher's GetInfo and NotifyRegistrationStatus, then NodePrepareResources and
+// NodeUnprepareResources for claims read from a claim source (a map standing in for the API
+// server), one good and one refused in the same request.
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+
+#include "draplugin.grpc.pb.h"
+#include "kuberdma/dra/server.h"
+#include "pluginregistration.grpc.pb.h"
+
+namespace kuberdma::dra {
+namespace {
+
+namespace fs = std::filesystem;
+namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
+using nlohmann::json;
+
+class MapClaims final : public ClaimSource {
+ public:
+  Result<json> Get(const ClaimRef& ref) override {
+    auto it = claims.find(ref.ns + "/" + ref.name);
+    if (it == claims.end()) return Fail(ErrorCode::kNotFound, "no such ResourceClaim");
+    return it->second;
+  }
+  std::map<std::string, json> claims;
+};
+
+json Claim(const std::string& uid, const std::string& node) {
+  return {{"metadata", {{"name", "c-" + uid}, {"namespace", "team-a"}, {"uid", uid}}},
+          {"status",
+           {{"allocation",
+             {{"nodeSelector",
+               {{"nodeSelectorTerms",
+                 {{{"matchFields",
+                    {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {node}}}}}}}}}},
+              {"devices",
+               {{"results",
+                 {{{"request", "nic0"},
+                   {"driver", kDriverName},
+                   {"pool", node + "/hca"},
+                   {"device", "mlx5-2"}}}}}}}}}}};
+}
+
+TEST_CASE("The kubelet registers the DRA driver and prepares and unprepares claims over gRPC") {
+  char tmpl[] = "/tmp/kuberdma-dra-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  deviceplugin::ResourceConfig cfg;
+  cfg.resource_name = "hca";
+  cfg.rdma_hca_max = 1;
+  cfg.policy = deviceplugin::Policy::kPerHca;
+  cfg.selectors.vendors = {"15b3"};
+  auto shared = std::make_shared<deviceplugin::SharedResource>(deviceplugin::Resource(cfg, root));
+  shared->resource.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  MapClaims claims;
+  claims.claims["team-a/c-u1"] = Claim("u1", "gpu-node-7");
+  claims.claims["team-a/c-u2"] = Claim("u2", "gpu-node-8");  // another node's
+  DraServer::Options o{.dra_socket = dir + "/dra.sock", .registration_socket = dir + "/reg.sock"};
+  {
+    auto srv = DraServer::Start(shared, {.node = "gpu-node-7"}, dir + "/cdi", claims, o);
+    REQUIRE(srv);
+    CHECK((fs::status(o.dra_socket).permissions() & fs::perms::others_all) == fs::perms::none);
+
+    auto reg = pluginregistration::Registration::NewStub(
+        grpc::CreateChannel("unix:" + o.registration_socket, grpc::InsecureChannelCredentials()));
+    pluginregistration::PluginInfo info;
+    grpc::ClientContext c1;
+    REQUIRE(reg->GetInfo(&c1, {}, &info).ok());
+    CHECK(info.type() == "DRAPlugin");
+    CHECK(info.name() == "rdma.kube-rdma.io");
+    CHECK(info.endpoint() == o.dra_socket);
+    CHECK(std::vector<std::string>(info.supported_versions().begin(),
+                                   info.supported_versions().end()) ==
+          std::vector<std::string>{"v1.DRAPlugin"});
+    pluginregistration::RegistrationStatus status;
+    status.set_plugin_registered(true);
+    pluginregistration::RegistrationStatusResponse none;
+    grpc::ClientContext c2;
+    REQUIRE(reg->NotifyRegistrationStatus(&c2, status, &none).ok());
+    CHECK((*srv)->registered());
+
+    auto dra = drapb::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix:" + o.dra_socket, grpc::InsecureChannelCredentials()));
+    drapb::NodePrepareResourcesRequest req;
+    for (const char* uid : {"u1", "u2", "u3"}) {
+      auto* c = req.add_claims();
+      c->set_namespace_("team-a");
+      c->set_uid(uid);
+      c->set_name(std::string("c-") + uid);
+    }
+    drapb::NodePrepareResourcesResponse resp;
+    grpc::ClientContext c3;
+    REQUIRE(dra->NodePrepareResources(&c3, req, &resp).ok());
+    REQUIRE(resp.claims().size() == 3);  // every claim has an entry
+    const auto& good = resp.claims().at("u1");
+    CHECK(good.error().empty());
+    REQUIRE(good.devices_size() == 1);
+    CHECK(good.devices(0).pool_name() == "gpu-node-7/hca");
+    CHECK(good.devices(0).device_name() == "mlx5-2");
+    CHECK(good.devices(0).request_names(0) == "nic0");
+    CHECK(good.devices(0).cdi_device_ids(0) == "kube-rdma.io/claim=u1");
+    CHECK(fs::exists(dir + "/cdi/kube-rdma-claim-u1.json"));
+    CHECK_THAT(resp.claims().at("u2").error(),
+               Catch::Contains("is allocated to another node, not gpu-node-7"));
+    CHECK_THAT(resp.claims().at("u3").error(), Catch::Contains("no such ResourceClaim"));
+    CHECK_FALSE(fs::exists(dir + "/cdi/kube-rdma-claim-u2.json"));
+
+    drapb::NodeUnprepareResourcesRequest ureq;
+    *ureq.mutable_claims() = req.claims();
+    drapb::NodeUnprepareResourcesResponse uresp;
+    grpc::ClientContext c4;
+    REQUIRE(dra->NodeUnprepareResources(&c4, ureq, &uresp).ok());
+    CHECK(uresp.claims().size() == 3);
+    for (const auto& [uid, r] : uresp.claims()) CHECK(r.error().empty());
+    CHECK_FALSE(fs::exists(dir + "/cdi/kube-rdma-claim-u1.json"));
+  }
+  CHECK_FALSE(fs::exists(o.dra_socket));  // stopping removes both sockets
+  CHECK_FALSE(fs::exists(o.registration_socket));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kuberdma::dra
