@@ -11,6 +11,7 @@ packages=(
   libexpected-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc   # deviceplugin/, proto/
   prometheus-cpp-dev                   # metrics (device plugin) and the Pushgateway client (validator)
+  libcurl4-openssl-dev                 # the DRA driver's API server client
   libibverbs-dev ibverbs-providers     # the validator's verbs probe module (and Soft-RoCE's provider)
   catch2                               # the tests (CMake configures them with everything else)
   libyaml-cpp-dev                      # tools/sim reads rendered manifests (demo, namespace tests)

@@ -181,7 +181,7 @@ std::pair<std::string, std::string> HttpGet(uint16_t port, const std::string& pa
 }
 
 TEST_CASE(
-    "/metrics is prometheus-cpp's exposition of every family; /healthz answers 200 while "
+    "/metrics is prometheus-cpp's exposition of every family, /healthz answers 200 while "
     "serving") {
   Node n;
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
@@ -425,7 +425,7 @@ TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so do
 }
 
 TEST_CASE(
-    "A new config is applied when its file changes; a bad one is rejected and the old keeps "
+    "A new config is applied when its file changes, a bad one is rejected and the old keeps "
     "serving") {
   Node n;
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
@@ -456,7 +456,7 @@ TEST_CASE(
   CHECK(resp.container_responses(0).envs().at("NCCL_IB_HCA") == "=mlx5_5:1");
 }
 
-TEST_CASE("Two hundred concurrent Allocates all succeed; unknown IDs are INVALID_ARGUMENT") {
+TEST_CASE("Two hundred concurrent Allocates all succeed, unknown IDs are INVALID_ARGUMENT") {
   Node n;
   n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
   n.Start();

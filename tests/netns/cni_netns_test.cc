@@ -41,7 +41,7 @@ link::LinkInfo MustGet(SimNode& node, const netns::NetNs& ns, const std::string&
 }
 
 TEST_CASE(
-    "ADD of the InfiniBand NAD moves a veth into the pod as net1 with MTU 9000, up; DEL restores "
+    "ADD of the InfiniBand NAD moves a veth into the pod as net1 with MTU 9000, up, DEL restores "
     "it") {
   SimNode node(kRoce8, Roce8Netdevs());
   auto host_before = MustGet(node, node.node(), "ens1f0np0");
@@ -403,7 +403,7 @@ namespace {
 
 TEST_CASE(
     "The real binary never moves the node's own NICs: default route, a bridge port, an "
-    "undeclared address; a declared rail moves, and a rail's network takes its rail's HCA") {
+    "undeclared address, a declared rail moves, and a rail's network takes its rail's HCA") {
   SimNode node(kRoce8, Roce8Netdevs());
   auto ens1 = MustGet(node, node.node(), "ens1f0np0");
   auto ens3 = MustGet(node, node.node(), "ens3f0np0");
@@ -556,7 +556,7 @@ TEST_CASE("Routed rails on the real kernel: the rail's address and routes follow
 
 TEST_CASE(
     "An HCA goes only to the pod it was allocated to: the real device plugin answers from the "
-    "kubelet's pod-resources; without it ADD fails in bounded time, DEL always works") {
+    "kubelet's pod-resources, without it ADD fails in bounded time, DEL always works") {
   SimNode node(kRoce8, Roce8Netdevs());
   std::string dir = node.state_dir() + "/kubelet";
   REQUIRE(MakeDirs(dir));

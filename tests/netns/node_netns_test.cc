@@ -10,7 +10,7 @@
 namespace kuberdma::sim {
 namespace {
 
-TEST_CASE("DCB on a veth is unsupported, named as such; an absent netdev is not found") {
+TEST_CASE("DCB on a veth is unsupported, named as such, an absent netdev is not found") {
   SimNode node(kRoce8, {"ens1f0np0"});
   dcb::NetlinkDcbOps dcb;
   auto st = dcb.Get(node.node(), "ens1f0np0");

@@ -271,7 +271,7 @@ TEST_CASE("Every shipped rendering's pods get the HCAs the kubelet allocated, as
   }
 }
 
-TEST_CASE("Multus refuses more attachments than allocations; a NAD broken after ADD still DELs") {
+TEST_CASE("Multus refuses more attachments than allocations, a NAD broken after ADD still DELs") {
   Shipped s(std::string(KUBERDMA_RENDERED) + "/manifests.yaml");
   const Nad& nad = s.nads.front();
   SimNode node(kRoce8, Roce8Netdevs());

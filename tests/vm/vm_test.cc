@@ -153,7 +153,7 @@ TEST_CASE("An address on the HCA's netdev adds an IPv4 RoCE v2 GID, which goes w
   CHECK_FALSE(GidFor("10.9.0.1", false));
 }
 
-TEST_CASE("A macvlan child in a pod namespace adds the pod's GID; ndevs names it as the pod does") {
+TEST_CASE("A macvlan child in a pod namespace adds the pod's GID, ndevs names it as the pod does") {
   SoftRoce rxe;
   REQUIRE(Sh("ip netns add kvm-pod1") == 0);
   REQUIRE(Sh("ip link add kvmc1 link kvm0 type macvlan mode bridge") == 0);
@@ -203,7 +203,7 @@ std::vector<std::string> GidProblemsIn(netns::NetNs& pod, const std::string& own
   return problems;
 }
 
-TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address; another pod's fails") {
+TEST_CASE("Two pods on one Soft-RoCE HCA: GIDs are owned by address, another pod's fails") {
   SoftRoce rxe;
   auto a = testing::CreateNamed("kvm-pa");
   auto b = testing::CreateNamed("kvm-pb");

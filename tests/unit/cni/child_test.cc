@@ -158,7 +158,7 @@ TEST_CASE("Without a named device, children go to the HCA with the fewest, skipp
   CHECK_THAT(onto.error().msg, Catch::Contains("mover/net9") && Catch::Contains("on the host"));
 }
 
-TEST_CASE("A rail's NAD names its HCA; the pool slot Multus passes with it names none") {
+TEST_CASE("A rail's NAD names its HCA, the pool slot Multus passes with it names none") {
   Node n;
   Plugin p = n.MakePlugin();
   // As Multus sends it for a NAD with resourceName rdma/shared: deviceID and pciBusID both the

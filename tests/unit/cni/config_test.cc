@@ -103,7 +103,7 @@ TEST_CASE("Hostile input ends in an error, never a crash") {
   CHECK(CodeOf(std::string("{\"cniVersion\":\"1.0.0\",\"name\":\"n\0x\"}", 32)) == kDecodeFailure);
 }
 
-TEST_CASE("Versions outside 0.3.0..1.1.0 are error 1; CHECK needs 0.4.0, STATUS and GC 1.1.0") {
+TEST_CASE("Versions outside 0.3.0..1.1.0 are error 1, CHECK needs 0.4.0, STATUS and GC 1.1.0") {
   CHECK(CodeOf(R"({"cniVersion":"0.2.0","name":"n"})") == kIncompatibleVersion);
   CHECK(CodeOf(R"({"name":"n"})") == kIncompatibleVersion);
   CHECK(CodeOf(R"({"cniVersion":"2.0.0","name":"n"})") == kIncompatibleVersion);
@@ -133,7 +133,7 @@ TEST_CASE("Device selection follows the documented precedence") {
   CHECK(hca->selector.kind == SelectorKind::kHca);
 }
 
-TEST_CASE("runtimeConfig carries the device-info file; GC reads valid attachments") {
+TEST_CASE("runtimeConfig carries the device-info file, GC reads valid attachments") {
   auto c = ParseConfig(R"({"cniVersion":"1.1.0","name":"n",
       "runtimeConfig":{"CNIDeviceInfoFile":"/var/run/k8s.cni.cncf.io/devinfo/cni/x"},
       "cni.dev/valid-attachments":[{"containerID":"c1","ifname":"net1"}]})",

@@ -36,7 +36,7 @@ TEST_CASE("the CNI binary is installed where nothing is, mode 0755") {
   CHECK(*CniBinaryOwner(d.path + "/bin/kube-rdma") == BinaryOwner::kOurs);
 }
 
-TEST_CASE("an older kube-rdma binary is replaced; the same one is left alone") {
+TEST_CASE("an older kube-rdma binary is replaced, the same one is left alone") {
   TempDir d;
   REQUIRE(WriteFileAtomic(d.path + "/src", Ours("v2")));
   REQUIRE(WriteFileAtomic(d.path + "/rdma", Ours("v1"), 0755));

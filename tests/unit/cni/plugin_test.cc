@@ -90,7 +90,7 @@ TEST_CASE(
   CHECK(iface["pciID"] == "0000:1a:00.0");
 }
 
-TEST_CASE("Eight attachments take the eight HCAs in order; the ninth names every HCA it tried") {
+TEST_CASE("Eight attachments take the eight HCAs in order, the ninth names every HCA it tried") {
   Node n;
   Plugin p = n.MakePlugin();
   for (int i = 1; i <= 8; ++i) REQUIRE(p.Add(Req(kPod, "net" + std::to_string(i)), n.Conf()));
@@ -227,7 +227,7 @@ TEST_CASE("Shared RDMA netns mode continues by default and is rejected with poli
 }
 
 TEST_CASE(
-    "Devices are selected by deviceID, slot ID, HCA name, netdev and MAC; misses name the tries") {
+    "Devices are selected by deviceID, slot ID, HCA name, netdev and MAC, misses name the tries") {
   Node n;
   Plugin p = n.MakePlugin();
   auto pick = [&](const std::string& extra, const std::string& ifname) {
@@ -606,7 +606,7 @@ TEST_CASE("A move never takes the node's own NIC, however it is named, and chang
   CHECK(n.world.HasRdma(kPod, "mlx5_4"));
 }
 
-TEST_CASE("A declared rail may hold its own address; the node's address or default route never") {
+TEST_CASE("A declared rail may hold its own address, the node's address or default route never") {
   Node n;
   MakeNodeNics(n);
   rails::NodeConfig node{.rails = {"ens2f0np0", "ens1f0np0"}};

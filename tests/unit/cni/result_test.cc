@@ -50,7 +50,7 @@ TEST_CASE("prevResult passes through and our interface is appended once") {
   CHECK_FALSE(PrevResultHasInterface(json{{"interfaces", "junk"}}, "net1", "x"));
 }
 
-TEST_CASE("VERSION lists every supported version; errors carry code and message") {
+TEST_CASE("VERSION lists every supported version, errors carry code and message") {
   json v = VersionResult();
   CHECK(v["supportedVersions"] == json(SupportedVersions()));
   json e = ErrorResult("0.3.1", {kInvalidConfig, "bad mtu", "details here"});

@@ -66,7 +66,7 @@ TEST_CASE("A record from a newer version or a corrupt file is an error, not a gu
   CHECK_FALSE(store.Load("rdma-net", "c1", "net1"));
 }
 
-TEST_CASE("A record keeps its mode; an older record without one moved; an unknown one is refused") {
+TEST_CASE("A record keeps its mode, an older record without one moved, an unknown one is refused") {
   AttachmentRecord child{
       .network = "rail1", .container_id = "c", .ifname = "net1", .mode = AttachMode::kIpvlan};
   auto back = AttachmentRecord::FromJson(child.ToJson());

@@ -257,7 +257,7 @@ TEST_CASE(
   CHECK_FALSE(r.Allocate({"mlx5_9-01"}));
 }
 
-TEST_CASE("injectMad off leaves only uverbs and rdma_cm; extraEnv and ncclEnv apply") {
+TEST_CASE("injectMad off leaves only uverbs and rdma_cm, extraEnv and ncclEnv apply") {
   Resource r =
       Make("ib8", R"({"resourceName":"ib","rdmaHcaMax":1,"policy":"per-hca","injectMad":false,
                                 "ncclEnv":false,"extraEnv":{"NCCL_IB_GID_INDEX":"3"}})");

@@ -169,7 +169,7 @@ TEST_CASE("The node view shows an HCA shared by child attachments as on the host
 }
 
 TEST_CASE(
-    "Under --host-root, records' namespaces are looked up in the host's tree; one that cannot be "
+    "Under --host-root, records' namespaces are looked up in the host's tree, one that cannot be "
     "checked is a warning, never a stranded device") {
   Fixture f;
   f.in.host_root = f.dir + "/host/";
@@ -225,7 +225,7 @@ class FakeDcb final : public dcb::DcbOps {
 };
 
 TEST_CASE(
-    "The pod's GID tables are listed; NCCL_IB_GID_INDEX is checked on every HCA and a "
+    "The pod's GID tables are listed, NCCL_IB_GID_INDEX is checked on every HCA and a "
     "sparse table is named") {
   Fixture f;
   f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8-pod");
@@ -410,7 +410,7 @@ TEST_CASE("PFC and trust of a netdev attached to a pod are read in the pod's nam
              Catch::Contains("net2 is in pod namespace"));
 }
 
-TEST_CASE("Both kubelet checkpoint formats are read; a corrupt one is an error") {
+TEST_CASE("Both kubelet checkpoint formats are read, a corrupt one is an error") {
   Fixture f;
   REQUIRE(WriteFileAtomic(
       f.dir + "/cp",
@@ -472,7 +472,7 @@ TEST_CASE("One corrupt CNI record is a named finding and the good records beside
   CHECK_THAT(text, !Catch::Contains("[{\"") && !Catch::Contains("{\""));
 }
 
-TEST_CASE("A kubelet checkpoint with wrong types is a finding; its good entries still show") {
+TEST_CASE("A kubelet checkpoint with wrong types is a finding, its good entries still show") {
   Fixture f;
   for (const char* text : {R"({"Data":5})", R"({"Data":{"PodDeviceEntries":7}})",
                            R"({"Data":{"PodDeviceEntries":[5,{"ResourceName":3}]}})"}) {

@@ -118,7 +118,7 @@ TEST_CASE("A declared rail with the default route or the node's address is still
   CHECK_THAT(roles.unmatched[0], Catch::Contains("rail 2: ens9np0 names no HCA"));
 }
 
-TEST_CASE("A VF and a scalable function are on their PF's rail; a software HCA on none") {
+TEST_CASE("A VF and a scalable function are on their PF's rail, a software HCA on none") {
   Node n;
   sysfs::Hca vf = Pf("mlx5_8", "0000:1a:00.2", "");
   vf.pf_address = "0000:1a:00.0";

@@ -64,7 +64,7 @@ TEST_CASE("NCCL_IB_HCA names only ACTIVE ports, and every port when none is acti
   CHECK(Encode({down})[kNcclIbHca] == "=mlx5_1:1");
 }
 
-TEST_CASE("NCCL_IB_HCA selects by prefix unless '=' makes it exact; '^' excludes") {
+TEST_CASE("NCCL_IB_HCA selects by prefix unless '=' makes it exact, '^' excludes") {
   std::vector<std::string> present = {"mlx5_1", "mlx5_10", "mlx5_2"};
   CHECK(ParseIbHca("mlx5_1").Select(present) == std::vector<std::string>{"mlx5_1", "mlx5_10"});
   CHECK(ParseIbHca("=mlx5_1:1").Select(present) == std::vector<std::string>{"mlx5_1"});

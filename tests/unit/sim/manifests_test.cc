@@ -65,7 +65,7 @@ spec:
   CHECK(r->Summary() == "ConfigMap kube-rdma/c, Deployment d");
 }
 
-TEST_CASE("Broken YAML is refused with where it broke; a missing file is kNotFound") {
+TEST_CASE("Broken YAML is refused with where it broke, a missing file is kNotFound") {
   TempYaml f("kind: ConfigMap\ndata: {a: [1, 2\n");
   auto r = LoadRendered(f.path);
   REQUIRE_FALSE(r);

@@ -88,7 +88,7 @@ TEST_CASE("One slow rail is ambiguous after one round and named for certain afte
 }
 
 TEST_CASE(
-    "A node slow on every rail is one culprit, the node; a slow path between two healthy "
+    "A node slow on every rail is one culprit, the node, a slow path between two healthy "
     "nodes names neither") {
   auto nodes = Fleet(4, 2);
   auto whole = Localise(Measure(4, 2, 2, {{1, 0}, {1, 1}}), nodes, Thresholds{});
@@ -226,7 +226,7 @@ TEST_CASE("The report fails the culprit's node and only it, naming node and HCA"
 
 TEST_CASE(
     "Relative to the fleet: a node far below the median is flagged even without a "
-    "baseline; a tight fleet is held closer with a higher fraction") {
+    "baseline, a tight fleet is held closer with a higher fraction") {
   Inputs in = Run(8, 2, 2, {});
   for (auto& m : in.measurements) {
     if (m.pair.a == 7 || m.pair.b == 7) m.busbw_gbps = 1.9;  // 95% of the others: within 0.8
@@ -240,7 +240,7 @@ TEST_CASE(
   for (int n = 0; n < 7; ++n) CHECK(strict.nodes.at(n).verdict == "pass");
 }
 
-TEST_CASE("A run's report is the next run's baseline; drops beyond the tolerance are regressions") {
+TEST_CASE("A run's report is the next run's baseline, drops beyond the tolerance are regressions") {
   FleetReport first = Evaluate(Run(4, 2, 1, {}));
   REQUIRE(first.verdict == "pass");
   auto baseline = ParseBaseline(first.ToJson());
@@ -470,7 +470,7 @@ TEST_CASE("Noisy healthy fleets name no culprit (false positives over 2000 seede
   CHECK(failed == 0);
 }
 
-TEST_CASE("Half speed is slow however noisy the fleet; the threshold follows the spread") {
+TEST_CASE("Half speed is slow however noisy the fleet, the threshold follows the spread") {
   Thresholds t;
   CHECK(SlowThreshold(1.0, 0.0, t) == Approx(0.8));   // tight: 0.8 of the median
   CHECK(SlowThreshold(1.0, 0.1, t) == Approx(0.65));  // 10% spread: 3.5 spreads below

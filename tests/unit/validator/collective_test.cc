@@ -44,7 +44,7 @@ TEST_CASE("The size column means each collective's buffer, as in nccl-tests") {
         128);
 }
 
-TEST_CASE("Sweeps follow -b/-e with -f or -i; bad sweeps are refused") {
+TEST_CASE("Sweeps follow -b/-e with -f or -i, bad sweeps are refused") {
   auto seed =
       SweepSizes(128u << 20, size_t{8} << 30, 2, 0);  // nccl-tests' common -b 128M -e 8G -f 2
   REQUIRE(seed);
@@ -240,7 +240,7 @@ TEST_CASE("alltoall's in-place run is timed and its wrong column N/A, as nccl-te
   CHECK_THAT(ResultCsv(s, 4, r), Catch::EndsWith(",in-place,520.000,2.0165,1.5124,\n"));
 }
 
-TEST_CASE("Times keep nccl-tests' 7 columns at every scale; a clean sweep's footer says OK") {
+TEST_CASE("Times keep nccl-tests' 7 columns at every scale, a clean sweep's footer says OK") {
   CollectiveSpec s{.kind = Collective::kAllReduce, .type = DataType::kFloat32};
   std::vector<SizeResult> r = {{.bytes = 8,
                                 .count = 2,

@@ -72,7 +72,7 @@ TEST_CASE("A verbs rail sweep's page says so, with no ring, and keeps small figu
   CHECK(Marked(*page) == std::set<std::pair<std::string, std::string>>{{"node-3", "2"}});
 }
 
-TEST_CASE("A whole slow node marks its row; one rail slow everywhere marks the column") {
+TEST_CASE("A whole slow node marks its row, one rail slow everywhere marks the column") {
   auto node = FleetReportHtml(Fleet(4, {{1, 0}, {1, 1}}), nullptr);
   REQUIRE(node);
   CHECK(Marked(*node) ==
@@ -84,7 +84,7 @@ TEST_CASE("A whole slow node marks its row; one rail slow everywhere marks the c
   for (const auto& [n, r] : marked) CHECK(r == "2");
 }
 
-TEST_CASE("Names are escaped; a baseline adds each cell's change; non-reports are refused") {
+TEST_CASE("Names are escaped, a baseline adds each cell's change, non-reports are refused") {
   json report = Fleet(2, {}, "<img src=x>");
   auto page = FleetReportHtml(report, nullptr);
   REQUIRE(page);

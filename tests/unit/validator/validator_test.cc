@@ -40,7 +40,7 @@ TEST_CASE(
   CHECK(log.bypasses().empty());
 }
 
-TEST_CASE("IB, RoCE, PXN and merged-NIC lines are read; P2P, SHM and NVLS count as bypasses") {
+TEST_CASE("IB, RoCE, PXN and merged-NIC lines are read, P2P, SHM and NVLS count as bypasses") {
   NcclLog log;
   log.AddText(
       "node-0:12:40 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1+mlx5_2:1/RoCE "
@@ -172,7 +172,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "An inventory of exactly the pod's HCAs passes; no expected set is a usage error (exit 2)") {
+    "An inventory of exactly the pod's HCAs passes, no expected set is a usage error (exit 2)") {
   link::NetlinkLinkOps links;
   sysfs::SysfsRoot root(Fx("sysfs/roce8"));
   std::string all8 = "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7";
