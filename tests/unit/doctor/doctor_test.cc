@@ -257,7 +257,8 @@ TEST_CASE(
   CHECK_THAT(sparse->fix, Catch::Contains("unset NCCL_IB_GID_INDEX"));
   // Without NCCL_IB_GID_INDEX the advice does not tell the user to unset it.
   f.in.getenv = Env({});
-  const Finding* unset = f.Find(PodView(f.in), "roce-gid-table-sparse", Status::kWarn);
+  View without = PodView(f.in);  // kept: the finding points into it
+  const Finding* unset = f.Find(without, "roce-gid-table-sparse", Status::kWarn);
   REQUIRE(unset != nullptr);
   CHECK_THAT(unset->fix, !Catch::Contains("unset") && Catch::Contains("NCCL_IB_ADDR_FAMILY"));
   f.in.getenv = Env({{"NCCL_IB_GID_INDEX", "1"}});
