@@ -64,6 +64,22 @@ std::string Fixed(double v, int decimals) {
 
 }  // namespace
 
+double LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name, std::string* why) {
+  auto h = sysfs::ReadHca(root, name, sysfs::HcaDetail::kPorts);
+  bool software = h && h->bus == sysfs::BusKind::kVirtual;
+  double rate = 0;
+  if (h && !software) {
+    for (const auto& p : h->ports) rate += p.rate_gbps;
+  }
+  if (rate <= 0) {
+    *why = name + ": " +
+           (software ? "a software RDMA device (" + h->driver + ")"
+                     : std::string("no port rate in sysfs")) +
+           ": its line-rate floor is not applied";
+  }
+  return rate;
+}
+
 void Validator::JudgeGdr(Report& r, const NcclLog& log) {
   if (r.opts.transport != Transport::kIb) return;
   auto gpus = sysfs::DiscoverGpus(root_);
@@ -108,17 +124,10 @@ void Validator::JudgeLineRate(Report& r) {
   }
   for (auto& d : r.devices) {
     if (!d.carried_traffic) continue;  // already failed for carrying less than its share
-    auto h = sysfs::ReadHca(root_, d.name, sysfs::HcaDetail::kPorts);
-    bool software = h && h->bus == sysfs::BusKind::kVirtual;
-    d.line_rate_gbps = 0;
-    if (h && !software) {
-      for (const auto& p : h->ports) d.line_rate_gbps += p.rate_gbps;
-    }
+    std::string why;
+    d.line_rate_gbps = LineRateGbps(root_, d.name, &why);
     if (d.line_rate_gbps <= 0) {
-      r.warnings.push_back(d.name + ": " +
-                           (software ? "a software RDMA device (" + h->driver + ")"
-                                     : std::string("no port rate in sysfs")) +
-                           ": its line-rate floor is not applied");
+      r.warnings.push_back(why);
       continue;
     }
     // Every hop of the validator's runs crosses a NIC (P2P and SHM are off), so the pod's NICs

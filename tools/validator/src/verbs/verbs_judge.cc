@@ -20,17 +20,10 @@ namespace {
 void JudgeRailRate(const sysfs::SysfsRoot& root, double floor, double gbps, DeviceResult& d,
                    Report& r) {
   if (floor <= 0) return;
-  auto h = sysfs::ReadHca(root, d.name, sysfs::HcaDetail::kPorts);
-  bool software = h && h->bus == sysfs::BusKind::kVirtual;
-  double rate = 0;
-  if (h && !software) {
-    for (const auto& p : h->ports) rate += p.rate_gbps;
-  }
+  std::string why;
+  double rate = LineRateGbps(root, d.name, &why);
   if (rate <= 0) {
-    r.warnings.push_back(d.name + ": " +
-                         (software ? "a software RDMA device (" + h->driver + ")"
-                                   : std::string("no port rate in sysfs")) +
-                         ": its line-rate floor is not applied");
+    r.warnings.push_back(why);
     return;
   }
   d.line_rate_gbps = rate;

@@ -158,6 +158,11 @@ struct Report {
   std::string Summary() const;          // one line, for /dev/termination-log
 };
 
+// The line rate HCA `name` is held to: its ports' rates summed (Gb/s); 0 when there is none to
+// hold it to, with the warning that says so in `why` ("mlx5_0: a software RDMA device (rxe):
+// its line-rate floor is not applied"). The single run, the verbs probe and their tests share it.
+double LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name, std::string* why);
+
 // The counters of every expected device at one moment.
 struct Snapshot {
   std::map<std::string, std::pair<uint64_t, uint64_t>> bytes;  // name -> (sent, received)
