@@ -22,6 +22,7 @@
 #include "kuberdma/base/version.h"
 #include "kuberdma/deviceplugin/manager.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/dra/driver.h"
 #include "kuberdma/dra/slices.h"
 #include "kuberdma/rails/node_config.h"
 #include "kuberdma/rails/rails.h"
@@ -45,6 +46,11 @@ struct Cli {
   std::string node_ip = EnvOr("NODE_IP", "");
   std::string write_node_config;
   kuberdma::deviceplugin::Options opts;
+  // The DRA driver beside the device plugin (docs/dra.md).
+  bool dra = false;
+  bool dra_remove_slices = false;
+  std::string api_server;  // "" in a cluster: the ServiceAccount's
+  kuberdma::dra::Driver::Options dra_opts;
 };
 
 void AddOptions(CLI::App& app, Cli& c) {
@@ -75,6 +81,22 @@ void AddOptions(CLI::App& app, Cli& c) {
   app.add_option("--write-node-config", c.write_node_config,
                  "write the node config resolved for this node (with --node-ip) to this path, "
                  "where the CNI reads it, and exit (0 written, 2 bad config)");
+  app.add_flag("--dra", c.dra,
+               "also run the DRA driver: publish this node's ResourceSlices and serve the "
+               "kubelet's NodePrepareResources (Kubernetes 1.34+, docs/dra.md)");
+  app.add_option("--dra-resource", c.dra_opts.resource,
+                 "the per-HCA resource the DRA driver publishes (default: the config's first)");
+  app.add_option("--cdi-dir", c.dra_opts.cdi_dir, "where the DRA driver writes CDI specs");
+  app.add_option("--kubelet-plugins-dir", c.dra_opts.plugins_dir,
+                 "the kubelet's plugins directory (the DRA socket: <dir>/" +
+                     std::string(kuberdma::dra::kDriverName) + "/dra.sock)");
+  app.add_option("--kubelet-registry-dir", c.dra_opts.registry_dir,
+                 "the kubelet's plugin watcher directory (plugins_registry)");
+  app.add_option("--api-server", c.api_server,
+                 "the API server's URL (default: in-cluster, with the pod's ServiceAccount)");
+  app.add_flag("--dra-remove-slices", c.dra_remove_slices,
+               "delete the DRA driver's ResourceSlices of --node-name (of every node when it is "
+               "empty: the chart's uninstall hook) and exit");
   app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
@@ -169,6 +191,48 @@ int PrintDraSlices(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
   return 0;
 }
 
+// The API server: --api-server (tests, the demo), else in-cluster.
+kuberdma::Result<kuberdma::dra::ApiServer> ApiServerOf(const Cli& c) {
+  if (!c.api_server.empty()) return kuberdma::dra::ApiServer{.base = c.api_server};
+  return kuberdma::dra::ApiServer::InCluster(std::getenv);
+}
+
+// --dra-remove-slices: 0 when none of the driver's slices are left, 1 saying why not.
+int RemoveSlices(const Cli& c) {
+  auto api = ApiServerOf(c);
+  auto done = !api ? kuberdma::Result<kuberdma::dra::SyncCounts>(kuberdma::Fail(api.error()))
+                   : kuberdma::dra::SyncSlices(*api, kuberdma::dra::kDriverName, c.node_name, {});
+  if (!done) {
+    std::fprintf(stderr, "rdma-device-plugin: removing ResourceSlices: %s\n",
+                 done.error().message().c_str());
+    return 1;
+  }
+  std::printf("removed %d ResourceSlice(s) of %s%s\n", done->deleted, kuberdma::dra::kDriverName,
+              c.node_name.empty() ? " on every node" : (" on " + c.node_name).c_str());
+  return 0;
+}
+
+// The DRA driver, when --dra: hooked to the device plugin's scans; nullptr and a message when it
+// cannot start.
+std::unique_ptr<kuberdma::dra::Driver> StartDra(Cli& c) {
+  auto api = ApiServerOf(c);
+  if (!api) {
+    spdlog::error("event=dra_start_failed error=\"{}\"", api.error().message());
+    return nullptr;
+  }
+  kuberdma::sysfs::SysfsRoot root(c.sysfs_root);
+  auto shared = kuberdma::sysfs::BootNetnsModeShared(root);
+  c.dra_opts.publish.node = c.node_name;
+  c.dra_opts.publish.netns_mode = !shared ? "" : (*shared ? "shared" : "exclusive");
+  auto d = std::make_unique<kuberdma::dra::Driver>(c.dra_opts, *api);
+  c.opts.on_rescan = [raw = d.get()](const auto& resources, const auto* roles) {
+    raw->OnRescan(resources, roles);
+  };
+  spdlog::info("event=dra_start driver={} node={} api_server={}", kuberdma::dra::kDriverName,
+               c.node_name, api->base);
+  return d;
+}
+
 // The node config for this node: its entry in "nodes" applied, the node IP added.
 kuberdma::Result<kuberdma::rails::NodeConfig> NodeConfigFor(const Cli& c) {
   KUBERDMA_ASSIGN_OR_RETURN(auto node, kuberdma::rails::LoadNodeConfig(c.node_config, c.node_name));
@@ -203,6 +267,15 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::unique_ptr<kuberdma::dra::Driver> dra;
+  if (c.dra) {
+    if (c.node_name.empty()) {
+      spdlog::error("event=start_failed error=\"--dra needs --node-name (or $NODE_NAME)\"");
+      return 2;
+    }
+    dra = StartDra(c);
+    if (!dra) return 1;
+  }
   auto mgr = kuberdma::deviceplugin::Manager::Create(c.opts, std::move(cfg));
   if (!mgr) {
     spdlog::error("event=start_failed error=\"{}\"", mgr.error().message());
@@ -228,6 +301,7 @@ int Run(int argc, char** argv) {
   AddOptions(app, c);
   CLI11_PARSE(app, argc, argv);
   SetUpLogging(c.level);
+  if (c.dra_remove_slices) return RemoveSlices(c);
   auto text = kuberdma::ReadFile(c.config);
   if (!text) {
     std::fprintf(stderr, "rdma-device-plugin: read config: %s\n", text.error().message().c_str());

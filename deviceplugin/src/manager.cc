@@ -110,12 +110,15 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
     KUBERDMA_ASSIGN_OR_RETURN(
         m->pods_, PodsEndpoint::Start(
                       m->opts_.allocations_dir + "/" + podenv::kPodsSocket, m->opts_.pod_resources,
-                      [raw](const std::vector<PodDevices>& d) { return raw->PodHcas(d); }));
+                      [raw](const podenv::PodQuery& q, const std::vector<PodDevices>& d) {
+                        return raw->PodHcas(q, d);
+                      }));
   }
   return m;
 }
 
-podenv::PodAnswer Manager::PodHcas(const std::vector<PodDevices>& devices) const {
+podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
+                                   const std::vector<PodDevices>& devices) const {
   std::lock_guard lock(snapshot_mu_);
   podenv::PodAnswer answer;
   auto add = [&](const std::string& hca) {
@@ -135,6 +138,11 @@ podenv::PodAnswer Manager::PodHcas(const std::vector<PodDevices>& devices) const
         for (const auto& h : pool->second) add(h);  // a pool's share: every HCA of the pool
       }
     }
+  }
+  // The DRA driver's prepared claims reserved for the pod (dra/prepare.h).
+  for (const auto& c : podenv::ClaimsOfPod(opts_.allocations_dir, pod.ns, pod.name)) {
+    answer.slots.push_back("claim " + c.claim);
+    for (const auto& h : c.hcas) add(h);
   }
   answer.known = !answer.slots.empty();
   return answer;
@@ -314,6 +322,11 @@ void Manager::Rescan() {
   {
     std::lock_guard lock(snapshot_mu_);
     resource_hcas_ = std::move(snapshot);
+  }
+  if (opts_.on_rescan) {
+    std::map<std::string, std::shared_ptr<SharedResource>> shared;
+    for (auto& [name, srv] : servers_) shared[name] = srv->shared();
+    opts_.on_rescan(shared, roles());
   }
   // A published list of thousands of devices leaves freed blocks in malloc's arenas; hand them
   // back so the idle footprint stays small.

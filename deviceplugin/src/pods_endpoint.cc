@@ -92,7 +92,7 @@ void PodsEndpoint::Answer(int conn) {
       for (auto& d : *listed) {
         if (d.pod == query->ns + "/" + query->name) mine.push_back(std::move(d));
       }
-      answer = resolve_(mine);
+      answer = resolve_(*query, mine);
       answer.known = answer.known || !mine.empty();
     }
   }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "kuberdma/base/files.h"
@@ -40,8 +41,8 @@ bool IsName(const std::string& s) {
 }
 
 // One attempt; `err` set when no HTTP answer came.
-Answer Once(const ApiServer& api, const std::string& url, const std::string& token,
-            std::string* err) {
+Answer Once(const ApiServer& api, const Call& call, const std::string& url,
+            const std::string& token, std::string* err) {
   Answer a;
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> c(curl_easy_init(), curl_easy_cleanup);
   if (!c) {
@@ -49,12 +50,18 @@ Answer Once(const ApiServer& api, const std::string& url, const std::string& tok
     return a;
   }
   curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
+  if (!call.body.empty()) headers = curl_slist_append(headers, "Content-Type: application/json");
   std::string auth = "Authorization: Bearer " + token;
   if (!token.empty()) headers = curl_slist_append(headers, auth.c_str());
   curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, Collect);
   curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &a);
+  if (call.method != "GET") curl_easy_setopt(c.get(), CURLOPT_CUSTOMREQUEST, call.method.c_str());
+  if (!call.body.empty()) {
+    curl_easy_setopt(c.get(), CURLOPT_POSTFIELDS, call.body.c_str());
+    curl_easy_setopt(c.get(), CURLOPT_POSTFIELDSIZE, static_cast<long>(call.body.size()));
+  }
   curl_easy_setopt(c.get(), CURLOPT_TIMEOUT, static_cast<long>(api.timeout_s));
   curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c.get(), CURLOPT_PROTOCOLS_STR, "https,http");
@@ -88,10 +95,43 @@ Result<ApiServer> ApiServer::InCluster(const std::function<const char*(const cha
                    .ca_file = sa_dir + "/ca.crt"};
 }
 
-Result<nlohmann::json> Get(const ApiServer& api, const std::string& path) {
+namespace {
+
+// What an HTTP status means, for `what` ("GET /apis/..."); nullopt for 200/201 and for statuses
+// worth another attempt (429, 5xx).
+std::optional<Error> Refusal(long status, const std::string& what) {
+  if (status == 404) return Error(ErrorCode::kNotFound, what + ": not found");
+  if (status == 409) {
+    return Error(ErrorCode::kAlreadyExists,
+                 what + ": HTTP 409 (changed or created by someone else since it was read)");
+  }
+  if (status == 401 || status == 403) {
+    return Error(ErrorCode::kPermissionDenied,
+                 what + ": HTTP " + std::to_string(status) +
+                     " (the ServiceAccount lacks the verb: the chart's ClusterRole grants get on "
+                     "resourceclaims.resource.k8s.io and list/create/update/delete on "
+                     "resourceslices.resource.k8s.io)");
+  }
+  if (status >= 400 && status < 500 && status != 429) {
+    return Error(ErrorCode::kInvalidArgument, what + ": HTTP " + std::to_string(status));
+  }
+  return std::nullopt;
+}
+
+Result<std::string> ReadToken(const ApiServer& api) {
+  if (api.token_file.empty()) return std::string();
+  KUBERDMA_ASSIGN_OR_RETURN(std::string token, ReadFile(api.token_file));
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  return token;
+}
+
+}  // namespace
+
+Result<nlohmann::json> Request(const ApiServer& api, const Call& call) {
   static const bool init = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   if (!init) return Fail(ErrorCode::kInternal, "libcurl failed to initialise");
-  std::string url = api.base + path;
+  std::string url = api.base + call.path;
+  std::string what = call.method + " " + call.path;
   std::string last;
   auto backoff = std::chrono::milliseconds(200);
   for (int i = 0; i < std::max(1, api.attempts); ++i) {
@@ -100,31 +140,21 @@ Result<nlohmann::json> Get(const ApiServer& api, const std::string& path) {
       backoff *= 2;
     }
     // Read on every request: the kubelet rotates projected tokens.
-    std::string token;
-    if (!api.token_file.empty()) {
-      auto t = ReadFile(api.token_file);
-      if (!t) return Fail(t.error());
-      token = *t;
-      while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    }
+    KUBERDMA_ASSIGN_OR_RETURN(std::string token, ReadToken(api));
     std::string err;
-    Answer a = Once(api, url, token, &err);
-    if (a.status == 200) return ParseUntrustedJson(a.body, "the API server's answer to " + path);
-    if (a.status == 404) return Fail(ErrorCode::kNotFound, "GET " + path + ": not found");
-    if (a.status == 401 || a.status == 403) {
-      return Fail(ErrorCode::kPermissionDenied,
-                  "GET " + path + ": HTTP " + std::to_string(a.status) +
-                      " (the ServiceAccount needs get on resourceclaims.resource.k8s.io: the "
-                      "chart's ClusterRole)");
+    Answer a = Once(api, call, url, token, &err);
+    if (a.status == 200 || a.status == 201) {
+      return ParseUntrustedJson(a.body, "the API server's answer to " + what);
     }
-    if (a.status >= 400 && a.status < 500 && a.status != 429) {
-      return Fail(ErrorCode::kInvalidArgument,
-                  "GET " + path + ": HTTP " + std::to_string(a.status));
-    }
+    if (auto refused = Refusal(a.status, what)) return Fail(*refused);
     last = a.status != 0 ? "HTTP " + std::to_string(a.status) : err;
   }
-  return Fail(ErrorCode::kIo, "GET " + url + ": " + last + " after " +
+  return Fail(ErrorCode::kIo, what + " at " + api.base + ": " + last + " after " +
                                   std::to_string(std::max(1, api.attempts)) + " attempt(s)");
+}
+
+Result<nlohmann::json> Get(const ApiServer& api, const std::string& path) {
+  return Request(api, {.method = "GET", .path = path});
 }
 
 Result<nlohmann::json> ApiServerClaims::Get(const ClaimRef& ref) {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/podenv/slot_id.h"
 
 namespace kuberdma::dra {
@@ -142,6 +143,49 @@ Result<std::vector<AllocatedDevice>> OurDevices(const json& claim, const ClaimRe
   return out;
 }
 
+namespace {
+
+// Whether constraint `c` (its "requests", all when absent) covers request `r`.
+bool Covers(const json& c, const std::string& r) {
+  const json& reqs = At(c, {"requests"});
+  if (!reqs.is_array() || reqs.empty()) return true;
+  return std::ranges::any_of(reqs, [&](const json& x) { return x.is_string() && x == r; });
+}
+
+// The pods the claim is reserved for, "ns/name".
+std::vector<std::string> ReservedPods(const json& claim, const std::string& ns) {
+  std::vector<std::string> out;
+  const json& reserved = At(claim, {"status", "reservedFor"});
+  for (const auto& x : reserved.is_array() ? reserved : json::array()) {
+    if (Str(x, "resource") == "pods" && !Str(x, "name").empty()) out.push_back(ns + "/" + Str(x, "name"));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string AlignedRoots(const json& claim, const std::string& driver,
+                         const std::vector<AllocatedDevice>& devices,
+                         const deviceplugin::Resource& r) {
+  const json& results = At(claim, {"status", "allocation", "devices", "results"});
+  const json& constraints = At(claim, {"spec", "devices", "constraints"});
+  std::string out;
+  for (const auto& d : devices) {
+    bool tied = false;
+    for (const auto& c : constraints.is_array() ? constraints : json::array()) {
+      if (Str(c, "matchAttribute") != kPcieRootAttribute || !Covers(c, d.request)) continue;
+      for (const auto& x : results.is_array() ? results : json::array()) {
+        tied = tied || (Str(x, "driver") != driver && Covers(c, Str(x, "request")));
+      }
+    }
+    auto h = r.hcas().find(d.hca);
+    if (!tied || h == r.hcas().end()) continue;
+    std::string root = PcieRoot(h->second.hca.device_path);
+    if (!root.empty()) out += (out.empty() ? "" : ",") + d.hca + "=" + root;
+  }
+  return out;
+}
+
 std::string Preparer::SpecPath(const ClaimRef& ref) const {
   return cdi_dir_ + "/kube-rdma-claim-" + ref.uid + ".json";
 }
@@ -172,11 +216,22 @@ Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const
   }
   json env = json::array();
   for (const auto& [k, v] : alloc.envs) env.push_back(k + "=" + v);
+  env.push_back(std::string(kClaimEnv) + "=" + ref.ns + "/" + ref.name);
+  std::string roots = AlignedRoots(claim, o_.driver, devices, r_);
+  if (!roots.empty()) env.push_back(std::string(kClaimRootsEnv) + "=" + roots);
   json spec = {
       {"cdiVersion", "0.5.0"},
       {"kind", kCdiKind},
       {"devices", {{{"name", ref.uid}, {"containerEdits", {{"deviceNodes", dn}, {"env", env}}}}}}};
   KUBERDMA_TRY(MakeDirs(cdi_dir_));
+  if (!allocations_dir_.empty()) {
+    std::vector<std::string> hcas;
+    for (const auto& d : devices) hcas.push_back(d.hca);
+    KUBERDMA_TRY(podenv::RecordClaim(allocations_dir_, {.claim = ref.ns + "/" + ref.name,
+                                                        .uid = ref.uid,
+                                                        .pods = ReservedPods(claim, ref.ns),
+                                                        .hcas = hcas}));
+  }
   KUBERDMA_TRY(WriteFileAtomic(SpecPath(ref), spec.dump(2)));
   return Prepared{.devices = std::move(devices),
                   .cdi_ids = {std::string(kCdiKind) + "=" + ref.uid}};
@@ -189,6 +244,7 @@ Result<void> Preparer::Unprepare(const ClaimRef& ref) const {
   if (::unlink(SpecPath(ref).c_str()) != 0 && errno != ENOENT) {
     return FailErrno(errno, "remove the CDI spec " + SpecPath(ref));
   }
+  if (!allocations_dir_.empty()) KUBERDMA_TRY(podenv::RemoveClaim(allocations_dir_, ref.uid));
   return {};
 }
 

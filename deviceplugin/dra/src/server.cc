@@ -48,7 +48,7 @@ class DraServer::Services {
       return;
     }
     std::lock_guard lock(res_->mu);
-    Preparer p(res_->resource, publish_, cdi_dir_);
+    Preparer p(res_->resource, publish_, cdi_dir_, res_->allocations_dir);
     auto done = p.Prepare(ref, *claim);
     if (!done) {
       out->set_error(done.error().message());
@@ -65,7 +65,7 @@ class DraServer::Services {
 
   std::string UnprepareOne(const drapb::Claim& c) {
     std::lock_guard lock(res_->mu);
-    Preparer p(res_->resource, publish_, cdi_dir_);
+    Preparer p(res_->resource, publish_, cdi_dir_, res_->allocations_dir);
     auto r = p.Unprepare(RefOf(c));
     return r ? "" : r.error().message();
   }

@@ -41,7 +41,8 @@ bool IsCIdentifier(const std::string& s) {
       s, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
 }
 
-// "pci0000:15" from a device path "devices/pci0000:15/0000:15:01.0/...", or "".
+}  // namespace
+
 std::string PcieRoot(const std::string& device_path) {
   auto a = device_path.find('/');
   if (a == std::string::npos) return "";
@@ -50,6 +51,8 @@ std::string PcieRoot(const std::string& device_path) {
       device_path.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
   return root.rfind("pci", 0) == 0 ? root : "";
 }
+
+namespace {
 
 // A device's attributes, kept within the API's limits; what does not fit is said in `dropped`.
 class Attributes {

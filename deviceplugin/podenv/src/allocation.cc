@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/base/files.h"
@@ -96,6 +97,65 @@ Result<std::optional<AllocationGroup>> FindAllocation(const std::string& dir,
   auto group = DecodeAllocation(*text);
   if (!group) return Fail(group.error().Wrap(path));
   return std::optional<AllocationGroup>(std::move(*group));
+}
+
+namespace {
+
+std::string ClaimPath(const std::string& dir, const std::string& uid) {
+  return dir + "/claims/" + uid + ".json";
+}
+
+std::vector<std::string> Strings(const json& j, const char* key) {
+  std::vector<std::string> out;
+  if (!j.contains(key) || !j[key].is_array()) return out;
+  for (const auto& v : j[key]) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<void> RecordClaim(const std::string& dir, const ClaimRecord& rec) {
+  if (!PlainName(rec.uid)) {
+    return Fail(ErrorCode::kInvalidArgument, "claim uid '" + rec.uid + "' is not a plain name");
+  }
+  KUBERDMA_TRY(MakeDirs(dir + "/claims"));
+  json j{{"claim", rec.claim}, {"uid", rec.uid}, {"pods", rec.pods}, {"hcas", rec.hcas}};
+  return WriteFileAtomic(ClaimPath(dir, rec.uid), j.dump() + "\n");
+}
+
+Result<void> RemoveClaim(const std::string& dir, const std::string& uid) {
+  if (!PlainName(uid)) {
+    return Fail(ErrorCode::kInvalidArgument, "claim uid '" + uid + "' is not a plain name");
+  }
+  if (::unlink(ClaimPath(dir, uid).c_str()) != 0 && errno != ENOENT) {
+    return FailErrno(errno, "remove " + ClaimPath(dir, uid));
+  }
+  return {};
+}
+
+std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& ns,
+                                     const std::string& name, std::vector<std::string>* skipped) {
+  std::vector<ClaimRecord> out;
+  std::error_code ec;
+  std::string pod = ns + "/" + name;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/claims", ec)) {
+    std::string path = e.path().string();
+    if (!path.ends_with(".json")) continue;
+    auto text = ReadRegularFile(path);
+    auto j = text ? ParseUntrustedJson(*text, path) : Result<json>(Fail(text.error()));
+    if (!j || !j->is_object()) {
+      if (skipped != nullptr) skipped->push_back(path);
+      continue;
+    }
+    ClaimRecord r{.claim = j->value("claim", std::string()),
+                  .uid = j->value("uid", std::string()),
+                  .pods = Strings(*j, "pods"),
+                  .hcas = Strings(*j, "hcas")};
+    if (std::find(r.pods.begin(), r.pods.end(), pod) != r.pods.end()) out.push_back(std::move(r));
+  }
+  return out;
 }
 
 std::string EncodePodQuery(const PodQuery& q) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,11 @@ struct Options {
   // The kubelet's pod-resources socket, asked when the CNI checks a pod's allocation (the pods
   // endpoint, <allocations_dir>/pods.sock).
   std::string pod_resources = kPodResourcesSocket;
+  // Called on the loop after every scan with each resource (by full name) and the node's roles:
+  // the DRA driver publishes from the same model (dra/driver.h). Must not block.
+  std::function<void(const std::map<std::string, std::shared_ptr<SharedResource>>&,
+                     const rails::NodeRoles*)>
+      on_rescan;
 };
 
 class Manager {
@@ -97,8 +103,10 @@ class Manager {
   void RunTimers(int64_t now);
   void Wake(uint64_t bits);
 
-  // The pods endpoint's answer for one pod's allocations: our resources' HCAs.
-  podenv::PodAnswer PodHcas(const std::vector<PodDevices>& devices) const;
+  // The pods endpoint's answer for one pod's allocations: our resources' HCAs, and those of the
+  // DRA claims prepared for it.
+  podenv::PodAnswer PodHcas(const podenv::PodQuery& pod,
+                            const std::vector<PodDevices>& devices) const;
 
   Options opts_;
   Config cfg_;

@@ -32,6 +32,19 @@ struct ApiServer {
                                      const std::string& sa_dir = kServiceAccountDir);
 };
 
+// One request: `body` (JSON text) with POST and PUT.
+struct Call {
+  std::string method = "GET";  // GET, POST, PUT, DELETE
+  std::string path;            // "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=..."
+  std::string body;
+};
+
+// `call`, retried where a retry can help: the JSON answer on 200/201; kNotFound on 404,
+// kAlreadyExists on 409 (a conflict: read again), kPermissionDenied on 401/403 (naming the RBAC
+// rules), kInvalidArgument on another 4xx or a body that is not JSON, kIo when every attempt
+// failed (connection, 429, 5xx).
+Result<nlohmann::json> Request(const ApiServer& api, const Call& call);
+
 // One GET of `path` ("/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/name"): the JSON
 // body on 200; kNotFound on 404, kPermissionDenied on 401/403 (naming the RBAC rule to check),
 // kTimeout or kIo when every attempt failed, kInvalidArgument on a body that is not JSON.

@@ -65,11 +65,18 @@ struct Prepared {
 
 class Preparer {
  public:
-  Preparer(const deviceplugin::Resource& r, PublishOptions o, std::string cdi_dir)
-      : r_(r), o_(std::move(o)), cdi_dir_(std::move(cdi_dir)) {}
+  // `allocations_dir` (the device plugin's, podenv/allocation.h): where each prepared claim is
+  // recorded with its pods for the CNI's allocation check; "" for nowhere.
+  Preparer(const deviceplugin::Resource& r, PublishOptions o, std::string cdi_dir,
+           std::string allocations_dir = "")
+      : r_(r), o_(std::move(o)), cdi_dir_(std::move(cdi_dir)),
+        allocations_dir_(std::move(allocations_dir)) {}
 
   // The claim's devices and CDI device IDs, after writing its CDI spec (atomically; again on a
-  // repeat).
+  // repeat). Besides the device plugin's environment, the spec sets KUBERDMA_CLAIM
+  // ("ns/name") and, where the claim constrains our devices and another driver's (a GPU's) to
+  // one resource.kubernetes.io/pcieRoot, KUBERDMA_CLAIM_PCIE_ROOTS ("mlx5_0=pci0000:15,..."):
+  // the root each HCA was promised a GPU on, which rdma-validate checks in the pod.
   Result<Prepared> Prepare(const ClaimRef& ref, const nlohmann::json& claim) const;
   // Removes the claim's CDI spec; a claim never prepared (or already unprepared) is fine.
   Result<void> Unprepare(const ClaimRef& ref) const;
@@ -81,6 +88,17 @@ class Preparer {
   const deviceplugin::Resource& r_;
   PublishOptions o_;
   std::string cdi_dir_;
+  std::string allocations_dir_;
 };
+
+inline constexpr const char* kClaimEnv = "KUBERDMA_CLAIM";
+inline constexpr const char* kClaimRootsEnv = "KUBERDMA_CLAIM_PCIE_ROOTS";
+inline constexpr const char* kPcieRootAttribute = "resource.kubernetes.io/pcieRoot";
+
+// "mlx5_0=pci0000:15,..." for `devices` of `claim` that a matchAttribute constraint on
+// resource.kubernetes.io/pcieRoot ties to another driver's device; "" when none is.
+std::string AlignedRoots(const nlohmann::json& claim, const std::string& driver,
+                         const std::vector<AllocatedDevice>& devices,
+                         const deviceplugin::Resource& r);
 
 }  // namespace kuberdma::dra

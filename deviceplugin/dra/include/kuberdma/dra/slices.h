@@ -56,6 +56,10 @@ struct Published {
 // when the HCA has several ports.
 std::string DeviceName(const std::string& hca, uint32_t port, bool several_ports);
 
+// resource.kubernetes.io/pcieRoot of a PCI device: "pci0000:15" from its sysfs device path
+// ("devices/pci0000:15/0000:15:01.0/..."), "" when it is not under a PCI root.
+std::string PcieRoot(const std::string& device_path);
+
 // Whether `name` is a qualified attribute name the API accepts: "<DNS subdomain>/<C identifier
 // of at most 32>", or a bare identifier (the driver's own domain).
 bool IsQualifiedName(const std::string& name);

@@ -48,6 +48,27 @@ Result<void> RecordAllocation(const std::string& dir, const AllocationGroup& gro
 Result<std::optional<AllocationGroup>> FindAllocation(const std::string& dir,
                                                       const std::string& slot);
 
+// ---- DRA: the HCAs a prepared ResourceClaim gave its pods ----
+// The DRA driver records each claim it prepares (<dir>/claims/<uid>.json) with the pods the claim
+// is reserved for (status.reservedFor), so that the CNI's allocation check accepts a DRA
+// allocation as it accepts a device plugin one; unpreparing removes the record.
+
+struct ClaimRecord {
+  std::string claim;              // "team-a/trainer-0-pairs"
+  std::string uid;
+  std::vector<std::string> pods;  // "team-a/trainer-0"
+  std::vector<std::string> hcas;  // "mlx5_0"
+  bool operator==(const ClaimRecord&) const = default;
+};
+
+// kInvalidArgument for a uid that is not a plain file name.
+Result<void> RecordClaim(const std::string& dir, const ClaimRecord& rec);
+Result<void> RemoveClaim(const std::string& dir, const std::string& uid);
+// The records naming pod `ns`/`name`; unreadable records are skipped (and said in `skipped`).
+std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& ns,
+                                     const std::string& name,
+                                     std::vector<std::string>* skipped = nullptr);
+
 // ---- Which HCAs a pod was allocated: the CNI asks rdma-device-plugin ----
 // The CNI checks that the HCA it is about to attach is the pod's (kube-rdma's resources in the
 // kubelet's pod-resources API). It runs for every attachment and must stay small and fast, so it

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver as rdma-device-plugin runs it beside the device plugin (`--dra`): the node's
+// ResourceSlices kept on the API server, and the kubelet plugin (DraServer) serving them, both on
+// the device plugin's own Resource (its SharedResource, refreshed by the device plugin's loop).
+//
+//   Driver d({.publish = {.node = "gpu-node-7"}}, *ApiServer::InCluster(getenv));
+//   options.on_rescan = [&](const auto& resources, const auto* roles) {
+//     d.OnRescan(resources, roles);
+//   };                                     // the Manager calls it after every scan
+//
+// Slices are written from the driver's own thread (the device plugin's loop never waits on the
+// API server): at once when what the node offers changes (a hot-plugged HCA, a port down, an HCA
+// unhealthy), and every `resync` anyway (a slice deleted by someone else comes back).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/deviceplugin/server.h"
+#include "kuberdma/dra/apiserver.h"
+#include "kuberdma/dra/server.h"
+#include "kuberdma/dra/slices.h"
+#include "kuberdma/rails/rails.h"
+
+namespace kuberdma::dra {
+
+inline constexpr const char* kSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
+
+struct SyncCounts {
+  int created = 0;
+  int updated = 0;
+  int deleted = 0;
+  int unchanged = 0;
+  std::string Text() const;  // "created 1, updated 0, deleted 0, unchanged 0"
+};
+
+// Brings the API server's ResourceSlices of `driver` on `node` to `desired` (ResourceSlices()'s
+// objects): listed by field selector, missing ones created, changed ones replaced (PUT with the
+// listed resourceVersion), others of this driver and node deleted. A pool whose devices changed
+// gets the generation after the highest the API server held, so the scheduler never mixes old
+// and new slices of it; an unchanged pool is left alone. `node` "" means every node (an
+// uninstall's clean-up). Errors name the request that failed (a 409: someone wrote in between,
+// the next resync reads again).
+Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
+                              const std::string& node, std::vector<nlohmann::json> desired);
+
+class Driver {
+ public:
+  struct Options {
+    std::string resource;  // the per-HCA resource it publishes ("rdma/hca"); "": the first
+    PublishOptions publish;
+    std::string cdi_dir = "/var/run/cdi";
+    std::string plugins_dir = "/var/lib/kubelet/plugins";  // <dir>/<driver>/dra.sock
+    std::string registry_dir = "/var/lib/kubelet/plugins_registry";  // <dir>/<driver>-reg.sock
+    std::chrono::milliseconds resync{60000};
+  };
+  Driver(Options o, ApiServer api);
+  ~Driver();  // stops the writer and the kubelet plugin (its sockets removed); slices stay
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // After every scan of the device plugin's loop: (re)starts the kubelet plugin on the resource's
+  // SharedResource (a config reload replaces it) and queues the slices when they changed.
+  void OnRescan(const std::map<std::string, std::shared_ptr<deviceplugin::SharedResource>>& res,
+                const rails::NodeRoles* roles);
+
+  struct Status {
+    int syncs = 0;           // successful writes
+    std::string last_error;  // "" after a successful one
+    std::vector<std::string> devices;
+    bool serving = false;
+  };
+  Status status() const;
+  // Waits until `pred(status())` or `timeout`.
+  bool WaitFor(const std::function<bool(const Status&)>& pred, std::chrono::milliseconds timeout);
+
+ private:
+  void Loop();
+  // The resource it publishes among `res`; nullptr when there is no per-HCA one.
+  std::shared_ptr<deviceplugin::SharedResource> Pick(
+      const std::map<std::string, std::shared_ptr<deviceplugin::SharedResource>>& res) const;
+  void StartServer(std::shared_ptr<deviceplugin::SharedResource> shared);
+
+  Options o_;
+  ApiServer api_;
+  ApiServerClaims claims_;
+  std::shared_ptr<deviceplugin::SharedResource> serving_;
+  std::unique_ptr<DraServer> server_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<nlohmann::json> desired_;
+  std::string desired_text_;  // desired_ as written last, to see a change
+  bool dirty_ = false;
+  bool stop_ = false;
+  Status status_;
+  std::thread thread_;
+};
+
+}  // namespace kuberdma::dra

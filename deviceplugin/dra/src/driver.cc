@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver beside the device plugin: slices kept on the API server, the kubelet plugin
+// (driver.h).
+#include "kuberdma/dra/driver.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "kuberdma/base/files.h"
+
+namespace kuberdma::dra {
+
+namespace {
+
+using json = nlohmann::json;
+
+// `s` with every byte outside [A-Za-z0-9.-] percent-encoded: a query value.
+std::string QueryEscape(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0 || c == '.' || c == '-') {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out;
+}
+
+std::string ListPath(const std::string& driver, const std::string& node) {
+  std::string selector = "spec.driver=" + driver;
+  if (!node.empty()) selector += ",spec.nodeName=" + node;
+  return std::string(kSlicesPath) + "?fieldSelector=" + QueryEscape(selector);
+}
+
+std::string PoolOf(const json& slice) {
+  return slice.at("spec").at("pool").value("name", std::string());
+}
+
+// What a slice says, less what the API server or the generation adds.
+json Content(const json& slice) {
+  json spec = slice.value("spec", json::object());
+  if (spec.contains("pool")) spec["pool"].erase("generation");
+  return json{{"spec", spec}, {"labels", slice.value("metadata", json::object()).value("labels", json::object())}};
+}
+
+// The pools whose slices differ between `have` and `want` (by name), and each pool's highest
+// generation on the API server.
+std::set<std::string> ChangedPools(const std::map<std::string, json>& have,
+                                   const std::vector<json>& want,
+                                   std::map<std::string, int64_t>* generation) {
+  std::set<std::string> changed;
+  std::set<std::string> wanted;
+  for (const auto& [name, s] : have) {
+    int64_t g = s.at("spec").at("pool").value("generation", int64_t{0});
+    auto& top = (*generation)[PoolOf(s)];
+    top = std::max(top, g);
+  }
+  for (const auto& s : want) {
+    std::string name = s.at("metadata").at("name");
+    wanted.insert(name);
+    auto it = have.find(name);
+    if (it == have.end() || Content(it->second) != Content(s) || PoolOf(it->second) != PoolOf(s)) {
+      changed.insert(PoolOf(s));
+    }
+  }
+  for (const auto& [name, s] : have) {
+    if (wanted.count(name) == 0) changed.insert(PoolOf(s));
+  }
+  return changed;
+}
+
+}  // namespace
+
+std::string SyncCounts::Text() const {
+  return "created " + std::to_string(created) + ", updated " + std::to_string(updated) +
+         ", deleted " + std::to_string(deleted) + ", unchanged " + std::to_string(unchanged);
+}
+
+Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
+                              const std::string& node, std::vector<json> desired) {
+  KUBERDMA_ASSIGN_OR_RETURN(json list, Get(api, ListPath(driver, node)));
+  std::map<std::string, json> have;
+  for (const auto& item : list.value("items", json::array())) {
+    if (!item.is_object() || !item.contains("metadata") || !item.contains("spec")) continue;
+    have[item["metadata"].value("name", std::string())] = item;
+  }
+  std::map<std::string, int64_t> generation;
+  std::set<std::string> changed = ChangedPools(have, desired, &generation);
+  SyncCounts n;
+  for (auto& s : desired) {
+    std::string name = s["metadata"]["name"];
+    std::string pool = PoolOf(s);
+    auto it = have.find(name);
+    if (changed.count(pool) == 0) {
+      ++n.unchanged;
+      continue;
+    }
+    s["spec"]["pool"]["generation"] = generation[pool] + 1;
+    if (it == have.end()) {
+      KUBERDMA_TRY(Request(api, {.method = "POST", .path = kSlicesPath, .body = s.dump()}));
+      ++n.created;
+    } else {
+      s["metadata"]["resourceVersion"] = it->second["metadata"].value("resourceVersion", "");
+      KUBERDMA_TRY(Request(
+          api, {.method = "PUT", .path = std::string(kSlicesPath) + "/" + name, .body = s.dump()}));
+      ++n.updated;
+      have.erase(it);
+    }
+  }
+  for (const auto& s : desired) have.erase(s["metadata"]["name"].get<std::string>());
+  for (const auto& [name, s] : have) {
+    auto gone = Request(api, {.method = "DELETE", .path = std::string(kSlicesPath) + "/" + name});
+    if (!gone && gone.error().code() != ErrorCode::kNotFound) return Fail(gone.error());
+    ++n.deleted;
+  }
+  return n;
+}
+
+Driver::Driver(Options o, ApiServer api)
+    : o_(std::move(o)), api_(std::move(api)), claims_(api_) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Driver::~Driver() {
+  {
+    std::lock_guard l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  server_.reset();
+}
+
+std::shared_ptr<deviceplugin::SharedResource> Driver::Pick(
+    const std::map<std::string, std::shared_ptr<deviceplugin::SharedResource>>& res) const {
+  for (const auto& [name, shared] : res) {
+    std::lock_guard lock(shared->mu);
+    const auto& cfg = shared->resource.config();
+    if (cfg.policy != deviceplugin::Policy::kPerHca) continue;
+    if (o_.resource.empty() || o_.resource == name || o_.resource == cfg.resource_name) {
+      return shared;
+    }
+  }
+  return nullptr;
+}
+
+void Driver::StartServer(std::shared_ptr<deviceplugin::SharedResource> shared) {
+  server_.reset();  // its sockets first: the new one binds the same paths
+  std::string dir = o_.plugins_dir + "/" + o_.publish.driver;
+  for (const auto& d : {dir, o_.registry_dir, o_.cdi_dir}) {
+    if (auto made = MakeDirs(d); !made) {
+      spdlog::error("event=dra_start_failed error=\"{}\"", made.error().message());
+      return;
+    }
+  }
+  auto s = DraServer::Start(shared, o_.publish, o_.cdi_dir, claims_,
+                            {.driver = o_.publish.driver,
+                             .dra_socket = dir + "/dra.sock",
+                             .registration_socket =
+                                 o_.registry_dir + "/" + o_.publish.driver + "-reg.sock"});
+  if (!s) {
+    spdlog::error("event=dra_start_failed error=\"{}\"", s.error().message());
+    return;
+  }
+  server_ = std::move(*s);
+  serving_ = std::move(shared);
+  spdlog::info("event=dra_serving driver={} socket={}/dra.sock", o_.publish.driver, dir);
+}
+
+void Driver::OnRescan(
+    const std::map<std::string, std::shared_ptr<deviceplugin::SharedResource>>& res,
+    const rails::NodeRoles* roles) {
+  auto shared = Pick(res);
+  if (shared == nullptr) {
+    spdlog::warn("event=dra_no_resource resource=\"{}\" (the DRA driver publishes a per-HCA "
+                 "resource: add one with \"policy\": \"per-hca\" to the config)",
+                 o_.resource);
+    return;
+  }
+  if (shared != serving_) StartServer(shared);
+  Result<Published> published = Fail(ErrorCode::kInternal, "not computed");
+  {
+    std::lock_guard lock(shared->mu);
+    published = ResourceSlices(shared->resource, o_.publish, roles);
+  }
+  if (!published) {
+    spdlog::error("event=dra_slices_failed error=\"{}\"", published.error().message());
+    return;
+  }
+  std::string text = json(published->objects).dump();
+  std::lock_guard l(mu_);
+  status_.serving = server_ != nullptr;
+  if (text == desired_text_) return;
+  desired_ = std::move(published->objects);
+  desired_text_ = std::move(text);
+  status_.devices = published->devices;
+  dirty_ = true;
+  cv_.notify_all();
+}
+
+void Driver::Loop() {
+  std::unique_lock l(mu_);
+  while (!stop_) {
+    cv_.wait_for(l, o_.resync, [&] { return stop_ || dirty_; });
+    if (stop_) return;
+    if (desired_text_.empty()) continue;  // nothing scanned yet
+    dirty_ = false;
+    auto want = desired_;
+    l.unlock();
+    auto done = SyncSlices(api_, o_.publish.driver, o_.publish.node, std::move(want));
+    l.lock();
+    if (done) {
+      ++status_.syncs;
+      status_.last_error.clear();
+      if (done->created + done->updated + done->deleted > 0) {
+        spdlog::info("event=dra_slices_written node={} {}", o_.publish.node, done->Text());
+      }
+    } else {
+      status_.last_error = done.error().message();
+      spdlog::warn("event=dra_slices_failed error=\"{}\" (retrying)", status_.last_error);
+      // Sooner than the resync: the API server may be back in a few seconds.
+      dirty_ = true;
+      cv_.wait_for(l, std::chrono::seconds(2), [&] { return stop_; });
+    }
+    cv_.notify_all();
+  }
+}
+
+Driver::Status Driver::status() const {
+  std::lock_guard l(mu_);
+  return status_;
+}
+
+bool Driver::WaitFor(const std::function<bool(const Status&)>& pred,
+                     std::chrono::milliseconds timeout) {
+  std::unique_lock l(mu_);
+  return cv_.wait_for(l, timeout, [&] { return pred(status_); });
+}
+
+}  // namespace kuberdma::dra

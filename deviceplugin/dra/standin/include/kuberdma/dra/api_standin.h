@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// ApiStandIn: a stand-in Kubernetes API server for resource.k8s.io/v1, for tests, the benchmark
+// and `make demo DRA=1` (no kube-apiserver here). Plain HTTP/1.1 on loopback, one connection at
+// a time, every request logged ("PUT /apis/resource.k8s.io/v1/resourceslices/node-a-hca-0").
+//
+// What it does as the real one does: ResourceSlices and DeviceClasses (cluster-scoped) and
+// ResourceClaims (namespaced) kept as JSON; create (POST: 409 when the name is taken, uid,
+// resourceVersion, creationTimestamp set), get, list (fieldSelector spec.driver and
+// spec.nodeName on slices), replace (PUT: 409 on a stale metadata.resourceVersion; a claim's
+// /status subresource too), delete (404 when absent). What it does not: validation (the schema
+// check does that, deploy/check_schemas.py), watches, admission, authentication beyond logging
+// the bearer token it was sent.
+//
+//   ApiStandIn api;                       // a free port on 127.0.0.1
+//   ApiServer conn{.base = api.base()};   // the driver's client
+//   api.Put("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/pairs", claim);
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kuberdma::dra {
+
+class ApiStandIn {
+ public:
+  ApiStandIn();  // listening on 127.0.0.1, a free port
+  ~ApiStandIn();
+  ApiStandIn(const ApiStandIn&) = delete;
+  ApiStandIn& operator=(const ApiStandIn&) = delete;
+
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // The object at `path` (no query), as a client would GET it.
+  std::optional<nlohmann::json> Object(const std::string& path) const;
+  // Every object whose path starts with `prefix` ("/apis/resource.k8s.io/v1/resourceslices/").
+  std::vector<nlohmann::json> Objects(const std::string& prefix) const;
+  // Stores `obj` at `path` as if created or replaced, with a new resourceVersion.
+  void Put(const std::string& path, nlohmann::json obj);
+  void Remove(const std::string& path);
+
+  // "METHOD path" of every request, in order.
+  std::vector<std::string> requests() const;
+  // The headers of the last request (a test checks the bearer token).
+  std::string last_headers() const;
+  // Each answer waits this long first (a slow API server).
+  std::atomic<int> delay_ms{0};
+  // The next `fail_next` requests answer 503 (an API server restarting).
+  std::atomic<int> fail_next{0};
+
+ private:
+  struct Reply {
+    int status;
+    nlohmann::json body;
+  };
+  void Loop();
+  Reply Handle(const std::string& method, const std::string& target, const std::string& body);
+  Reply Create(const std::string& path, const std::string& body);
+  Reply Replace(const std::string& path, const std::string& body);
+  Reply List(const std::string& path, const std::string& query) const;
+  static Reply Status(int code, const std::string& reason, const std::string& message);
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::map<std::string, nlohmann::json> objects_;  // by path
+  int64_t version_ = 0;
+  std::vector<std::string> log_;
+  std::string last_headers_;
+  std::thread thread_;
+};
+
+}  // namespace kuberdma::dra

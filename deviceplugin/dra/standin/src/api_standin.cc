@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: Apache-2.0
+// The stand-in API server (api_standin.h).
+#include "kuberdma/dra/api_standin.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace kuberdma::dra {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string Unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// "spec.driver=x,spec.nodeName=y" -> {spec.driver: x, spec.nodeName: y}
+std::map<std::string, std::string> FieldSelector(const std::string& query) {
+  std::map<std::string, std::string> out;
+  auto at = query.find("fieldSelector=");
+  if (at == std::string::npos) return out;
+  std::string sel = Unescape(query.substr(at + 14, query.find('&', at) - at - 14));
+  size_t pos = 0;
+  while (pos < sel.size()) {
+    size_t end = sel.find(',', pos);
+    if (end == std::string::npos) end = sel.size();
+    std::string kv = sel.substr(pos, end - pos);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    pos = end + 1;
+  }
+  return out;
+}
+
+bool Matches(const json& obj, const std::map<std::string, std::string>& sel) {
+  for (const auto& [field, want] : sel) {
+    std::string key = field.substr(field.find('.') + 1);
+    if (obj.value("spec", json::object()).value(key, std::string()) != want) return false;
+  }
+  return true;
+}
+
+std::string ReadRequest(int c, std::string* body) {
+  std::string req;
+  char b[8192];
+  size_t head_end = std::string::npos;
+  while ((head_end = req.find("\r\n\r\n")) == std::string::npos) {
+    ssize_t n = ::recv(c, b, sizeof b, 0);
+    if (n <= 0) return req;
+    req.append(b, static_cast<size_t>(n));
+  }
+  size_t length = 0;
+  auto cl = req.find("Content-Length: ");
+  if (cl != std::string::npos && cl < head_end) length = std::stoul(req.substr(cl + 16));
+  *body = req.substr(head_end + 4);
+  while (body->size() < length) {
+    ssize_t n = ::recv(c, b, sizeof b, 0);
+    if (n <= 0) break;
+    body->append(b, static_cast<size_t>(n));
+  }
+  return req.substr(0, head_end);
+}
+
+}  // namespace
+
+ApiStandIn::ApiStandIn() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+  ::listen(fd_, 64);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+ApiStandIn::~ApiStandIn() {
+  stop_ = true;
+  ::shutdown(fd_, SHUT_RDWR);
+  ::close(fd_);
+  thread_.join();
+}
+
+void ApiStandIn::Loop() {
+  while (!stop_) {
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    std::string body;
+    std::string head = ReadRequest(c, &body);
+    auto sp1 = head.find(' ');
+    auto sp2 = head.find(' ', sp1 + 1);
+    Reply r{400, json::object()};
+    if (sp1 != std::string::npos && sp2 != std::string::npos) {
+      std::string method = head.substr(0, sp1);
+      std::string target = head.substr(sp1 + 1, sp2 - sp1 - 1);
+      {
+        std::lock_guard l(mu_);
+        log_.push_back(method + " " + target);
+        last_headers_ = head;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+      if (fail_next > 0) {
+        --fail_next;
+        r = Status(503, "ServiceUnavailable", "the stand-in is restarting");
+      } else {
+        r = Handle(method, target, body);
+      }
+    }
+    std::string text = r.body.dump();
+    std::string out = "HTTP/1.1 " + std::to_string(r.status) +
+                      " X\r\nContent-Type: application/json\r\nContent-Length: " +
+                      std::to_string(text.size()) + "\r\nConnection: close\r\n\r\n" + text;
+    (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+    ::close(c);
+  }
+}
+
+ApiStandIn::Reply ApiStandIn::Status(int code, const std::string& reason,
+                                     const std::string& message) {
+  return {code, json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+                     {"reason", reason}, {"message", message}, {"code", code}}};
+}
+
+ApiStandIn::Reply ApiStandIn::Handle(const std::string& method, const std::string& target,
+                                     const std::string& body) {
+  std::string path = target.substr(0, target.find('?'));
+  std::string query = target.size() > path.size() ? target.substr(path.size() + 1) : "";
+  std::string item = path;
+  if (item.size() > 7 && item.ends_with("/status")) item.resize(item.size() - 7);
+  std::lock_guard l(mu_);
+  if (method == "POST") return Create(path, body);
+  if (method == "PUT") return Replace(item, body);
+  auto it = objects_.find(item);
+  if (method == "DELETE") {
+    if (it == objects_.end()) return Status(404, "NotFound", path + " not found");
+    json gone = it->second;
+    objects_.erase(it);
+    return {200, gone};
+  }
+  if (method != "GET") return Status(405, "MethodNotAllowed", method);
+  if (it != objects_.end()) return {200, it->second};
+  if (path.ends_with("resourceslices") || path.ends_with("resourceclaims") ||
+      path.ends_with("deviceclasses")) {
+    return List(path, query);
+  }
+  return Status(404, "NotFound", path + " not found");
+}
+
+ApiStandIn::Reply ApiStandIn::Create(const std::string& path, const std::string& body) {
+  json obj = json::parse(body, nullptr, false);
+  if (obj.is_discarded() || !obj.contains("metadata")) {
+    return Status(400, "BadRequest", "not an object");
+  }
+  std::string at = path + "/" + obj["metadata"].value("name", std::string());
+  if (objects_.count(at) != 0) return Status(409, "AlreadyExists", at + " already exists");
+  obj["metadata"]["uid"] = "uid-" + std::to_string(++version_);
+  obj["metadata"]["resourceVersion"] = std::to_string(++version_);
+  obj["metadata"]["creationTimestamp"] = "2026-12-03T00:00:00Z";
+  objects_[at] = obj;
+  return {201, obj};
+}
+
+ApiStandIn::Reply ApiStandIn::Replace(const std::string& path, const std::string& body) {
+  json obj = json::parse(body, nullptr, false);
+  if (obj.is_discarded() || !obj.contains("metadata")) {
+    return Status(400, "BadRequest", "not an object");
+  }
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return Status(404, "NotFound", path + " not found");
+  std::string want = obj["metadata"].value("resourceVersion", std::string());
+  if (!want.empty() && want != it->second["metadata"].value("resourceVersion", std::string())) {
+    return Status(409, "Conflict", path + ": the object has been modified");
+  }
+  obj["metadata"]["uid"] = it->second["metadata"]["uid"];
+  obj["metadata"]["resourceVersion"] = std::to_string(++version_);
+  it->second = obj;
+  return {200, obj};
+}
+
+ApiStandIn::Reply ApiStandIn::List(const std::string& path, const std::string& query) const {
+  auto sel = FieldSelector(query);
+  json items = json::array();
+  std::string prefix = path + "/";
+  for (const auto& [at, obj] : objects_) {
+    if (at.starts_with(prefix) && at.find('/', prefix.size()) == std::string::npos &&
+        Matches(obj, sel)) {
+      items.push_back(obj);
+    }
+  }
+  return {200, json{{"kind", "List"}, {"apiVersion", "v1"},
+                    {"metadata", {{"resourceVersion", std::to_string(version_)}}},
+                    {"items", items}}};
+}
+
+std::optional<json> ApiStandIn::Object(const std::string& path) const {
+  std::lock_guard l(mu_);
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<json> ApiStandIn::Objects(const std::string& prefix) const {
+  std::lock_guard l(mu_);
+  std::vector<json> out;
+  for (const auto& [at, obj] : objects_) {
+    if (at.starts_with(prefix)) out.push_back(obj);
+  }
+  return out;
+}
+
+void ApiStandIn::Put(const std::string& path, json obj) {
+  std::lock_guard l(mu_);
+  if (!obj["metadata"].contains("uid")) obj["metadata"]["uid"] = "uid-" + std::to_string(++version_);
+  obj["metadata"]["resourceVersion"] = std::to_string(++version_);
+  objects_[path] = std::move(obj);
+}
+
+void ApiStandIn::Remove(const std::string& path) {
+  std::lock_guard l(mu_);
+  objects_.erase(path);
+}
+
+std::vector<std::string> ApiStandIn::requests() const {
+  std::lock_guard l(mu_);
+  return log_;
+}
+
+std::string ApiStandIn::last_headers() const {
+  std::lock_guard l(mu_);
+  return last_headers_;
+}
+
+}  // namespace kuberdma::dra

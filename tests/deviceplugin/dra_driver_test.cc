@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DRA driver end to end against the stand-in API server: slices written, left alone when
+// nothing changed, republished with a new generation when a port goes down, a stale slice
+// deleted and other nodes' and drivers' slices untouched, a 503 retried; then a claim of GPU+NIC
+// pairs allocated by the stand-in allocator from the published slices and NVIDIA's stand-in GPU
+// slice, prepared by the kubelet over the driver's socket (the CDI spec, the alignment promise,
+// the record the CNI's allocation check reads), and refused by name when misaligned.
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "draplugin.grpc.pb.h"
+#include "kuberdma/dra/allocator.h"
+#include "kuberdma/dra/api_standin.h"
+#include "kuberdma/dra/driver.h"
+#include "kuberdma/podenv/allocation.h"
+#include "kuberdma/sysfs/topology.h"
+
+namespace kuberdma::dra {
+namespace {
+
+namespace fs = std::filesystem;
+namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
+using nlohmann::json;
+
+constexpr const char* kSlices = "/apis/resource.k8s.io/v1/resourceslices/";
+
+deviceplugin::ResourceConfig HcaConfig() {
+  deviceplugin::ResourceConfig cfg;
+  cfg.resource_name = "hca";
+  cfg.rdma_hca_max = 1;
+  cfg.policy = deviceplugin::Policy::kPerHca;
+  cfg.selectors.vendors = {"15b3"};
+  return cfg;
+}
+
+json Class(const std::string& name, const std::string& driver) {
+  return {{"metadata", {{"name", name}}},
+          {"spec",
+           {{"selectors", {{{"cel", {{"expression", "device.driver == \"" + driver + "\""}}}}}}}}};
+}
+
+// A claim of `pairs` GPU+NIC pairs, each pair on one PCIe root; `extra` selectors per request.
+json PairsClaim(int pairs, const std::map<std::string, std::string>& extra = {}) {
+  json requests = json::array();
+  json constraints = json::array();
+  for (int i = 0; i < pairs; ++i) {
+    for (const auto& [kind, cls] : {std::pair{"gpu", "gpu.nvidia.com"},
+                                    std::pair{"nic", "rdma.kube-rdma.io"}}) {
+      std::string name = std::string(kind) + "-" + std::to_string(i);
+      json ex = {{"deviceClassName", cls}, {"count", 1}};
+      if (auto it = extra.find(name); it != extra.end()) {
+        ex["selectors"] = {{{"cel", {{"expression", it->second}}}}};
+      }
+      requests.push_back({{"name", name}, {"exactly", ex}});
+    }
+    constraints.push_back(
+        {{"requests", {"gpu-" + std::to_string(i), "nic-" + std::to_string(i)}},
+         {"matchAttribute", "resource.kubernetes.io/pcieRoot"}});
+  }
+  return {{"metadata", {{"name", "pairs"}, {"namespace", "team-a"}, {"uid", "claim-1"}}},
+          {"spec", {{"devices", {{"requests", requests}, {"constraints", constraints}}}}}};
+}
+
+TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
+  char tmpl[] = "/tmp/kuberdma-dradrv-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  deviceplugin::Resource r(HcaConfig(), root);
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  r.Refresh(hcas);
+  ApiStandIn api;
+  ApiServer conn{.base = api.base(), .attempts = 3};
+  PublishOptions o{.node = "gpu-node-7"};
+  // Someone else's slices: another node's, another driver's on this node.
+  api.Put(std::string(kSlices) + "other",
+          {{"metadata", {{"name", "other"}}},
+           {"spec", {{"driver", kDriverName}, {"nodeName", "gpu-node-8"}, {"pool", {{"name", "x"}}}}}});
+  api.Put(std::string(kSlices) + "gpus",
+          {{"metadata", {{"name", "gpus"}}},
+           {"spec", {{"driver", "gpu.nvidia.com"}, {"nodeName", "gpu-node-7"}, {"pool", {{"name", "y"}}}}}});
+
+  auto first = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
+  REQUIRE(first);
+  CHECK(first->created == 1);
+  auto slice = api.Object(std::string(kSlices) + "gpu-node-7-hca-0");
+  REQUIRE(slice);
+  CHECK((*slice)["spec"]["devices"].size() == 8);
+  CHECK((*slice)["spec"]["pool"]["generation"] == 1);
+  CHECK_THAT(api.requests().front(),
+             Catch::Contains("fieldSelector=spec.driver%3Drdma.kube-rdma.io%2Cspec.nodeName%3Dgpu-node-7"));
+
+  SECTION("nothing changed: nothing written") {
+    auto again = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
+    REQUIRE(again);
+    CHECK(again->unchanged == 1);
+    CHECK(again->created + again->updated + again->deleted == 0);
+    CHECK(api.requests().size() == 3);  // list, create, list
+  }
+  SECTION("a port down: republished without it, a new generation; a stale slice deleted") {
+    api.Put(std::string(kSlices) + "gpu-node-7-old-0",
+            {{"metadata", {{"name", "gpu-node-7-old-0"}}},
+             {"spec", {{"driver", kDriverName}, {"nodeName", "gpu-node-7"},
+                       {"pool", {{"name", "gpu-node-7/old"}, {"generation", 4}}}}}});
+    auto down = hcas;
+    down[3].ports[0].state = 1;  // DOWN
+    r.Refresh(down);
+    api.fail_next = 1;  // an API server restarting: retried
+    auto second = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
+    REQUIRE(second);
+    CHECK(second->updated == 1);
+    CHECK(second->deleted == 1);
+    slice = api.Object(std::string(kSlices) + "gpu-node-7-hca-0");
+    CHECK((*slice)["spec"]["devices"].size() == 7);
+    CHECK((*slice)["spec"]["pool"]["generation"] == 2);
+    CHECK_FALSE(api.Object(std::string(kSlices) + "gpu-node-7-old-0"));
+    CHECK(api.Object(std::string(kSlices) + "other"));
+    CHECK(api.Object(std::string(kSlices) + "gpus"));
+  }
+  SECTION("uninstalling: every slice of the driver goes, on every node, no other driver's") {
+    auto gone = SyncSlices(conn, kDriverName, "", {});
+    REQUIRE(gone);
+    CHECK(gone->deleted == 2);
+    CHECK(api.Objects(kSlices).size() == 1);
+    CHECK(api.Object(std::string(kSlices) + "gpus"));
+  }
+  SECTION("an API server that is down is named, nothing half-written") {
+    api.fail_next = 10;
+    auto down = SyncSlices(ApiServer{.base = api.base(), .attempts = 2}, kDriverName, o.node, {});
+    REQUIRE_FALSE(down);
+    CHECK_THAT(down.error().message(), Catch::Contains("GET /apis/resource.k8s.io/v1/resourceslices"));
+    CHECK_THAT(down.error().message(), Catch::Contains("HTTP 503 after 2 attempt(s)"));
+    CHECK(api.Objects(kSlices).size() == 3);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's socket") {
+  char tmpl[] = "/tmp/kuberdma-dradrv-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  auto shared = std::make_shared<deviceplugin::SharedResource>(
+      deviceplugin::Resource(HcaConfig(), root), dir + "/allocations");
+  ApiStandIn api;
+  {
+    Driver driver({.publish = {.node = "gpu-node-7"},
+                   .cdi_dir = dir + "/cdi",
+                   .plugins_dir = dir + "/plugins",
+                   .registry_dir = dir + "/registry"},
+                  ApiServer{.base = api.base()});
+    shared->resource.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+    driver.OnRescan({{"rdma/hca", shared}}, nullptr);
+    REQUIRE(driver.WaitFor([](const Driver::Status& s) { return s.syncs > 0; },
+                           std::chrono::milliseconds(5000)));
+    CHECK(driver.status().serving);
+    CHECK(fs::exists(dir + "/registry/rdma.kube-rdma.io-reg.sock"));
+
+    std::vector<json> slices = api.Objects(kSlices);
+    slices.push_back(StandInGpuSlice("gpu-node-7", *sysfs::DiscoverGpus(root)));
+    std::vector<json> classes = {Class("rdma.kube-rdma.io", kDriverName),
+                                 Class("gpu.nvidia.com", "gpu.nvidia.com")};
+    json claim = PairsClaim(4);
+    auto alloc = Allocate(claim, slices, classes, {});
+    REQUIRE(alloc);
+    // Every pair shares a root: the GPU's and the HCA's pcieRoot are equal.
+    std::map<std::string, std::string> root_of;
+    for (const auto& s : slices) {
+      for (const auto& d : s["spec"]["devices"]) {
+        root_of[s["spec"]["driver"].get<std::string>() + "/" + d["name"].get<std::string>()] =
+            d["attributes"]["resource.kubernetes.io/pcieRoot"]["string"];
+      }
+    }
+    std::map<std::string, std::string> by_request;
+    for (const auto& x : (*alloc)["devices"]["results"]) {
+      by_request[x["request"]] = root_of[x["driver"].get<std::string>() + "/" + x["device"].get<std::string>()];
+    }
+    for (int i = 0; i < 4; ++i) {
+      CHECK(by_request["gpu-" + std::to_string(i)] == by_request["nic-" + std::to_string(i)]);
+    }
+    claim["status"]["allocation"] = *alloc;
+    claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "trainer-0"}, {"uid", "p0"}}};
+    api.Put("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/pairs", claim);
+
+    auto stub = drapb::DRAPlugin::NewStub(grpc::CreateChannel(
+        "unix:" + dir + "/plugins/rdma.kube-rdma.io/dra.sock", grpc::InsecureChannelCredentials()));
+    drapb::NodePrepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("team-a");
+    c->set_uid("claim-1");
+    c->set_name("pairs");
+    drapb::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    REQUIRE(stub->NodePrepareResources(&ctx, req, &resp).ok());
+    REQUIRE(resp.claims().at("claim-1").error().empty());
+    CHECK(resp.claims().at("claim-1").devices_size() == 4);
+    std::ifstream in(dir + "/cdi/kube-rdma-claim-claim-1.json");
+    json spec = json::parse(in);
+    std::string env = spec["devices"][0]["containerEdits"]["env"].dump();
+    CHECK_THAT(env, Catch::Contains("KUBERDMA_CLAIM=team-a/pairs"));
+    CHECK_THAT(env, Catch::Contains("KUBERDMA_CLAIM_PCIE_ROOTS=mlx5_"));
+    auto recs = podenv::ClaimsOfPod(dir + "/allocations", "team-a", "trainer-0");
+    REQUIRE(recs.size() == 1);
+    CHECK(recs[0].hcas.size() == 4);
+    CHECK(podenv::ClaimsOfPod(dir + "/allocations", "team-a", "trainer-1").empty());
+
+    SECTION("a misaligned claim cannot be satisfied: no wrong pair is taken") {
+      // GPU 0 is on the first switch; the NIC asked for sits on the last.
+      json bad = PairsClaim(1, {{"gpu-0", "device.attributes[\"gpu.nvidia.com\"].index == 0"},
+                                {"nic-0", "device.attributes[\"rdma.kube-rdma.io\"].rdmaDevice == \"mlx5_7\""}});
+      auto refused = Allocate(bad, slices, classes, {});
+      REQUIRE_FALSE(refused);
+      CHECK(refused.error().code() == ErrorCode::kNotFound);
+      CHECK_THAT(refused.error().message(),
+                 Catch::Contains("with the same resource.kubernetes.io/pcieRoot"));
+      // Without the constraint the same requests are satisfiable: the constraint refused it.
+      bad["spec"]["devices"].erase("constraints");
+      CHECK(Allocate(bad, slices, classes, {}));
+    }
+    SECTION("devices in use are not allocated twice; CEL it cannot read is an error") {
+      auto second = Allocate(PairsClaim(4), slices, classes, AllocatedKeys(*alloc));
+      REQUIRE(second);
+      std::set<std::string> overlap;
+      auto a = AllocatedKeys(*alloc);
+      auto b = AllocatedKeys(*second);
+      std::ranges::set_intersection(a, b, std::inserter(overlap, overlap.begin()));
+      CHECK(overlap.empty());
+      auto third = Allocate(PairsClaim(1), slices, classes, [&] {
+        auto all = a;
+        all.insert(b.begin(), b.end());
+        return all;
+      }());
+      CHECK_FALSE(third);
+      auto cel = Allocate(PairsClaim(1, {{"nic-0", "device.attributes[\"x\"].y > 3"}}), slices,
+                          classes, {});
+      REQUIRE_FALSE(cel);
+      CHECK_THAT(cel.error().message(), Catch::Contains("reads only `==`"));
+    }
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kuberdma::dra
