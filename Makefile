@@ -77,7 +77,8 @@ netns: build
 # $(BUILD)/rendered (e.g. roce-values).
 FABRIC ?= roce
 DEMO_FIXTURE := tests/fixtures/sysfs/$(if $(filter ib,$(FABRIC)),ib8,roce8)
-DEMO_VALUES ?= $(if $(filter ib,$(FABRIC)),demo-ib-values,demo-values)
+# DRA=1: the pods get their GPU+NIC pairs through DRA (ci/demo-dra-values.yaml; docs/dra.md).
+DEMO_VALUES ?= $(if $(DRA),demo-dra-values,$(if $(filter ib,$(FABRIC)),demo-ib-values,demo-values))
 # FABRIC=roce (the default) then runs a second node in shared mode (ci/demo-shared-values.yaml:
 # the trainer's two pods each get a macvlan child of the same four HCAs), and a two-node cluster
 # (ci/demo-cluster-values.yaml: a leaf bridge per rail, routed rails, one pod per node).
@@ -88,7 +89,7 @@ demo: helm
 	@cmake --preset $(PRESET) >/dev/null
 	@cmake --build --preset $(PRESET) -j $(JOBS) --target kuberdma-demo
 	@bash deploy/render.sh $(BUILD)/rendered >/dev/null
-	@$(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/$(DEMO_VALUES).yaml
+	@$(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/$(DEMO_VALUES).yaml $(if $(DRA),--dra)
 	@if [ "$(FABRIC)" = roce ] && [ "$(DEMO_VALUES)" = demo-values ]; then \
 	  echo; echo "=== Node 2: the same rails in shared mode (many pods per HCA) ==="; \
 	  $(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/demo-shared-values.yaml && \

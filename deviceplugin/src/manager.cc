@@ -141,7 +141,8 @@ podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
   }
   // The DRA driver's prepared claims reserved for the pod (dra/prepare.h).
   for (const auto& c : podenv::ClaimsOfPod(opts_.allocations_dir, pod.ns, pod.name)) {
-    answer.slots.push_back("claim " + c.claim);
+    // "claim:<name>" (the pod's namespace): a slot entry must be a plain name.
+    answer.slots.push_back("claim:" + c.claim.substr(c.claim.find('/') + 1));
     for (const auto& h : c.hcas) add(h);
   }
   answer.known = !answer.slots.empty();

@@ -5,10 +5,17 @@
 // mode). Internal to tools/demo.
 #pragma once
 
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "kuberdma/base/error.h"
+#include "kuberdma/dra/api_standin.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::demo {
 
@@ -31,6 +38,7 @@ struct Options {
   std::string fleet_size = "32M";     // each AllReduce's size
   bool keep = false;                  // keep the fleet's reports and logs after a pass
   int cluster = 0;                    // --cluster: the two-node demo on --manifests
+  bool dra = false;                   // --dra: the node demo's pods get their HCAs through DRA
 };
 
 // Counts and prints failures; the demo's verdict.
@@ -41,6 +49,46 @@ class Failures {
 
  private:
   int count_ = 0;
+};
+
+// The node demo's DRA path (dra_demo.cc): the stand-in API server and allocator, NVIDIA's GPU
+// slice played from the fixture, the kubelet's DRA side, Multus' DRA path.
+class DraDemo {
+ public:
+  DraDemo(std::string dir, std::string fixture, std::string node);
+  ~DraDemo();
+  // rdma-device-plugin's arguments that start its DRA driver against the stand-ins.
+  std::vector<std::string> PluginArgs() const;
+  // The rendering's DeviceClass and ResourceClaimTemplate.
+  bool Load(const std::vector<nlohmann::json>& objects, Failures& fail);
+  bool Register(Failures& fail);
+  bool WaitForSlices(Failures& fail);
+  size_t pairs() const { return pairs_; }
+
+  struct PodClaim {
+    std::string claim;                       // "ns/name"
+    std::map<std::string, std::string> env;  // the CDI spec's
+    size_t device_nodes = 0;
+    std::vector<std::string> device_ids;  // Multus' DRA path: the NAD resource's deviceIDs
+    std::string gpus;                     // the claim's GPUs' PCI addresses
+  };
+  // A claim from the template for `pod`, allocated, reserved for it and prepared.
+  Result<PodClaim> ClaimFor(const std::string& ns, const std::string& pod,
+                            const std::string& resource);
+  // A claim pairing a GPU with an HCA on another root is refused by the allocator.
+  bool ShowMisaligned(Failures& fail);
+  void UnprepareAll(Failures& fail);
+
+ private:
+  std::string dir_, fixture_, node_;
+  dra::ApiStandIn api_;
+  std::vector<nlohmann::json> classes_, slices_;
+  nlohmann::json template_;
+  size_t pairs_ = 0;
+  std::string endpoint_;
+  std::vector<sysfs::Gpu> gpus_;
+  std::set<std::string> in_use_;
+  std::vector<std::tuple<std::string, std::string, std::string>> prepared_;  // ns, uid, name
 };
 
 void Heading(int n, const std::string& text);

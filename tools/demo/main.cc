@@ -53,6 +53,9 @@ int Run(int argc, char** argv) {
                  "run the rendered chart on two nodes joined by a leaf per rail (--manifests: "
                  "ci/demo-cluster-values.yaml's rendering)")
       ->check(CLI::IsMember({2}));
+  app.add_flag("--dra", o.dra,
+               "node demo: the pods get their HCAs through DRA (the rendering's claim template; "
+               "--manifests: ci/demo-dra-values.yaml's rendering)");
   CLI11_PARSE(app, argc, argv);
   if (::geteuid() != 0) {
     std::fprintf(stderr, "kuberdma-demo needs root: it creates network namespaces and veths\n");

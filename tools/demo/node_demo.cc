@@ -26,6 +26,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
+#include "kuberdma/dra/prepare.h"
 #include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/podenv/slot_id.h"
 #include "kuberdma/sim/host_local.h"
@@ -58,7 +59,8 @@ struct Pod {
   // The main container's environment: the pod spec's, then the device plugin's; and the init
   // container's (the validator's), the same way.
   std::map<std::string, std::string> env, init_env;
-  CniCall eth0;  // the cluster network's attachment
+  std::string gpus;  // DRA: its claim's GPUs (PCI addresses)
+  CniCall eth0;      // the cluster network's attachment
   std::vector<Attachment> attachments;
 };
 
@@ -74,6 +76,7 @@ class NodeDemo {
   void WaitForEveryResource(const std::string& config);
   void AllocatePods();
   void Allocate(Pod& pod, std::vector<std::string>& free_ids);
+  void AllocateDra(Pod& pod);
   void AttachRails();
   void AttachClusterNetwork(Pod& pod);
   void Attach(Pod& pod, const CniCall& call, const std::string& id);
@@ -110,6 +113,7 @@ class NodeDemo {
   std::unique_ptr<SimNode> node_;
   std::map<std::string, link::LinkInfo> before_;
   std::unique_ptr<deviceplugin::KubeletStandIn> kubelet_;
+  std::unique_ptr<DraDemo> dra_;  // --dra
   pid_t plugin_ = -1;
   std::vector<std::string> free_ids_;
   sim::Rendered rendered_;
@@ -174,6 +178,12 @@ bool NodeDemo::LoadObjects() {
   for (const auto& n : nads_) {
     if (!n.resource.empty()) resource_ = n.resource;
   }
+  if (o_.dra) {
+    dra_ = std::make_unique<DraDemo>(Dir("kubelet"), o_.fixture, "demo-node");
+    if (!dra_->Load(rendered_.objects, fail_)) return false;
+    // The pods ask through the claim template, not limits: as many HCAs as it has pairs.
+    workload_.main.limits[resource_] = static_cast<int64_t>(dra_->pairs());
+  }
   auto per_pod = workload_.main.limits.find(resource_);
   if (workload_.name.empty() || resource_.empty() || per_pod == workload_.main.limits.end()) {
     std::fprintf(stderr,
@@ -224,12 +234,21 @@ void NodeDemo::StartDevicePlugin() {
   if (plugin_ == 0) {
     FILE* f = std::freopen((dpdir + "/device-plugin.log").c_str(), "w", stderr);
     (void)f;
-    ::execl(o_.device_plugin_bin.c_str(), o_.device_plugin_bin.c_str(), "--config",
-            (dpdir + "/device-plugin.json").c_str(), "--device-plugin-dir",
-            (dpdir + "/plugins").c_str(), "--sysfs-root", o_.fixture.c_str(), "--metrics-port",
-            "-1", "--node-config", node_->node_config_path().c_str(), "--allocations-dir",
-            node_->allocations_dir().c_str(), "--pod-resources",
-            kubelet_->pod_resources_socket().c_str(), nullptr);
+    std::vector<std::string> args = {o_.device_plugin_bin,
+                                     "--config=" + dpdir + "/device-plugin.json",
+                                     "--device-plugin-dir=" + dpdir + "/plugins",
+                                     "--sysfs-root=" + o_.fixture,
+                                     "--metrics-port=-1",
+                                     "--node-config=" + node_->node_config_path(),
+                                     "--allocations-dir=" + node_->allocations_dir(),
+                                     "--pod-resources=" + kubelet_->pod_resources_socket()};
+    if (dra_) {
+      for (auto& a : dra_->PluginArgs()) args.push_back(std::move(a));
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
     ::_exit(127);
   }
   bool up = kubelet_->WaitFor([&] { return !kubelet_->Lists(resource_).empty(); },
@@ -247,10 +266,31 @@ void NodeDemo::StartDevicePlugin() {
   for (const auto& d : kubelet_->Lists(resource_).back().devices()) {
     if (d.health() == "Healthy") free_ids_.push_back(d.id());
   }
+  if (dra_) {
+    std::printf("  and its DRA driver, %s, beside it on the same HCAs:\n", "rdma.kube-rdma.io");
+    if (!dra_->Register(fail_) || !dra_->WaitForSlices(fail_)) return;
+  }
   DoctorNode(dpdir, false);
 }
 
+void NodeDemo::AllocateDra(Pod& pod) {
+  auto claim = dra_->ClaimFor(workload_.ns, pod.name, resource_);
+  if (!claim) return fail_("claim for " + pod.name + ": " + claim.error().message());
+  pod.ids = claim->device_ids;
+  pod.gpus = claim->gpus;
+  for (const auto& [k, v] : workload_.main.env) pod.env[k] = v;
+  for (const auto& [k, v] : claim->env) pod.env[k] = v;
+  if (const sim::Container* v = workload_.Validator()) {
+    for (const auto& [k, val] : v->env) pod.init_env[k] = val;
+  }
+  for (const auto& [k, v] : claim->env) pod.init_env[k] = v;
+  for (const char* k : {podenv::kNcclIbHca, dra::kClaimRootsEnv}) {
+    std::printf("             %s=%s\n", k, pod.env[k].c_str());
+  }
+}
+
 void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
+  if (dra_) return AllocateDra(pod);
   int per_pod = static_cast<int>(workload_.main.limits.at(resource_));
   auto pref = kubelet_->Preferred(resource_, free_ids, per_pod);
   if (!pref) return fail_(pref.error().message());
@@ -286,13 +326,17 @@ void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
 }
 
 void NodeDemo::AllocatePods() {
-  Heading(4, "The pods ask for " + resource_ + " as the pod template does; the kubelet allocates");
+  Heading(4, dra_ ? "The pods' claims from the template: allocated (stand-in scheduler), prepared "
+                    "by the DRA driver"
+                  : "The pods ask for " + resource_ +
+                        " as the pod template does; the kubelet allocates");
   for (size_t p = 0; p < pods_.size(); ++p) {
     Pod& pod = pods_[p];
     pod.name = workload_.name + "-" + std::to_string(p);
     pod.path = node_->AddPod(pod.name);
     Allocate(pod, free_ids_);
   }
+  if (dra_) dra_->ShowMisaligned(fail_);
 }
 
 // eth0, as the cluster's network gives every pod before Multus's attachments: Debian's bridge
@@ -622,6 +666,7 @@ void NodeDemo::DoctorNode(const std::string& dpdir, bool attached) {
 
 // Pod 0's GPUs: the node's first ones (NUMA 0), as its allocation of HCAs is.
 std::string NodeDemo::PodGpus() const {
+  if (!pods_.front().gpus.empty()) return pods_.front().gpus;  // DRA: the claim's
   auto gpus = sysfs::DiscoverGpus(root_);
   std::string mine;
   for (size_t i = 0; gpus && i < gpus->size() / pods_.size(); ++i) {
@@ -737,6 +782,7 @@ int NodeDemo::Run() {
   Doctor();
   CheckAll();
   DetachAll();
+  if (dra_) dra_->UnprepareAll(fail_);
   StopDevicePlugin();
   size_t attached = 0;
   for (const auto& p : pods_) attached += p.attachments.size();
