@@ -95,6 +95,7 @@ class NodeDemo {
   void DoctorNode(const std::string& dpdir, bool attached);
   std::string PodGpus() const;
   void DoctorPod(const std::string& gpus);
+  void DoctorMisaligned();
   void CheckAll();
   void DetachAll();
   void StopDevicePlugin();
@@ -708,6 +709,29 @@ void NodeDemo::Doctor() {
                FixtureEnv(&pods_.front()), Dir("doctor-topo.txt")) != 0) {
     fail_("rdma-doctor topo found a failure");
   }
+  if (dra_ && pods_.size() > 1) DoctorMisaligned();
+}
+
+// A wrong pair, as if the claim's GPUs were not the ones it was allocated: pod 0's HCAs with pod
+// 1's GPUs, which sit under other PCIe roots. rdma-doctor pod must fail it by name.
+void NodeDemo::DoctorMisaligned() {
+  const Pod& pod = pods_.front();
+  std::string sysfs = Dir("sysfs-" + pod.name);
+  std::vector<std::string> env = ToolEnv({"KUBERDMA_SYSFS_ROOT=" + sysfs});
+  for (const auto& [k, v] : pod.env) env.push_back(k + "=" + v);
+  std::printf("  rdma-doctor pod, %s's HCAs given %s's GPUs (not the claim's pairs):\n",
+              pod.name.c_str(), pods_[1].name.c_str());
+  std::string out = Dir("doctor-misaligned.txt");
+  int rc = Start(node_->Pod(pod.path), {o_.doctor_bin, "pod", "--gpus", pods_[1].gpus}, env, out);
+  rc = Wait(rc);
+  auto text = ReadFile(out);
+  std::string line;
+  if (text) {
+    auto at = text->find("[FAIL] claim-alignment");
+    if (at != std::string::npos) line = text->substr(at, text->find('\n', at) - at);
+  }
+  std::printf("    %s\n", line.empty() ? "(no claim-alignment failure)" : line.c_str());
+  if (rc == 0 || line.empty()) fail_("rdma-doctor pod did not fail a GPU+NIC pair on two roots");
 }
 
 void NodeDemo::CheckAll() {

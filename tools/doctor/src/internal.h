@@ -35,6 +35,9 @@ void CheckChannelsAndNics(const Inputs& in, const std::vector<std::string>& ours
                           View& v);
 void CheckSocketIfname(const Inputs& in, const std::vector<std::string>& ifnames, View& v);
 void CheckMemlock(View& v);
+// A DRA claim's promise (KUBERDMA_CLAIM_PCIE_ROOTS): each HCA on the root it was allocated for,
+// with one of the pod's GPUs under it (claims.cc).
+void CheckClaimAlignment(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v);
 void CheckNcclVersion(const Inputs& in, View& v);
 // The version ("2.28.3") of the NCCL this process would load, as rdma-validate finds it; "" when
 // none is found.

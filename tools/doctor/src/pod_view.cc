@@ -144,6 +144,7 @@ View PodView(const Inputs& in) {
   internal::CheckChannelsAndNics(in, ours, visible.size(), v);
   internal::CheckSocketIfname(in, ifnames, v);
   internal::CheckMemlock(v);
+  internal::CheckClaimAlignment(in, visible, v);
   internal::CheckNcclVersion(in, v);
   std::vector<sysfs::Hca> expected = ExpectedHcas(visible, ours);
   internal::GidTables(in, expected, v);

@@ -20,6 +20,7 @@
 #include "kuberdma/base/error.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/dra/slices.h"
+#include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::dra {
 
@@ -91,8 +92,8 @@ class Preparer {
   std::string allocations_dir_;
 };
 
-inline constexpr const char* kClaimEnv = "KUBERDMA_CLAIM";
-inline constexpr const char* kClaimRootsEnv = "KUBERDMA_CLAIM_PCIE_ROOTS";
+inline constexpr const char* kClaimEnv = podenv::kClaim;
+inline constexpr const char* kClaimRootsEnv = podenv::kClaimPcieRoots;
 inline constexpr const char* kPcieRootAttribute = "resource.kubernetes.io/pcieRoot";
 
 // "mlx5_0=pci0000:15,..." for `devices` of `claim` that a matchAttribute constraint on

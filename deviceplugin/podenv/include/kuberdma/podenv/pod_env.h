@@ -27,6 +27,10 @@ namespace kuberdma::podenv {
 // The variable names; nothing else in the repo spells them (.ci/check-boundaries.sh).
 inline constexpr const char* kNcclIbHca = "NCCL_IB_HCA";
 inline constexpr const char* kHcas = "KUBERDMA_HCAS";
+// Set by the DRA driver's CDI spec (dra/prepare.h): the claim ("ns/name"), and where the claim
+// tied an HCA to a GPU's PCIe root, which root ("mlx5_0=pci0000:15,..."), checked by rdma-doctor.
+inline constexpr const char* kClaim = "KUBERDMA_CLAIM";
+inline constexpr const char* kClaimPcieRoots = "KUBERDMA_CLAIM_PCIE_ROOTS";
 
 struct PortInfo {
   uint32_t port = 0;
