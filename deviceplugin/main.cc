@@ -81,11 +81,18 @@ void AddOptions(CLI::App& app, Cli& c) {
   app.add_option("--write-node-config", c.write_node_config,
                  "write the node config resolved for this node (with --node-ip) to this path, "
                  "where the CNI reads it, and exit (0 written, 2 bad config)");
+  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+// The DRA driver's flags (docs/dra.md).
+void AddDraOptions(CLI::App& app, Cli& c) {
   app.add_flag("--dra", c.dra,
                "also run the DRA driver: publish this node's ResourceSlices and serve the "
                "kubelet's NodePrepareResources (Kubernetes 1.34+, docs/dra.md)");
   app.add_option("--dra-resource", c.dra_opts.resource,
-                 "the per-HCA resource the DRA driver publishes (default: the config's first)");
+                 "the per-HCA resource the DRA driver publishes (default: the config's first); "
+                 "it is then not registered with the kubelet as a device plugin resource");
   app.add_option("--cdi-dir", c.dra_opts.cdi_dir, "where the DRA driver writes CDI specs");
   app.add_option("--kubelet-plugins-dir", c.dra_opts.plugins_dir,
                  "the kubelet's plugins directory (the DRA socket: <dir>/" +
@@ -97,8 +104,6 @@ void AddOptions(CLI::App& app, Cli& c) {
   app.add_flag("--dra-remove-slices", c.dra_remove_slices,
                "delete the DRA driver's ResourceSlices of --node-name (of every node when it is "
                "empty: the chart's uninstall hook) and exit");
-  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
 
 void SetUpLogging(const std::string& level) {
@@ -212,6 +217,27 @@ int RemoveSlices(const Cli& c) {
   return 0;
 }
 
+// The per-HCA resource --dra publishes, taken off the kubelet's device plugin registrations;
+// "" or why --dra cannot start.
+std::string DraResource(Cli& c, const kuberdma::deviceplugin::Config& cfg) {
+  if (c.node_name.empty()) return "--dra needs --node-name (or $NODE_NAME)";
+  for (const auto& r : cfg.resources) {
+    if (r.policy != kuberdma::deviceplugin::Policy::kPerHca) continue;
+    const std::string& want = c.dra_opts.resource;
+    if (want.empty() || want == r.resource_name || want == r.FullName()) {
+      c.opts.dra_resources.insert(r.FullName());
+      c.dra_opts.resource = r.FullName();
+      spdlog::info("event=dra_resource resource={} (published through DRA, not registered with "
+                   "the kubelet as a device plugin resource)",
+                   r.FullName());
+      return "";
+    }
+  }
+  return "--dra publishes a per-HCA resource, and the config has none" +
+         (c.dra_opts.resource.empty() ? std::string() : " named " + c.dra_opts.resource) +
+         R"( (add one with "policy": "per-hca", or set --dra-resource))";
+}
+
 // The DRA driver, when --dra: hooked to the device plugin's scans; nullptr and a message when it
 // cannot start.
 std::unique_ptr<kuberdma::dra::Driver> StartDra(Cli& c) {
@@ -269,8 +295,9 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::unique_ptr<kuberdma::dra::Driver> dra;
   if (c.dra) {
-    if (c.node_name.empty()) {
-      spdlog::error("event=start_failed error=\"--dra needs --node-name (or $NODE_NAME)\"");
+    std::string why = DraResource(c, cfg);
+    if (!why.empty()) {
+      spdlog::error("event=start_failed error=\"{}\"", why);
       return 2;
     }
     dra = StartDra(c);
@@ -299,6 +326,7 @@ int Run(int argc, char** argv) {
   app.set_version_flag("--version", kuberdma::kVersionLine);
   Cli c;
   AddOptions(app, c);
+  AddDraOptions(app, c);
   CLI11_PARSE(app, argc, argv);
   SetUpLogging(c.level);
   if (c.dra_remove_slices) return RemoveSlices(c);

@@ -249,6 +249,10 @@ void Manager::StopResources() {
 }
 
 void Manager::RegisterOne(const std::string& full_name, ResourceServer& srv) {
+  if (opts_.dra_resources.contains(full_name)) {
+    registered_[full_name] = true;  // the DRA driver offers its HCAs: never the kubelet twice
+    return;
+  }
   auto channel = grpc::CreateChannel("unix:" + opts_.plugin_dir + "/" + kKubeletSocket,
                                      grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
@@ -312,6 +316,14 @@ void Manager::Rescan() {
       trim = true;
     }
   }
+  SnapshotHcas();
+  NotifyRescan();
+  // A published list of thousands of devices leaves freed blocks in malloc's arenas; hand them
+  // back so the idle footprint stays small.
+  if (trim) ::malloc_trim(0);
+}
+
+void Manager::SnapshotHcas() {
   std::map<std::string, std::vector<std::string>> snapshot;
   for (auto& [name, srv] : servers_) {
     std::lock_guard lock(srv->shared()->mu);
@@ -320,18 +332,15 @@ void Manager::Rescan() {
     }
     snapshot.try_emplace(name);
   }
-  {
-    std::lock_guard lock(snapshot_mu_);
-    resource_hcas_ = std::move(snapshot);
-  }
-  if (opts_.on_rescan) {
-    std::map<std::string, std::shared_ptr<SharedResource>> shared;
-    for (auto& [name, srv] : servers_) shared[name] = srv->shared();
-    opts_.on_rescan(shared, roles());
-  }
-  // A published list of thousands of devices leaves freed blocks in malloc's arenas; hand them
-  // back so the idle footprint stays small.
-  if (trim) ::malloc_trim(0);
+  std::lock_guard lock(snapshot_mu_);
+  resource_hcas_ = std::move(snapshot);
+}
+
+void Manager::NotifyRescan() {
+  if (!opts_.on_rescan) return;
+  std::map<std::string, std::shared_ptr<SharedResource>> shared;
+  for (auto& [name, srv] : servers_) shared[name] = srv->shared();
+  opts_.on_rescan(shared, roles());
 }
 
 bool Manager::Refresh(const std::string& name, ResourceServer& srv,

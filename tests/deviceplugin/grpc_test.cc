@@ -16,6 +16,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "api.grpc.pb.h"
@@ -52,8 +54,14 @@ struct Node {
     fs::create_directories(dir + "/etc");
     REQUIRE(WriteFileAtomic(dir + "/etc/config.json", kConfig));
   }
-  void Start() {
+  void Start(std::set<std::string> dra_resources = {}) {
     Options o;
+    o.dra_resources = std::move(dra_resources);
+    o.on_rescan = [this](const auto& resources, const rails::NodeRoles*) {
+      std::lock_guard l(seen_mu);
+      seen.clear();
+      for (const auto& [name, shared] : resources) seen.push_back(name);
+    };
     o.config_path = dir + "/etc/config.json";
     o.plugin_dir = dir + "/plugins";
     o.sysfs = sysfs::SysfsRoot(dir + "/root");
@@ -81,6 +89,8 @@ struct Node {
   std::unique_ptr<FakeKubelet> kubelet;
   std::unique_ptr<Manager> mgr;
   std::thread loop;
+  std::mutex seen_mu;
+  std::vector<std::string> seen;  // the resources the last on_rescan was given
 };
 
 TEST_CASE("A resource that never reached the kubelet is exported as not registered") {
@@ -113,6 +123,19 @@ TEST_CASE("Each resource's socket is 0600 whatever the umask") {
     INFO(sock);
     CHECK((st.st_mode & 0777) == 0600);
   }
+}
+
+TEST_CASE("A resource the DRA driver publishes is scanned and handed over, never registered") {
+  Node n;
+  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.Start({"rdma/hca"});
+  auto& k = *n.kubelet;
+  REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty(); }));
+  std::this_thread::sleep_for(300ms);  // a registration of rdma/hca would have come by now
+  CHECK(k.WaitFor([&] { return k.Registrations("rdma/hca") == 0; }));
+  CHECK(k.Lists("rdma/hca").empty());
+  std::lock_guard l(n.seen_mu);
+  CHECK(n.seen == std::vector<std::string>{"rdma/hca", "rdma/shared"});
 }
 
 TEST_CASE("Each resource registers with the kubelet and streams its device list") {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct Options {
   // The kubelet's pod-resources socket, asked when the CNI checks a pod's allocation (the pods
   // endpoint, <allocations_dir>/pods.sock).
   std::string pod_resources = kPodResourcesSocket;
+  // Resources the DRA driver publishes (full names): scanned and served as the others, never
+  // registered with the kubelet, so that one HCA is never offered both as a device plugin slot
+  // and as a DRA device.
+  std::set<std::string> dra_resources;
   // Called on the loop after every scan with each resource (by full name) and the node's roles:
   // the DRA driver publishes from the same model (dra/driver.h). Must not block.
   std::function<void(const std::map<std::string, std::shared_ptr<SharedResource>>&,
@@ -90,6 +95,10 @@ class Manager {
   Result<void> StartResources();
   void StopResources();
   void Rescan();
+  // Each resource's present HCAs, for the pods endpoint's thread.
+  void SnapshotHcas();
+  // Hands every resource to Options::on_rescan (the DRA driver) after a scan.
+  void NotifyRescan();
   // Refreshes one resource's view of `hcas` and its gauges; true when its device list changed.
   bool Refresh(const std::string& name, ResourceServer& srv, const std::vector<sysfs::Hca>& hcas);
   void Reload();
