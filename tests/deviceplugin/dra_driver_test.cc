@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sys/wait.h>
+#include <tuple>
 
 #include "draplugin.grpc.pb.h"
 #include "kuberdma/dra/allocator.h"
@@ -149,7 +151,7 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
                    .cdi_dir = dir + "/cdi",
                    .plugins_dir = dir + "/plugins",
                    .registry_dir = dir + "/registry"},
-                  ApiServer{.base = api.base()});
+                  ApiServer{.base = api.base(), .timeout_s = 1, .attempts = 2});
     shared->resource.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
     driver.OnRescan({{"rdma/hca", shared}}, nullptr);
     REQUIRE(driver.WaitFor([](const Driver::Status& s) { return s.syncs > 0; },
@@ -218,6 +220,42 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
       bad["spec"]["devices"].erase("constraints");
       CHECK(Allocate(bad, slices, classes, {}));
     }
+    SECTION("a port going down is republished at once, without it, in the next generation") {
+      auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+      hcas[7].ports[0].state = 1;  // DOWN
+      {
+        std::lock_guard lock(shared->mu);
+        shared->resource.Refresh(hcas);
+      }
+      int before = driver.status().syncs;
+      driver.OnRescan({{"rdma/hca", shared}}, nullptr);
+      REQUIRE(driver.WaitFor([&](const Driver::Status& s) { return s.syncs > before; },
+                             std::chrono::milliseconds(5000)));
+      auto slice = api.Object(std::string(kSlices) + "gpu-node-7-hca-0");
+      REQUIRE(slice);
+      CHECK((*slice)["spec"]["devices"].size() == 7);
+      CHECK((*slice)["spec"]["pool"]["generation"] == 2);
+      CHECK(driver.status().devices.size() == 7);
+    }
+    SECTION("a slow API server: the claim is refused by name, nothing half-prepared") {
+      json second = claim;
+      second["metadata"]["name"] = "pairs2";
+      second["metadata"]["uid"] = "claim-2";
+      api.Put("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/pairs2", second);
+      api.delay_ms = 1500;
+      drapb::NodePrepareResourcesRequest slow;
+      auto* sc = slow.add_claims();
+      sc->set_namespace_("team-a");
+      sc->set_uid("claim-2");
+      sc->set_name("pairs2");
+      drapb::NodePrepareResourcesResponse sresp;
+      grpc::ClientContext sctx;
+      REQUIRE(stub->NodePrepareResources(&sctx, slow, &sresp).ok());
+      api.delay_ms = 0;
+      CHECK_THAT(sresp.claims().at("claim-2").error(), Catch::Contains("after 2 attempt(s)"));
+      CHECK_FALSE(fs::exists(dir + "/cdi/kube-rdma-claim-claim-2.json"));
+      CHECK_FALSE(fs::exists(dir + "/allocations/claims/claim-2.json"));
+    }
     SECTION("devices in use are not allocated twice; CEL it cannot read is an error") {
       auto second = Allocate(PairsClaim(4), slices, classes, AllocatedKeys(*alloc));
       REQUIRE(second);
@@ -239,6 +277,42 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
     }
   }
   fs::remove_all(dir);
+}
+
+// `rdma-device-plugin args`: its exit code and what it printed (stdout and stderr).
+std::pair<int, std::string> RunPlugin(const std::string& args) {
+  std::string out;
+  FILE* p = ::popen((std::string(KUBERDMA_DP_BIN) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char b[512];
+  while (std::fgets(b, sizeof b, p) != nullptr) out += b;
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST_CASE("rdma-device-plugin --dra-remove-slices: a node's, or every node's on uninstall") {
+  ApiStandIn api;
+  auto put = [&](const std::string& name, const std::string& driver, const std::string& node) {
+    api.Put(std::string(kSlices) + name,
+            {{"metadata", {{"name", name}}},
+             {"spec", {{"driver", driver}, {"nodeName", node}, {"pool", {{"name", node}}}}}});
+  };
+  put("a-0", kDriverName, "node-a");
+  put("b-0", kDriverName, "node-b");
+  put("a-gpu", "gpu.nvidia.com", "node-a");
+  auto [rc, out] = RunPlugin("--dra-remove-slices --api-server " + api.base() + " --node-name node-a");
+  CHECK(rc == 0);
+  CHECK_THAT(out, Catch::Contains("removed 1 ResourceSlice(s) of rdma.kube-rdma.io on node-a"));
+  CHECK(api.Objects(kSlices).size() == 2);
+  std::tie(rc, out) = RunPlugin("--dra-remove-slices --api-server " + api.base() + " --node-name ''");
+  CHECK(rc == 0);
+  CHECK_THAT(out, Catch::Contains("removed 1 ResourceSlice(s) of rdma.kube-rdma.io on every node"));
+  REQUIRE(api.Objects(kSlices).size() == 1);
+  CHECK(api.Object(std::string(kSlices) + "a-gpu"));
+  // No API server there: a non-zero exit saying which request failed.
+  std::tie(rc, out) = RunPlugin("--dra-remove-slices --api-server http://127.0.0.1:1 --node-name x");
+  CHECK(rc == 1);
+  CHECK_THAT(out, Catch::Contains("removing ResourceSlices: GET /apis/resource.k8s.io/v1/resourceslices"));
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ std::set<std::string> ChangedPools(const std::map<std::string, json>& have,
     }
   }
   for (const auto& [name, s] : have) {
-    if (wanted.count(name) == 0) changed.insert(PoolOf(s));
+    if (!wanted.contains(name)) changed.insert(PoolOf(s));
   }
   return changed;
 }
@@ -98,7 +98,7 @@ Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
     std::string name = s["metadata"]["name"];
     std::string pool = PoolOf(s);
     auto it = have.find(name);
-    if (changed.count(pool) == 0) {
+    if (!changed.contains(pool)) {
       ++n.unchanged;
       continue;
     }

@@ -190,11 +190,8 @@ std::string Preparer::SpecPath(const ClaimRef& ref) const {
   return cdi_dir_ + "/kube-rdma-claim-" + ref.uid + ".json";
 }
 
-Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const {
-  if (ref.uid.empty() || ref.uid.find_first_of("/.") != std::string::npos) {
-    return Fail(ErrorCode::kInvalidArgument, "claim uid '" + ref.uid + "' is not a UID");
-  }
-  KUBERDMA_ASSIGN_OR_RETURN(auto devices, OurDevices(claim, ref, o_, r_));
+Result<nlohmann::json> Preparer::Spec(const ClaimRef& ref, const json& claim,
+                                      const std::vector<AllocatedDevice>& devices) const {
   // The device plugin's own Allocate, for device nodes rather than its CDI names.
   deviceplugin::ResourceConfig cfg = r_.config();
   cfg.cdi = false;
@@ -219,10 +216,18 @@ Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const
   env.push_back(std::string(kClaimEnv) + "=" + ref.ns + "/" + ref.name);
   std::string roots = AlignedRoots(claim, o_.driver, devices, r_);
   if (!roots.empty()) env.push_back(std::string(kClaimRootsEnv) + "=" + roots);
-  json spec = {
+  return json{
       {"cdiVersion", "0.5.0"},
       {"kind", kCdiKind},
       {"devices", {{{"name", ref.uid}, {"containerEdits", {{"deviceNodes", dn}, {"env", env}}}}}}};
+}
+
+Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const {
+  if (ref.uid.empty() || ref.uid.find_first_of("/.") != std::string::npos) {
+    return Fail(ErrorCode::kInvalidArgument, "claim uid '" + ref.uid + "' is not a UID");
+  }
+  KUBERDMA_ASSIGN_OR_RETURN(auto devices, OurDevices(claim, ref, o_, r_));
+  KUBERDMA_ASSIGN_OR_RETURN(json spec, Spec(ref, claim, devices));
   KUBERDMA_TRY(MakeDirs(cdi_dir_));
   if (!allocations_dir_.empty()) {
     std::vector<std::string> hcas;

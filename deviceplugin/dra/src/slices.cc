@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cmath>
 
+#include "kuberdma/sysfs/topology.h"
+
 namespace kuberdma::dra {
 
 using nlohmann::json;
@@ -43,14 +45,7 @@ bool IsCIdentifier(const std::string& s) {
 
 }  // namespace
 
-std::string PcieRoot(const std::string& device_path) {
-  auto a = device_path.find('/');
-  if (a == std::string::npos) return "";
-  auto b = device_path.find('/', a + 1);
-  std::string root =
-      device_path.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
-  return root.rfind("pci", 0) == 0 ? root : "";
-}
+std::string PcieRoot(const std::string& device_path) { return sysfs::PcieRootOf(device_path); }
 
 namespace {
 

@@ -135,11 +135,9 @@ Result<void> RemoveClaim(const std::string& dir, const std::string& uid) {
   return {};
 }
 
-std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& ns,
-                                     const std::string& name, std::vector<std::string>* skipped) {
+std::vector<ClaimRecord> ListClaims(const std::string& dir, std::vector<std::string>* skipped) {
   std::vector<ClaimRecord> out;
   std::error_code ec;
-  std::string pod = ns + "/" + name;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/claims", ec)) {
     std::string path = e.path().string();
     if (!path.ends_with(".json")) continue;
@@ -149,10 +147,21 @@ std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& 
       if (skipped != nullptr) skipped->push_back(path);
       continue;
     }
-    ClaimRecord r{.claim = j->value("claim", std::string()),
-                  .uid = j->value("uid", std::string()),
-                  .pods = Strings(*j, "pods"),
-                  .hcas = Strings(*j, "hcas")};
+    out.push_back({.claim = j->value("claim", std::string()),
+                   .uid = j->value("uid", std::string()),
+                   .pods = Strings(*j, "pods"),
+                   .hcas = Strings(*j, "hcas")});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ClaimRecord& a, const ClaimRecord& b) { return a.claim < b.claim; });
+  return out;
+}
+
+std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& ns,
+                                     const std::string& name, std::vector<std::string>* skipped) {
+  std::string pod = ns + "/" + name;
+  std::vector<ClaimRecord> out;
+  for (auto& r : ListClaims(dir, skipped)) {
     if (std::find(r.pods.begin(), r.pods.end(), pod) != r.pods.end()) out.push_back(std::move(r));
   }
   return out;

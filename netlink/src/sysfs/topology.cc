@@ -51,6 +51,15 @@ Result<std::vector<Gpu>> DiscoverGpus(const SysfsRoot& root) {
   return out;
 }
 
+std::string PcieRootOf(const std::string& device_path) {
+  auto a = device_path.find('/');
+  if (a == std::string::npos) return "";
+  auto b = device_path.find('/', a + 1);
+  std::string root =
+      device_path.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  return root.rfind("pci", 0) == 0 ? root : "";
+}
+
 std::string_view PciDistanceName(PciDistance d) {
   switch (d) {
     case PciDistance::kPix:

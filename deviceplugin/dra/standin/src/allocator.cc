@@ -36,7 +36,7 @@ struct Request {
 struct Constraint {
   std::set<std::string> requests;  // empty: every request
   std::string attribute;
-  bool Covers(const std::string& r) const { return requests.empty() || requests.count(r) != 0; }
+  bool Covers(const std::string& r) const { return requests.empty() || requests.contains(r); }
 };
 
 std::string Trim(std::string s) {
@@ -160,7 +160,7 @@ class Search {
     if (have == want) return Fill(r + 1, 0, 0);
     for (size_t i = from; i < devices_.size(); ++i) {
       const Device* d = devices_[i];
-      if (used_.count(d->key) != 0 || !Matches(*d, req.terms)) continue;
+      if (used_.contains(d->key) || !Matches(*d, req.terms)) continue;
       auto saved = fixed_;
       if (!Fix(req.name, *d)) continue;
       used_.insert(d->key);
@@ -276,7 +276,7 @@ Result<json> Allocate(const json& claim, const std::vector<json>& slices,
   for (const auto& node : nodes) {
     std::vector<const Device*> here;
     for (const auto& d : all) {
-      if (d.node == node && in_use.count(d.key) == 0) here.push_back(&d);
+      if (d.node == node && !in_use.contains(d.key)) here.push_back(&d);
     }
     Search s(requests, constraints, here);
     if (s.Run()) return AllocationOf(s, node, spec);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace kuberdma::dra {
@@ -47,11 +48,10 @@ std::map<std::string, std::string> FieldSelector(const std::string& query) {
 }
 
 bool Matches(const json& obj, const std::map<std::string, std::string>& sel) {
-  for (const auto& [field, want] : sel) {
-    std::string key = field.substr(field.find('.') + 1);
-    if (obj.value("spec", json::object()).value(key, std::string()) != want) return false;
-  }
-  return true;
+  return std::ranges::all_of(sel, [&](const auto& kv) {
+    std::string key = kv.first.substr(kv.first.find('.') + 1);
+    return obj.value("spec", json::object()).value(key, std::string()) == kv.second;
+  });
 }
 
 std::string ReadRequest(int c, std::string* body) {
@@ -82,11 +82,13 @@ ApiStandIn::ApiStandIn() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  // On loopback with port 0 these do not fail short of running out of descriptors, when the
+  // first request a test makes fails and names it.
+  (void)::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
   socklen_t len = sizeof a;
-  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  (void)::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
   port_ = ntohs(a.sin_port);
-  ::listen(fd_, 64);
+  (void)::listen(fd_, 64);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -168,7 +170,7 @@ ApiStandIn::Reply ApiStandIn::Create(const std::string& path, const std::string&
     return Status(400, "BadRequest", "not an object");
   }
   std::string at = path + "/" + obj["metadata"].value("name", std::string());
-  if (objects_.count(at) != 0) return Status(409, "AlreadyExists", at + " already exists");
+  if (objects_.contains(at)) return Status(409, "AlreadyExists", at + " already exists");
   obj["metadata"]["uid"] = "uid-" + std::to_string(++version_);
   obj["metadata"]["resourceVersion"] = std::to_string(++version_);
   obj["metadata"]["creationTimestamp"] = "2026-12-03T00:00:00Z";

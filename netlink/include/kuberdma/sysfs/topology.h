@@ -36,6 +36,11 @@ enum class PciDistance { kPix, kPxb, kPhb, kNode, kSys };
 // nvidia-smi's name of `d`: "PIX", "PXB", "PHB", "NODE", "SYS".
 std::string_view PciDistanceName(PciDistance d);
 
+// The PCIe root complex of a device, as DRA's standard attribute resource.kubernetes.io/pcieRoot
+// names it: "pci0000:15" from a sysfs device path "devices/pci0000:15/0000:15:01.0/...", "" when
+// the path is not under a PCI root (a virtual device).
+std::string PcieRootOf(const std::string& device_path);
+
 // The distance between devices at `a_path` and `b_path` (device paths relative to sys/, as
 // Hca::device_path and Gpu::device_path) on NUMA nodes `a_numa` and `b_numa` (-1: unknown).
 PciDistance Distance(const std::string& a_path, int a_numa, const std::string& b_path, int b_numa);

@@ -86,6 +86,10 @@ class Preparer {
   static constexpr const char* kCdiKind = "kube-rdma.io/claim";
 
  private:
+  // The claim's CDI spec: the device plugin's device nodes and environment for its HCAs, the
+  // claim, the roots it tied HCAs to.
+  Result<nlohmann::json> Spec(const ClaimRef& ref, const nlohmann::json& claim,
+                              const std::vector<AllocatedDevice>& devices) const;
   const deviceplugin::Resource& r_;
   PublishOptions o_;
   std::string cdi_dir_;

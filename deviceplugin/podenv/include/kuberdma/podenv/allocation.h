@@ -64,6 +64,9 @@ struct ClaimRecord {
 // kInvalidArgument for a uid that is not a plain file name.
 Result<void> RecordClaim(const std::string& dir, const ClaimRecord& rec);
 Result<void> RemoveClaim(const std::string& dir, const std::string& uid);
+// Every record (the doctor's node view); unreadable ones are skipped (and said in `skipped`).
+std::vector<ClaimRecord> ListClaims(const std::string& dir,
+                                    std::vector<std::string>* skipped = nullptr);
 // The records naming pod `ns`/`name`; unreadable records are skipped (and said in `skipped`).
 std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& ns,
                                      const std::string& name,

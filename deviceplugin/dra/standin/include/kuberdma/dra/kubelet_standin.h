@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// KubeletDraStandIn: the kubelet's side of a DRA driver, for tests, the benchmark and
+// `make demo DRA=1`: its plugin watcher (the driver's registration socket found in
+// plugins_registry, GetInfo, NotifyRegistrationStatus), NodePrepareResources and
+// NodeUnprepareResources over the socket GetInfo named; and the container runtime's side,
+// ApplyCdi: a CDI device's container edits read from the specs in the CDI directory.
+//
+//   auto k = KubeletDraStandIn::Register(dir + "/plugins_registry", kDriverName, 10s);
+//   auto prepared = k->Prepare({.ns = "team-a", .uid = uid, .name = "pairs"});
+//   auto edits = ApplyCdi(dir + "/cdi", prepared->cdi_ids.front());
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/dra/prepare.h"
+
+namespace kuberdma::dra {
+
+class KubeletDraStandIn {
+ public:
+  // Waits up to `timeout` for <registry_dir>/<driver>-reg.sock, then registers the plugin as the
+  // kubelet's plugin watcher does. kTimeout when no socket appears, kInvalidArgument when the
+  // plugin is not a DRAPlugin of `driver` speaking v1.DRAPlugin.
+  static Result<KubeletDraStandIn> Register(const std::string& registry_dir,
+                                            const std::string& driver,
+                                            std::chrono::milliseconds timeout);
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& version() const { return version_; }
+
+  struct Prepared {
+    std::vector<std::string> cdi_ids;  // of every device, deduplicated, in order
+    size_t devices = 0;
+  };
+  // NodePrepareResources for one claim: its CDI IDs, or the error the driver gave for it.
+  Result<Prepared> Prepare(const ClaimRef& claim) const;
+  // NodeUnprepareResources for `claims`: the first error the driver gave, if any.
+  Result<void> Unprepare(const std::vector<ClaimRef>& claims) const;
+
+ private:
+  std::string endpoint_;
+  std::string version_;
+};
+
+// What a container runtime applies for CDI device `id` ("kube-rdma.io/claim=<uid>"): the
+// environment and the number of device nodes of the device of that kind and name among the
+// *.json specs in `cdi_dir`. kNotFound when no spec has it.
+struct ContainerEdits {
+  std::map<std::string, std::string> env;
+  size_t device_nodes = 0;
+};
+Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::string& id);
+
+}  // namespace kuberdma::dra
