@@ -365,22 +365,39 @@ CniResult<void> Planner::CheckRail(const Hca& hca, const NetConf& conf, const Ne
                  "network " + conf.name + " is rail " + std::to_string(*conf.rail) + ", but " +
                      std::string(SelectorName(conf.selector.kind)) + " " + conf.selector.value +
                      " is " + hca.name + ", " + on + " (rails " + RailSource(node_) +
-                     "); nothing was changed. No allocation record of rdma-device-plugin names "
-                     "this slot, so the rail cannot be found among the pod's HCAs: check the "
-                     "device plugin's --allocations-dir is the CNI's (/run/kube-rdma/allocations)");
+                     "); nothing was changed. No allocation record of rdma-device-plugin (nor a "
+                     "DRA claim it prepared) names this device, so the rail cannot be found among "
+                     "the pod's HCAs: check the device plugin's --allocations-dir is the CNI's "
+                     "(/run/kube-rdma/allocations)");
+}
+
+Result<std::optional<podenv::AllocationGroup>> Planner::GroupOf(const Selector& sel,
+                                                                 const NetNs& host) {
+  bool device_id = sel.kind == SelectorKind::kRuntimeDeviceId ||
+                   sel.kind == SelectorKind::kDeviceId || sel.kind == SelectorKind::kPciBusId;
+  if (!device_id || allocations_.empty()) return std::optional<podenv::AllocationGroup>{};
+  auto slot = podenv::ParseSlot(sel.value);
+  if (slot) {
+    if (slot->kind != podenv::SlotKind::kPerHca) return std::optional<podenv::AllocationGroup>{};
+    return podenv::FindAllocation(allocations_, sel.value);
+  }
+  // A DRA device's deviceID (its PCI address): the prepared claim that holds its HCA. DRA never
+  // allocates one device to two claims, so at most one record names it.
+  auto named = FindNamed(sel, host);
+  if (!named) return std::optional<podenv::AllocationGroup>{};
+  for (const auto& c : podenv::ListClaims(allocations_)) {
+    if (std::find(c.hcas.begin(), c.hcas.end(), named->name) == c.hcas.end()) continue;
+    return std::optional<podenv::AllocationGroup>(
+        podenv::AllocationGroup{.resource = "DRA claim " + c.claim, .hcas = c.hcas});
+  }
+  return std::optional<podenv::AllocationGroup>{};
 }
 
 CniResult<std::optional<Planner::Selected>> Planner::SelectFromAllocation(const NetConf& conf,
                                                                           const NetNs& host,
                                                                           const Claims& claimed) {
   const Selector& sel = conf.selector;
-  bool device_id = sel.kind == SelectorKind::kRuntimeDeviceId ||
-                   sel.kind == SelectorKind::kDeviceId || sel.kind == SelectorKind::kPciBusId;
-  auto slot = device_id ? podenv::ParseSlot(sel.value) : std::nullopt;
-  if (!slot || slot->kind != podenv::SlotKind::kPerHca || allocations_.empty()) {
-    return std::optional<Selected>{};
-  }
-  auto group = podenv::FindAllocation(allocations_, sel.value);
+  auto group = GroupOf(sel, host);
   if (!group) return tl::unexpected(FromError(group.error(), kIoFailure));
   if (!*group) return std::optional<Selected>{};
   KUBERDMA_CNI_ASSIGN_OR_RETURN(const rails::NodeRoles* roles, Rails(host), 0);
@@ -391,7 +408,9 @@ CniResult<std::optional<Planner::Selected>> Planner::SelectFromAllocation(const 
     allocated += (allocated.empty() ? "" : ", ") + name + " rail " + std::to_string(rail);
     if (rail != *conf.rail) continue;
     spdlog::info("{} {} was allocated with {}: rail {} is {}", SelectorName(sel.kind), sel.value,
-                 fmt::join((*group)->slots, ","), *conf.rail, name);
+                 (*group)->slots.empty() ? (*group)->resource
+                                         : fmt::format("{}", fmt::join((*group)->slots, ",")),
+                 *conf.rail, name);
     KUBERDMA_CNI_ASSIGN_OR_RETURN(Hca h, sysfs::ReadHca(root_, name, sysfs::HcaDetail::kIdentity),
                                   kDeviceUnavailable);
     auto candidate = Candidate(h, conf, host, claimed);

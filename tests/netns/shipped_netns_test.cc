@@ -15,6 +15,8 @@
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
+#include "kuberdma/dra/allocator.h"
+#include "kuberdma/dra/slices.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/podenv/slot_id.h"
 #include "kuberdma/rails/node_config.h"
@@ -23,6 +25,7 @@
 #include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/hca.h"
+#include "kuberdma/sysfs/topology.h"
 #include "roce8_node.h"
 
 namespace kuberdma::sim {
@@ -112,6 +115,37 @@ std::vector<std::string> Allocate(const Shipped& s, const std::string& resource,
   return {};
 }
 
+// A rendering with the DRA driver on (dra.trainer): the pod's claim from the rendered template,
+// allocated by the stand-in scheduler from this node's slices (the shipped config's per-HCA
+// resource on roce8) and NVIDIA's stand-in GPU slice, turned into the NADs' device IDs by Multus'
+// DRA path. Empty when the rendering has no claim template.
+std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s) {
+  std::vector<nlohmann::json> classes = {
+      {{"metadata", {{"name", "gpu.nvidia.com"}}},
+       {"spec", {{"selectors", {{{"cel", {{"expression", R"(device.driver == "gpu.nvidia.com")"}}}}}}}}}};
+  nlohmann::json tmpl;
+  for (const auto& o : s.rendered.objects) {
+    if (o.value("kind", "") == "DeviceClass") classes.push_back(o);
+    if (o.value("kind", "") == "ResourceClaimTemplate") tmpl = o;
+  }
+  if (tmpl.is_null()) return {};
+  sysfs::SysfsRoot root(kRoce8);
+  std::vector<nlohmann::json> slices = {
+      dra::StandInGpuSlice("roce8", *sysfs::DiscoverGpus(root))};
+  for (const auto& rc : s.resources) {
+    if (rc.policy != deviceplugin::Policy::kPerHca) continue;
+    deviceplugin::Resource r(rc, root);
+    r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+    auto published = dra::ResourceSlices(r, {.node = "roce8"});
+    REQUIRE(published);
+    slices.insert(slices.end(), published->objects.begin(), published->objects.end());
+  }
+  nlohmann::json claim = {{"metadata", {{"name", "c"}}}, {"spec", tmpl["spec"]["spec"]}};
+  auto alloc = dra::Allocate(claim, slices, classes, {});
+  REQUIRE(alloc);
+  return sim::DraAllocated({*alloc}, slices);
+}
+
 // A pod to run from a rendering: each workload's first replica; with none (the default values
 // ship no workload), the smallest pod that uses every NAD: each attached once.
 std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
@@ -130,6 +164,7 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
       auto ids = Allocate(s, res, static_cast<size_t>(count));
       if (!ids.empty()) pod.allocated[res] = ids;
     }
+    for (auto& [res, ids] : DraAllocated(s)) pod.allocated[res] = ids;  // through its claim
     out.emplace_back(w.Describe(), pod);
   }
   if (!out.empty()) return out;
@@ -155,6 +190,17 @@ MultusPod AsKubeletLists(SimNode& node, MultusPod pod) {
       g.hcas.push_back(slot->base);
     }
     if (!g.slots.empty()) REQUIRE(podenv::RecordAllocation(node.allocations_dir(), g));
+    // DRA device IDs (PCI addresses): the claim record the DRA driver writes at prepare.
+    podenv::ClaimRecord claim{.claim = pod.ns + "/" + pod.name + "-claim",
+                              .uid = pod.uid,
+                              .pods = {pod.ns + "/" + pod.name}};
+    auto present = *sysfs::DiscoverHcas(sysfs::SysfsRoot(kRoce8), sysfs::HcaDetail::kIdentity);
+    for (const auto& id : ids) {
+      for (const auto& h : present) {
+        if (h.pci_address == id) claim.hcas.push_back(h.name);
+      }
+    }
+    if (!claim.hcas.empty()) REQUIRE(podenv::RecordClaim(node.allocations_dir(), claim));
     std::reverse(ids.begin(), ids.end());
   }
   return pod;
@@ -197,15 +243,22 @@ std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& al
     CHECK(node.links().GetByName(node.Pod(netns), call.ifname));
     if (conf.contains("ipam")) CHECK_FALSE(json::parse(r.out)["ips"].empty());
   }
-  // A per-HCA slot is its HCA: the i-th attachment of a resource that is no rail has the i-th
-  // allocated HCA.
+  // A per-HCA slot is its HCA, and so is a DRA device's deviceID (its PCI address): the i-th
+  // attachment of a resource that is no rail has the i-th allocated HCA.
+  auto present = *sysfs::DiscoverHcas(sysfs::SysfsRoot(kRoce8), sysfs::HcaDetail::kIdentity);
   for (const auto& [res, ids] : pod.allocated) {
     if (got[res].empty()) continue;
     std::vector<std::string> want;
     for (const auto& id : ids) {
       auto slot = podenv::ParseSlot(id);
-      REQUIRE(slot);
-      if (slot->kind == podenv::SlotKind::kPerHca) want.push_back(slot->base);
+      auto at = std::find_if(present.begin(), present.end(),
+                             [&](const sysfs::Hca& h) { return h.pci_address == id; });
+      REQUIRE((slot || at != present.end()));
+      if (!slot) {
+        want.push_back(at->name);
+      } else if (slot->kind == podenv::SlotKind::kPerHca) {
+        want.push_back(slot->base);
+      }
     }
     if (!want.empty())
       CHECK(got[res] == std::vector<std::string>(

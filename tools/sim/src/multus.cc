@@ -103,4 +103,35 @@ std::vector<CniCall> MultusDels(const std::vector<CniCall>& adds) {
   return dels;
 }
 
+std::map<std::string, std::vector<std::string>> DraAllocated(
+    const std::vector<nlohmann::json>& allocations, const std::vector<nlohmann::json>& slices) {
+  // "driver/pool/device" -> its attributes.
+  std::map<std::string, nlohmann::json> attributes;
+  for (const auto& s : slices) {
+    const auto& spec = s.value("spec", nlohmann::json::object());
+    std::string pool = spec.value("pool", nlohmann::json::object()).value("name", "");
+    for (const auto& d : spec.value("devices", nlohmann::json::array())) {
+      attributes[spec.value("driver", "") + "/" + pool + "/" + d.value("name", "")] =
+          d.value("attributes", nlohmann::json::object());
+    }
+  }
+  auto text = [](const nlohmann::json& a, const char* k) -> std::string {
+    return a.contains(k) && a[k].contains("string") ? a[k]["string"].get<std::string>() : "";
+  };
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& alloc : allocations) {
+    const auto& results =
+        alloc.value("devices", nlohmann::json::object()).value("results", nlohmann::json::array());
+    for (const auto& r : results) {
+      auto it = attributes.find(r.value("driver", "") + "/" + r.value("pool", "") + "/" +
+                                r.value("device", ""));
+      if (it == attributes.end()) continue;
+      std::string resource = text(it->second, "k8s.cni.cncf.io/resourceName");
+      std::string id = text(it->second, "k8s.cni.cncf.io/deviceID");
+      if (!resource.empty() && !id.empty()) out[resource].push_back(id);
+    }
+  }
+  return out;
+}
+
 }  // namespace kuberdma::sim

@@ -16,6 +16,7 @@
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/rails/rails.h"
@@ -119,6 +120,10 @@ class Planner {
                                    const Claims& claimed);
   // A rail's network named by a per-HCA slot: the HCA on its rail among the slots allocated with
   // it (nullopt when the device plugin recorded no allocation for the slot).
+  // The allocation the pod's device ID belongs to: the device plugin's record of a per-HCA slot,
+  // or the DRA claim record holding the HCA a PCI-address deviceID names; nullopt for none.
+  Result<std::optional<podenv::AllocationGroup>> GroupOf(const Selector& sel,
+                                                         const netns::NetNs& host);
   CniResult<std::optional<Selected>> SelectFromAllocation(const NetConf& conf,
                                                           const netns::NetNs& host,
                                                           const Claims& claimed);

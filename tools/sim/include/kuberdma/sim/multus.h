@@ -63,6 +63,15 @@ Result<std::vector<CniCall>> MultusAdds(const MultusPod& pod, const std::vector<
                                         const std::string& netns,
                                         const nlohmann::json& config_overrides = {});
 
+// Multus' DRA path (resource.k8s.io/v1): the device IDs a pod's claims give each resource, for
+// MultusPod::allocated. For every device of `allocation` (status.allocation of the pod's
+// claims, results in order), its slice in `slices` (any driver's) is looked up: a device whose
+// attribute k8s.cni.cncf.io/resourceName is R adds its attribute k8s.cni.cncf.io/deviceID to
+// R's list (a NAD with k8s.v1.cni.cncf.io/resourceName R then gets them as "deviceID" in turn).
+// Devices without both attributes (a GPU) are not networks and are skipped.
+std::map<std::string, std::vector<std::string>> DraAllocated(
+    const std::vector<nlohmann::json>& allocations, const std::vector<nlohmann::json>& slices);
+
 // The DELs of the same attachments (what the runtime's DEL of the sandbox makes Multus send, also
 // after a failed ADD), in reverse order.
 std::vector<CniCall> MultusDels(const std::vector<CniCall>& adds);

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Multus stand-in's DRA path: a claim's devices become a resource's device IDs through their
+// k8s.cni.cncf.io attributes, in result order; other drivers' devices (GPUs) are not networks.
+#include <catch2/catch.hpp>
+
+#include "kuberdma/sim/multus.h"
+
+namespace kuberdma::sim {
+namespace {
+
+using nlohmann::json;
+
+json Device(const std::string& name, const std::string& resource, const std::string& id) {
+  json a = json::object();
+  if (!resource.empty()) a["k8s.cni.cncf.io/resourceName"] = {{"string", resource}};
+  if (!id.empty()) a["k8s.cni.cncf.io/deviceID"] = {{"string", id}};
+  return {{"name", name}, {"attributes", a}};
+}
+
+TEST_CASE("Multus' DRA path: deviceIDs of the claim's devices whose resourceName is the NAD's") {
+  std::vector<json> slices = {
+      {{"spec",
+        {{"driver", "rdma.kube-rdma.io"},
+         {"pool", {{"name", "n/hca"}}},
+         {"devices",
+          {Device("mlx5-0", "rdma/hca", "0000:1a:00.0"), Device("mlx5-1", "rdma/hca", "0000:1b:00.0"),
+           Device("mlx5-2", "", "0000:3c:00.0")}}}}},
+      {{"spec",
+        {{"driver", "gpu.nvidia.com"}, {"pool", {{"name", "n"}}}, {"devices", {Device("gpu-0", "", "")}}}}}};
+  auto result = [](const std::string& driver, const std::string& pool, const std::string& dev) {
+    return json{{"request", "r"}, {"driver", driver}, {"pool", pool}, {"device", dev}};
+  };
+  json alloc = {{"devices",
+                 {{"results",
+                   {result("gpu.nvidia.com", "n", "gpu-0"), result("rdma.kube-rdma.io", "n/hca", "mlx5-1"),
+                    result("rdma.kube-rdma.io", "n/hca", "mlx5-0"),
+                    result("rdma.kube-rdma.io", "n/hca", "mlx5-2"),
+                    result("rdma.kube-rdma.io", "other/hca", "mlx5-0")}}}}};
+  auto got = DraAllocated({alloc}, slices);
+  REQUIRE(got.size() == 1);
+  // In the allocation's order; a device without a resourceName, or of a pool no slice has, is
+  // not a network.
+  CHECK(got["rdma/hca"] == std::vector<std::string>{"0000:1b:00.0", "0000:1a:00.0"});
+  CHECK(DraAllocated({}, slices).empty());
+}
+
+}  // namespace
+}  // namespace kuberdma::sim
