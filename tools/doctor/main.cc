@@ -33,22 +33,17 @@ struct Cli {
   std::vector<std::pair<CLI::Option*, std::string*>> host_paths;
 };
 
-void AddOptions(CLI::App& app, Cli& c) {
+// The host paths the views read, each defaulting under --host-root unless given.
+void AddHostPaths(CLI::App& app, Cli& c) {
   Inputs& in = c.in;
-  app.add_flag("--json", c.json, "print the view as JSON");
-  app.add_option_function<std::string>(
-      "--sysfs-root",
-      [&in](const std::string& root) { in.root = kuberdma::sysfs::SysfsRoot(root); },
-      "root holding sys/ and dev/ (the fixtures in tests/fixtures/sysfs, or a copy of a node's; "
-      "default /, or $KUBERDMA_SYSFS_ROOT)");
-  app.add_option("--host-root", in.host_root,
-                 "the host's root file system, when run in a container (kubectl debug node: "
-                 "/host); the host paths below default under it");
   c.host_paths = {
       {app.add_option("--state-dir", in.state_dir, "the rdma CNI's state directory"),
        &in.state_dir},
       {app.add_option("--device-plugin-dir", in.plugin_dir, "kubelet's device plugin directory"),
        &in.plugin_dir},
+      {app.add_option("--allocations-dir", in.allocations_dir,
+                      "the device plugin's allocations directory (the DRA driver's claims)"),
+       &in.allocations_dir},
       {app.add_option("--checkpoint", in.checkpoint, "kubelet device-manager checkpoint file"),
        &in.checkpoint},
       {app.add_option("--pod-resources", in.pod_resources,
@@ -60,6 +55,20 @@ void AddOptions(CLI::App& app, Cli& c) {
       {app.add_option("--cni-bin-dir", in.cni_bin_dir,
                       "the host's CNI binary directory (whose kube-rdma and rdma are)"),
        &in.cni_bin_dir}};
+}
+
+void AddOptions(CLI::App& app, Cli& c) {
+  Inputs& in = c.in;
+  app.add_flag("--json", c.json, "print the view as JSON");
+  app.add_option_function<std::string>(
+      "--sysfs-root",
+      [&in](const std::string& root) { in.root = kuberdma::sysfs::SysfsRoot(root); },
+      "root holding sys/ and dev/ (the fixtures in tests/fixtures/sysfs, or a copy of a node's; "
+      "default /, or $KUBERDMA_SYSFS_ROOT)");
+  app.add_option("--host-root", in.host_root,
+                 "the host's root file system, when run in a container (kubectl debug node: "
+                 "/host); the host paths below default under it");
+  AddHostPaths(app, c);
   app.require_subcommand(1);
   c.node = app.add_subcommand(
       "node", "every HCA, netns mode, device plugin, allocations, CNI records, stranded devices");

@@ -11,6 +11,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/podenv/allocation.h"
 
 namespace kuberdma::doctor {
 namespace {
@@ -430,6 +431,58 @@ TEST_CASE("The pod view's GPU count is the topology view's: the pod's GPUs when 
   f.in.gpus = {"0000:18:00.0", "0000:19:00.0"};
   CHECK(f.Find(PodView(f.in), "one-nic-per-gpu", Status::kWarn) == nullptr);
   CHECK(TopoView(f.in).doc["matrix"].size() == 2);
+}
+
+TEST_CASE("A DRA claim's GPU+NIC pairs: kept on their PCIe root, split ones failed by name") {
+  Fixture f;
+  // mlx5_0 and mlx5_1 share pci0000:15 with GPUs 0000:18:00.0 and 0000:19:00.0 (roce8).
+  f.in.getenv = Env({{"KUBERDMA_HCAS", R"([{"name":"mlx5_0"},{"name":"mlx5_1"}])"},
+                     {"KUBERDMA_CLAIM", "team-a/pairs"},
+                     {"KUBERDMA_CLAIM_PCIE_ROOTS", "mlx5_0=pci0000:15,mlx5_1=pci0000:15"}});
+  f.in.gpus = {"0000:18:00.0", "0000:19:00.0"};
+  View aligned = PodView(f.in);
+  const Finding* ok = f.Find(aligned, "claim-alignment", Status::kOk);
+  REQUIRE(ok != nullptr);
+  CHECK_THAT(ok->message, Catch::Contains("team-a/pairs: mlx5_0+0000:18:00.0/0000:19:00.0 on pci0000:15"));
+  // The pod's GPUs are another switch's: the pairs would cross the CPU.
+  f.in.gpus = {"0000:9d:00.0", "0000:9e:00.0"};
+  View split = PodView(f.in);
+  const Finding* bad = f.Find(split, "claim-alignment", Status::kFail);
+  REQUIRE(bad != nullptr);
+  CHECK_THAT(bad->message, Catch::Contains("mlx5_0 was paired with a GPU on pci0000:15, but none "
+                                           "of the pod's GPUs (0000:9d:00.0 on pci0000:9a"));
+  // An HCA that is not where the claim put it.
+  f.in.gpus = {"0000:18:00.0"};
+  f.in.getenv = Env({{"KUBERDMA_CLAIM", "team-a/pairs"},
+                     {"KUBERDMA_CLAIM_PCIE_ROOTS", "mlx5_7=pci0000:15"}});
+  View moved = PodView(f.in);
+  bad = f.Find(moved, "claim-alignment", Status::kFail);
+  REQUIRE(bad != nullptr);
+  CHECK_THAT(bad->message, Catch::Contains("mlx5_7 is on pci0000:ba, not the pci0000:15"));
+  // No claim: no finding.
+  f.in.getenv = Env({});
+  View none = PodView(f.in);
+  CHECK(f.Find(none, "claim-alignment", Status::kOk) == nullptr);
+  CHECK(f.Find(none, "claim-alignment", Status::kFail) == nullptr);
+}
+
+TEST_CASE("The node view lists the DRA driver's prepared claims: which pods got which HCAs") {
+  Fixture f;
+  f.in.allocations_dir = f.dir + "/allocations";
+  REQUIRE(podenv::RecordClaim(f.in.allocations_dir, {.claim = "team-a/trainer-0-pairs",
+                                                     .uid = "u1",
+                                                     .pods = {"team-a/trainer-0"},
+                                                     .hcas = {"mlx5_0", "mlx5_1"}}));
+  REQUIRE(WriteFileAtomic(f.in.allocations_dir + "/claims/u2.json", "{cut"));
+  View v = NodeView(f.in);
+  REQUIRE(v.doc.contains("draClaims"));
+  REQUIRE(v.doc["draClaims"].size() == 1);
+  CHECK(v.doc["draClaims"][0]["claim"] == "team-a/trainer-0-pairs");
+  CHECK(v.doc["draClaims"][0]["hcas"] == nlohmann::json({"mlx5_0", "mlx5_1"}));
+  const Finding* bad = f.Find(v, "dra-claims", Status::kWarn);
+  REQUIRE(bad != nullptr);
+  CHECK_THAT(bad->message, Catch::Contains("claims/u2.json"));
+  CHECK_THAT(Render(v), Catch::Contains("team-a/trainer-0"));
 }
 
 TEST_CASE("The node view names each SR-IOV VF's PF") {

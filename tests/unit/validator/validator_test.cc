@@ -373,6 +373,31 @@ TEST_CASE("An HCA NCCL staged through host memory beside a GPU fails, naming the
   }
 }
 
+TEST_CASE("A DRA claim's pairs: each HCA on the PCIe root it was allocated for, a GPU under it") {
+  link::NetlinkLinkOps links;
+  auto inventory = [&](std::map<std::string, std::string> env) {
+    env.emplace("KUBERDMA_CLAIM", "team-a/pairs");
+    Validator v(Ib("mlx5_0,mlx5_1"), sysfs::SysfsRoot(Fx("sysfs/roce8")), links,
+                Env(std::move(env)));
+    return v.Inventory();
+  };
+  Report ok = inventory({{"KUBERDMA_CLAIM_PCIE_ROOTS", "mlx5_0=pci0000:15,mlx5_1=pci0000:15"}});
+  CHECK(ok.problems.empty());
+  CHECK_THAT(All(ok.devices[0].notes),
+             Catch::Contains("claim team-a/pairs: paired with a GPU on pci0000:15 "
+                             "(0000:18:00.0,0000:19:00.0)"));
+  Report moved = inventory({{"KUBERDMA_CLAIM_PCIE_ROOTS", "mlx5_0=pci0000:37"}});
+  REQUIRE(moved.problems.size() == 1);
+  CHECK_THAT(moved.problems[0],
+             Catch::Contains("mlx5_0 is on PCIe root pci0000:15, not the pci0000:37"));
+  Report absent = inventory({{"KUBERDMA_CLAIM_PCIE_ROOTS", "mlx5_7=pci0000:ba"}});
+  REQUIRE(absent.problems.size() == 1);
+  CHECK_THAT(absent.problems[0], Catch::Contains("gave mlx5_7 (paired on pci0000:ba), which this "
+                                                 "pod does not have"));
+  Report none = inventory({});
+  CHECK(none.problems.empty());
+}
+
 TEST_CASE("Each HCA's part of the bandwidth is held to a fraction of its line rate") {
   SECTION("a slow run fails naming the HCA, its fraction and the floor") {
     Judged j(500000000, "", true, 0.05);  // 5.4 GB/s busbw: 0.05 of 400 Gb/s

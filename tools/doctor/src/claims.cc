@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A DRA claim's alignment in the pod: the GPU+NIC pairs it asked for on one PCIe root.
+#include <algorithm>
+
 #include "internal.h"
 #include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/sysfs/topology.h"
@@ -8,12 +10,28 @@ namespace kuberdma::doctor::internal {
 
 namespace {
 
-// "pci0000:15" of a sysfs device path "devices/pci0000:15/...", or "".
-std::string RootOf(const std::string& device_path) {
-  auto a = device_path.find('/');
-  if (a == std::string::npos) return "";
-  std::string root = device_path.substr(a + 1, device_path.find('/', a + 1) - a - 1);
-  return root.rfind("pci", 0) == 0 ? root : "";
+// One pair of the claim, `hca` promised on `root`: "" and `good` set when it holds, else why not.
+std::string JudgePair(const std::string& hca, const std::string& root,
+                      const std::vector<sysfs::Hca>& visible, const std::vector<sysfs::Gpu>& gpus,
+                      std::string* good) {
+  auto h = std::find_if(visible.begin(), visible.end(),
+                        [&](const sysfs::Hca& x) { return x.name == hca; });
+  if (h == visible.end()) return hca + " (promised on " + root + ") is not in the pod";
+  std::string actual = sysfs::PcieRootOf(h->device_path);
+  if (actual != root) return hca + " is on " + actual + ", not the " + root + " it was allocated for";
+  std::string near;
+  std::string have;
+  for (const auto& g : gpus) {
+    std::string at = sysfs::PcieRootOf(g.device_path);
+    if (at == root) near += (near.empty() ? "" : "/") + g.address;
+    have += (have.empty() ? "" : ", ") + g.address + " on " + at;
+  }
+  if (near.empty()) {
+    return hca + " was paired with a GPU on " + root + ", but none of the pod's GPUs (" +
+           (have.empty() ? "none" : have) + ") is under it";
+  }
+  *good = hca + "+" + near + " on " + root;
+  return "";
 }
 
 }  // namespace
@@ -23,33 +41,17 @@ void CheckClaimAlignment(const Inputs& in, const std::vector<sysfs::Hca>& visibl
   if (promised.empty()) return;  // no claim tied an HCA to a GPU
   std::string claim = Env(in, podenv::kClaim);
   std::vector<sysfs::Gpu> gpus = PodGpus(in);
-  std::vector<std::string> bad, good;
+  std::vector<std::string> bad;
+  std::vector<std::string> good;
   for (const auto& pair : Split(promised, ',')) {
     auto eq = pair.find('=');
     if (eq == std::string::npos) continue;
-    std::string hca = pair.substr(0, eq), root = pair.substr(eq + 1);
-    auto h = std::find_if(visible.begin(), visible.end(),
-                          [&](const sysfs::Hca& x) { return x.name == hca; });
-    if (h == visible.end()) {
-      bad.push_back(hca + " (promised on " + root + ") is not in the pod");
-      continue;
-    }
-    if (RootOf(h->device_path) != root) {
-      bad.push_back(hca + " is on " + RootOf(h->device_path) + ", not the " + root +
-                    " it was allocated for");
-      continue;
-    }
-    std::string near;
-    for (const auto& g : gpus) {
-      if (RootOf(g.device_path) == root) near += (near.empty() ? "" : "/") + g.address;
-    }
-    if (near.empty()) {
-      std::string have;
-      for (const auto& g : gpus) have += (have.empty() ? "" : ", ") + g.address + " on " + RootOf(g.device_path);
-      bad.push_back(hca + " was paired with a GPU on " + root + ", but none of the pod's GPUs (" +
-                    (have.empty() ? "none" : have) + ") is under it");
+    std::string ok;
+    std::string why = JudgePair(pair.substr(0, eq), pair.substr(eq + 1), visible, gpus, &ok);
+    if (why.empty()) {
+      good.push_back(ok);
     } else {
-      good.push_back(hca + "+" + near + " on " + root);
+      bad.push_back(why);
     }
   }
   if (!bad.empty()) {

@@ -10,6 +10,7 @@
 #include "kuberdma/cni/install.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/podresources.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 
 namespace kuberdma::doctor {
@@ -176,6 +177,17 @@ void Allocations(const Inputs& in, View& v) {
   }
   v.doc["allocations"] = allocs;
   v.doc["allocationsSource"] = source;
+  // The DRA driver's prepared claims: which claim gave which pods which HCAs.
+  std::vector<std::string> skipped;
+  json claims = json::array();
+  for (const auto& c : podenv::ListClaims(in.allocations_dir, &skipped)) {
+    claims.push_back({{"claim", c.claim}, {"pods", c.pods}, {"hcas", c.hcas}});
+  }
+  if (!claims.empty()) v.doc["draClaims"] = claims;
+  for (const auto& s : skipped) {
+    Add(v, "dra-claims", Status::kWarn, "unreadable DRA claim record " + s,
+        "the DRA driver rewrites it when the kubelet prepares the claim again");
+  }
 }
 
 void CheckRecord(const Inputs& in, const cni::AttachmentRecord& r, View& v) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/sysfs/topology.h"
 #include "kuberdma/validator/validate.h"
 
@@ -78,6 +79,68 @@ double LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name, std::
            ": its line-rate floor is not applied";
   }
   return rate;
+}
+
+namespace {
+
+// One pair of a DRA claim, `hca` allocated for a GPU on `want`: "" when it holds (`note` set),
+// else the problem.
+std::string JudgeClaimPair(const sysfs::SysfsRoot& root, const std::vector<sysfs::Gpu>& gpus,
+                           const std::string& claim, const std::string& hca,
+                           const std::string& want, std::string* note) {
+  auto h = sysfs::ReadHca(root, hca, sysfs::HcaDetail::kIdentity);
+  if (!h) {
+    return "claim " + claim + " gave " + hca + " (paired on " + want +
+           "), which this pod does not have";
+  }
+  std::string have = sysfs::PcieRootOf(h->device_path);
+  if (have != want) {
+    return hca + " is on PCIe root " + have + ", not the " + want + " claim " + claim +
+           " allocated it for: its GPU pair crosses the CPU";
+  }
+  std::string near;
+  for (const auto& g : gpus) {
+    if (sysfs::PcieRootOf(g.device_path) == want) near += (near.empty() ? "" : ",") + g.address;
+  }
+  if (near.empty()) {
+    return "claim " + claim + " paired " + hca + " with a GPU on " + want +
+           ", and no GPU of this node is under that root";
+  }
+  *note = "claim " + claim + ": paired with a GPU on " + want + " (" + near + ")";
+  return "";
+}
+
+}  // namespace
+
+void Validator::JudgeClaim(Report& r) {
+  const char* promised = getenv_(podenv::kClaimPcieRoots);
+  if (promised == nullptr || *promised == '\0') return;
+  const char* claim_env = getenv_(podenv::kClaim);
+  std::string claim = claim_env != nullptr ? claim_env : "(unnamed)";
+  auto gpus = sysfs::DiscoverGpus(root_);
+  std::string text = promised;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = std::min(text.find(',', pos), text.size());
+    std::string pair = text.substr(pos, end - pos);
+    pos = end + 1;
+    auto eq = pair.find('=');
+    if (eq == std::string::npos) continue;
+    std::string hca = pair.substr(0, eq);
+    auto d = std::find_if(r.devices.begin(), r.devices.end(),
+                          [&](const DeviceResult& x) { return x.name == hca; });
+    std::string note;
+    std::string why = d == r.devices.end()
+                          ? "claim " + claim + " gave " + hca + " (paired on " +
+                                pair.substr(eq + 1) + "), which this pod does not have"
+                          : JudgeClaimPair(root_, gpus ? *gpus : std::vector<sysfs::Gpu>{}, claim,
+                                           hca, pair.substr(eq + 1), &note);
+    if (!why.empty()) {
+      r.problems.push_back(why);
+    } else {
+      d->notes.push_back(note);
+    }
+  }
 }
 
 void Validator::JudgeGdr(Report& r, const NcclLog& log) {

@@ -114,6 +114,7 @@ void Validator::InventoryIb(Report& r, const Expected& e) {
       r.unexpected.push_back(h.name);
     }
   }
+  JudgeClaim(r);
   if (!r.unexpected.empty()) {
     // Not a failure: in shared mode (the kernel default) every pod sees every HCA, and the exact
     // NCCL_IB_HCA list keeps NCCL to its own. Reported so that isolation can be checked.

@@ -57,6 +57,9 @@ struct Inputs {
   // traffic class 106 is DSCP 26, which NVIDIA's lossless setup maps to priority 3).
   int roce_priority = 3;
   std::string state_dir = "/run/kube-rdma/cni";
+  // node: the device plugin's allocations directory, where the DRA driver records each prepared
+  // claim with its pods and HCAs (podenv/allocation.h).
+  std::string allocations_dir = "/run/kube-rdma/allocations";
   // node: the node config the CNI reads (declared rails, the node's addresses).
   std::string node_config = "/etc/kube-rdma/node.json";
   // node: where the runtime finds CNI plugins (kube-rdma's, and rdma-cni's `rdma` beside it).

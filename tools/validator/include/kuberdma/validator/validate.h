@@ -197,6 +197,9 @@ class Validator {
   // the fleet ring's), and each HCA's part of the bandwidth against its line rate.
   void JudgeGdr(Report& r, const NcclLog& log);
   void JudgeLineRate(Report& r);
+  // A DRA claim of GPU+NIC pairs (KUBERDMA_CLAIM_PCIE_ROOTS from its CDI spec): each HCA on the
+  // PCIe root it was allocated for, with a GPU of the node under that root; noted per HCA.
+  void JudgeClaim(Report& r);
   // The NCCL environment the ranks get; `only` (when given) narrows NCCL's device list to those.
   std::map<std::string, std::string> NcclEnv(const Report& inv,
                                              const std::vector<std::string>* only = nullptr) const;
