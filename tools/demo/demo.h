@@ -6,14 +6,15 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/dra/api_standin.h"
+#include "kuberdma/dra/kubelet_standin.h"
 #include "kuberdma/netns/netns.h"
 #include "kuberdma/sysfs/topology.h"
 
@@ -80,15 +81,17 @@ class DraDemo {
   void UnprepareAll(Failures& fail);
 
  private:
+  Result<nlohmann::json> AllocateClaim(const std::string& ns, const std::string& pod);
+  void ShowPairs(const nlohmann::json& alloc, PodClaim& out) const;
   std::string dir_, fixture_, node_;
   dra::ApiStandIn api_;
   std::vector<nlohmann::json> classes_, slices_;
   nlohmann::json template_;
   size_t pairs_ = 0;
-  std::string endpoint_;
+  std::unique_ptr<dra::KubeletDraStandIn> kubelet_;
   std::vector<sysfs::Gpu> gpus_;
   std::set<std::string> in_use_;
-  std::vector<std::tuple<std::string, std::string, std::string>> prepared_;  // ns, uid, name
+  std::vector<dra::ClaimRef> prepared_;
 };
 
 void Heading(int n, const std::string& text);

@@ -5,28 +5,25 @@
 // kubelet's side (plugin registration, NodePrepareResources, the CDI spec applied), and Multus'
 // DRA path (a NAD's resourceName matched against the devices' k8s.cni.cncf.io/resourceName, their
 // k8s.cni.cncf.io/deviceID as the CNI's deviceID).
-#include <grpcpp/grpcpp.h>
-
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
 #include "demo.h"
-#include "draplugin.grpc.pb.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/dra/allocator.h"
+#include "kuberdma/dra/kubelet_standin.h"
 #include "kuberdma/dra/prepare.h"
 #include "kuberdma/dra/slices.h"
+#include "kuberdma/sim/multus.h"
 #include "kuberdma/sysfs/topology.h"
-#include "pluginregistration.grpc.pb.h"
 
 namespace kuberdma::demo {
 
 namespace {
 
 using nlohmann::json;
-namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
 constexpr const char* kSlices = "/apis/resource.k8s.io/v1/resourceslices/";
 
 std::string ClaimPath(const std::string& ns, const std::string& name) {
@@ -72,7 +69,7 @@ bool DraDemo::Load(const std::vector<json>& objects, Failures& fail) {
   // NVIDIA's chart installs its class; the stand-in plays it.
   classes_.push_back(
       {{"metadata", {{"name", "gpu.nvidia.com"}}},
-       {"spec", {{"selectors", {{{"cel", {{"expression", "device.driver == \"gpu.nvidia.com\""}}}}}}}}});
+       {"spec", {{"selectors", {{{"cel", {{"expression", R"(device.driver == "gpu.nvidia.com")"}}}}}}}}});
   if (classes_.size() < 2 || template_.is_null()) {
     fail("the rendering has no DeviceClass or ResourceClaimTemplate (render with dra.enabled)");
     return false;
@@ -88,28 +85,15 @@ bool DraDemo::Load(const std::vector<json>& objects, Failures& fail) {
 
 // The kubelet's plugin watcher: the driver's registration socket, GetInfo, then the status.
 bool DraDemo::Register(Failures& fail) {
-  std::string reg = dir_ + "/plugins_registry/" + std::string(dra::kDriverName) + "-reg.sock";
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (::access(reg.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  auto stub = pluginregistration::Registration::NewStub(
-      grpc::CreateChannel("unix:" + reg, grpc::InsecureChannelCredentials()));
-  pluginregistration::PluginInfo info;
-  grpc::ClientContext c1;
-  c1.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  if (!stub->GetInfo(&c1, {}, &info).ok() || info.type() != "DRAPlugin") {
-    fail("the DRA driver did not register at " + reg);
+  auto k = dra::KubeletDraStandIn::Register(dir_ + "/plugins_registry", dra::kDriverName,
+                                            std::chrono::seconds(10));
+  if (!k) {
+    fail("the DRA driver did not register: " + k.error().message());
     return false;
   }
-  pluginregistration::RegistrationStatus st;
-  st.set_plugin_registered(true);
-  pluginregistration::RegistrationStatusResponse none;
-  grpc::ClientContext c2;
-  (void)stub->NotifyRegistrationStatus(&c2, st, &none);
-  endpoint_ = info.endpoint();
-  std::printf("  kubelet stand-in: plugin %s (%s) registered, endpoint %s\n", info.name().c_str(),
-              info.supported_versions(0).c_str(), endpoint_.c_str());
+  kubelet_ = std::make_unique<dra::KubeletDraStandIn>(std::move(*k));
+  std::printf("  kubelet stand-in: plugin %s (%s) registered, endpoint %s\n", dra::kDriverName,
+              kubelet_->version().c_str(), kubelet_->endpoint().c_str());
   return true;
 }
 
@@ -146,8 +130,9 @@ bool DraDemo::WaitForSlices(Failures& fail) {
   return true;
 }
 
-Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::string& pod,
-                                             const std::string& resource) {
+// The claim from the template for `pod`, allocated by the stand-in scheduler and reserved for the
+// pod on the stand-in API server, as kube-scheduler and the resourceclaim controller leave it.
+Result<json> DraDemo::AllocateClaim(const std::string& ns, const std::string& pod) {
   std::string name = pod + "-" + template_["metadata"]["name"].get<std::string>();
   json claim = {{"apiVersion", "resource.k8s.io/v1"},
                 {"kind", "ResourceClaim"},
@@ -161,39 +146,11 @@ Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::st
   stored["status"] = {{"allocation", alloc},
                       {"reservedFor", {{{"resource", "pods"}, {"name", pod}, {"uid", "uid-" + pod}}}}};
   api_.Put(ClaimPath(ns, name), stored);
-  std::string uid = stored["metadata"]["uid"];
+  return stored;
+}
 
-  auto stub = drapb::DRAPlugin::NewStub(
-      grpc::CreateChannel("unix:" + endpoint_, grpc::InsecureChannelCredentials()));
-  drapb::NodePrepareResourcesRequest req;
-  auto* c = req.add_claims();
-  c->set_namespace_(ns);
-  c->set_uid(uid);
-  c->set_name(name);
-  drapb::NodePrepareResourcesResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  if (auto st = stub->NodePrepareResources(&ctx, req, &resp); !st.ok()) {
-    return Fail(ErrorCode::kIo, "NodePrepareResources: " + st.error_message());
-  }
-  const auto& r = resp.claims().at(uid);
-  if (!r.error().empty()) return Fail(ErrorCode::kInvalidArgument, r.error());
-  prepared_.push_back({ns, uid, name});
-
-  PodClaim out{.claim = ns + "/" + name};
-  // The runtime applies the CDI spec the kubelet was given: its environment and device nodes.
-  std::string cdi = r.devices(0).cdi_device_ids(0);
-  KUBERDMA_ASSIGN_OR_RETURN(std::string text,
-                            ReadFile(dir_ + "/cdi/kube-rdma-claim-" + uid + ".json"));
-  KUBERDMA_ASSIGN_OR_RETURN(json spec, ParseUntrustedJson(text, "CDI spec"));
-  for (const auto& e : spec["devices"][0]["containerEdits"]["env"]) {
-    std::string kv = e;
-    out.env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
-  }
-  out.device_nodes = spec["devices"][0]["containerEdits"]["deviceNodes"].size();
-  // Multus' DRA path: our devices whose resourceName is the NAD's, their deviceID, in order.
-  std::printf("  %s: claim %s, CDI device %s (%zu device nodes)\n", pod.c_str(), name.c_str(),
-              cdi.c_str(), out.device_nodes);
+// Each GPU+NIC pair of the allocation, and the claim's GPUs' PCI addresses into `out`.
+void DraDemo::ShowPairs(const json& alloc, PodClaim& out) const {
   std::map<std::string, std::string> gpu_of;
   for (const auto& x : alloc["devices"]["results"]) {
     std::string driver = x["driver"];
@@ -206,13 +163,31 @@ Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::st
       out.gpus += (out.gpus.empty() ? "" : ",") + bus;
       continue;
     }
-    if (Attribute(slices_, driver, dev, "k8s.cni.cncf.io/resourceName") != resource) continue;
-    out.device_ids.push_back(Attribute(slices_, driver, dev, "k8s.cni.cncf.io/deviceID"));
     std::printf("    pair %s: %s + %s on %s (deviceID %s)\n", pair.c_str(), gpu_of[pair].c_str(),
                 Attribute(slices_, driver, dev, "rdma.kube-rdma.io/rdmaDevice").c_str(),
                 Attribute(slices_, driver, dev, "resource.kubernetes.io/pcieRoot").c_str(),
-                out.device_ids.back().c_str());
+                Attribute(slices_, driver, dev, "k8s.cni.cncf.io/deviceID").c_str());
   }
+}
+
+Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::string& pod,
+                                             const std::string& resource) {
+  KUBERDMA_ASSIGN_OR_RETURN(json claim, AllocateClaim(ns, pod));
+  dra::ClaimRef ref{.ns = ns, .uid = claim["metadata"]["uid"], .name = claim["metadata"]["name"]};
+  KUBERDMA_ASSIGN_OR_RETURN(auto prepared, kubelet_->Prepare(ref));
+  prepared_.push_back(ref);
+  PodClaim out{.claim = ns + "/" + ref.name};
+  // The runtime applies the CDI device the kubelet was given: its environment and device nodes.
+  std::string cdi = prepared.cdi_ids.front();
+  KUBERDMA_ASSIGN_OR_RETURN(auto edits, dra::ApplyCdi(dir_ + "/cdi", cdi));
+  out.env = edits.env;
+  out.device_nodes = edits.device_nodes;
+  // Multus' DRA path: the devices' resourceName and deviceID attributes (sim/multus.h).
+  const json& alloc = claim["status"]["allocation"];
+  out.device_ids = sim::DraAllocated({alloc}, slices_)[resource];
+  std::printf("  %s: claim %s, CDI device %s (%zu device nodes)\n", pod.c_str(), ref.name.c_str(),
+              cdi.c_str(), out.device_nodes);
+  ShowPairs(alloc, out);
   return out;
 }
 
@@ -231,13 +206,13 @@ bool DraDemo::ShowMisaligned(Failures& fail) {
                        {"exactly",
                         {{"deviceClassName", "gpu.nvidia.com"},
                          {"selectors",
-                          {{{"cel", {{"expression", "device.attributes[\"gpu.nvidia.com\"].index == 0"}}}}}}}}},
+                          {{{"cel", {{"expression", R"(device.attributes["gpu.nvidia.com"].index == 0)"}}}}}}}}},
                       {{"name", "nic-0"},
                        {"exactly",
                         {{"deviceClassName", classes_.front()["metadata"]["name"]},
                          {"selectors",
                           {{{"cel",
-                             {{"expression", "device.attributes[\"rdma.kube-rdma.io\"].rdmaDevice == \"" + far + "\""}}}}}}}}}}},
+                             {{"expression", R"(device.attributes["rdma.kube-rdma.io"].rdmaDevice == ")" + far + "\""}}}}}}}}}}},
                     {"constraints",
                      {{{"requests", {"gpu-0", "nic-0"}},
                        {"matchAttribute", "resource.kubernetes.io/pcieRoot"}}}}}}}}};
@@ -249,23 +224,10 @@ bool DraDemo::ShowMisaligned(Failures& fail) {
 }
 
 void DraDemo::UnprepareAll(Failures& fail) {
-  auto stub = drapb::DRAPlugin::NewStub(
-      grpc::CreateChannel("unix:" + endpoint_, grpc::InsecureChannelCredentials()));
-  drapb::NodeUnprepareResourcesRequest req;
-  for (const auto& [ns, uid, name] : prepared_) {
-    auto* c = req.add_claims();
-    c->set_namespace_(ns);
-    c->set_uid(uid);
-    c->set_name(name);
-  }
-  drapb::NodeUnprepareResourcesResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  bool ok = stub->NodeUnprepareResources(&ctx, req, &resp).ok();
-  for (const auto& [uid, r] : resp.claims()) ok = ok && r.error().empty();
+  auto done = kubelet_->Unprepare(prepared_);
   std::printf("  NodeUnprepareResources: %zu claim(s) %s\n", prepared_.size(),
-              ok ? "unprepared, CDI specs removed" : "FAILED");
-  if (!ok) fail("NodeUnprepareResources failed");
+              done ? "unprepared, CDI specs removed" : done.error().message().c_str());
+  if (!done) fail("NodeUnprepareResources failed");
 }
 
 }  // namespace kuberdma::demo

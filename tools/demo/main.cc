@@ -17,6 +17,22 @@
 
 namespace {
 
+// The fleet demo's options (--fleet and what shapes it).
+void AddFleetOptions(CLI::App& app, kuberdma::demo::Options& o) {
+  app.add_option("--fleet", o.fleet, "run an acceptance over a simulated fleet of this many nodes")
+      ->check(CLI::Range(2, 16));
+  app.add_option("--rails", o.rails, "fleet: rails (HCAs) per node")->check(CLI::Range(1, 8));
+  app.add_option("--degrade", o.degrade, "fleet: the degraded NODE:RAIL (1-based), or none");
+  app.add_option("--degrade-kind", o.degrade_kind, "fleet: rate (tbf) or loss (netem)")
+      ->check(CLI::IsMember({"rate", "loss"}));
+  app.add_option("--degrade-gbps", o.degrade_gbps, "fleet, rate: the degraded cable's Gbit/s")
+      ->check(CLI::Range(0.001, 400.0));
+  app.add_option("--degrade-loss", o.degrade_loss, "fleet, loss: percent of packets dropped")
+      ->check(CLI::Range(0.1, 100.0));
+  app.add_option("--size", o.fleet_size, "fleet: each AllReduce's size");
+  app.add_flag("--keep", o.keep, "fleet: keep the reports and NCCL logs after a pass");
+}
+
 int Run(int argc, char** argv) {
   kuberdma::demo::Options o{.rdma_bin = KUBERDMA_RDMA_BIN,
                             .device_plugin_bin = KUBERDMA_DP_BIN,
@@ -37,18 +53,7 @@ int Run(int argc, char** argv) {
                  "the objects the node demo runs: `helm template` output or deploy/render.sh's");
   app.add_option("--nccl", o.nccl, "NCCL AllReduce across the pods: auto (a GPU is here), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  app.add_option("--fleet", o.fleet, "run an acceptance over a simulated fleet of this many nodes")
-      ->check(CLI::Range(2, 16));
-  app.add_option("--rails", o.rails, "fleet: rails (HCAs) per node")->check(CLI::Range(1, 8));
-  app.add_option("--degrade", o.degrade, "fleet: the degraded NODE:RAIL (1-based), or none");
-  app.add_option("--degrade-kind", o.degrade_kind, "fleet: rate (tbf) or loss (netem)")
-      ->check(CLI::IsMember({"rate", "loss"}));
-  app.add_option("--degrade-gbps", o.degrade_gbps, "fleet, rate: the degraded cable's Gbit/s")
-      ->check(CLI::Range(0.001, 400.0));
-  app.add_option("--degrade-loss", o.degrade_loss, "fleet, loss: percent of packets dropped")
-      ->check(CLI::Range(0.1, 100.0));
-  app.add_option("--size", o.fleet_size, "fleet: each AllReduce's size");
-  app.add_flag("--keep", o.keep, "fleet: keep the reports and NCCL logs after a pass");
+  AddFleetOptions(app, o);
   app.add_option("--cluster", o.cluster,
                  "run the rendered chart on two nodes joined by a leaf per rail (--manifests: "
                  "ci/demo-cluster-values.yaml's rendering)")

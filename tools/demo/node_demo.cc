@@ -73,6 +73,10 @@ class NodeDemo {
   bool ShowNode();
   bool LoadObjects();
   void StartDevicePlugin();
+  [[noreturn]] void ExecDevicePlugin(const std::string& dpdir);
+  void ShowRegistrations();
+  bool PickWorkload();
+  void JudgeDoctorNode(bool attached);
   void WaitForEveryResource(const std::string& config);
   void AllocatePods();
   void Allocate(Pod& pod, std::vector<std::string>& free_ids);
@@ -157,6 +161,27 @@ bool NodeDemo::ShowNode() {
   return true;
 }
 
+// The first pod template that attaches networks, the NADs and their resource; with --dra, the
+// claim template it asks through.
+bool NodeDemo::PickWorkload() {
+  for (const auto& w : rendered_.Workloads()) {
+    if (!w.networks.empty()) {
+      workload_ = w;
+      break;
+    }
+  }
+  nads_ = sim::WithHostLocalStore(rendered_.Nads(), Dir("ipam"));
+  for (const auto& n : nads_) {
+    if (!n.resource.empty()) resource_ = n.resource;
+  }
+  if (!o_.dra) return true;
+  dra_ = std::make_unique<DraDemo>(Dir("kubelet"), o_.fixture, "demo-node");
+  if (!dra_->Load(rendered_.objects, fail_)) return false;
+  // The pods ask through the claim template, not limits: as many HCAs as it has pairs.
+  workload_.main.limits[resource_] = static_cast<int64_t>(dra_->pairs());
+  return true;
+}
+
 // The objects the demo runs, from the rendering: the ConfigMap, the NADs, the first pod template
 // that attaches networks, and as many of its replicas as the node's HCAs hold.
 bool NodeDemo::LoadObjects() {
@@ -169,22 +194,7 @@ bool NodeDemo::LoadObjects() {
   }
   rendered_ = std::move(*r);
   std::printf("  objects: %s\n", rendered_.Summary().c_str());
-  for (const auto& w : rendered_.Workloads()) {
-    if (!w.networks.empty()) {
-      workload_ = w;
-      break;
-    }
-  }
-  nads_ = sim::WithHostLocalStore(rendered_.Nads(), Dir("ipam"));
-  for (const auto& n : nads_) {
-    if (!n.resource.empty()) resource_ = n.resource;
-  }
-  if (o_.dra) {
-    dra_ = std::make_unique<DraDemo>(Dir("kubelet"), o_.fixture, "demo-node");
-    if (!dra_->Load(rendered_.objects, fail_)) return false;
-    // The pods ask through the claim template, not limits: as many HCAs as it has pairs.
-    workload_.main.limits[resource_] = static_cast<int64_t>(dra_->pairs());
-  }
+  if (!PickWorkload()) return false;
   auto per_pod = workload_.main.limits.find(resource_);
   if (workload_.name.empty() || resource_.empty() || per_pod == workload_.main.limits.end()) {
     std::fprintf(stderr,
@@ -203,11 +213,20 @@ bool NodeDemo::LoadObjects() {
   return !pods_.empty();
 }
 
+void NodeDemo::ShowRegistrations() {
+  for (const auto& r : kubelet_->registrations()) {
+    const auto& lists = kubelet_->Lists(r.resource_name());
+    std::printf("  registered %-12s %4d slot(s)  endpoint %s\n", r.resource_name().c_str(),
+                lists.empty() ? 0 : lists.back().devices_size(), r.endpoint().c_str());
+  }
+}
+
 // Every resource's registration and first ListAndWatch answer, not only the one the pods use:
 // a resource whose list has not arrived yet would print 0 slots.
 void NodeDemo::WaitForEveryResource(const std::string& config) {
   json parsed = json::parse(config, nullptr, false);
   size_t resources = parsed.is_object() ? parsed.value("configList", json::array()).size() : 0;
+  if (dra_ && resources > 0) --resources;  // the DRA driver's is not registered
   kubelet_->WaitFor(
       [&] {
         const auto& regs = kubelet_->registrations();
@@ -217,6 +236,29 @@ void NodeDemo::WaitForEveryResource(const std::string& config) {
                });
       },
       std::chrono::milliseconds(5000));
+}
+
+// The child's side of StartDevicePlugin: rdma-device-plugin as the DaemonSet runs it, on the
+// fixture and the stand-ins; never returns.
+void NodeDemo::ExecDevicePlugin(const std::string& dpdir) {
+  FILE* f = std::freopen((dpdir + "/device-plugin.log").c_str(), "w", stderr);
+  (void)f;
+  std::vector<std::string> args = {o_.device_plugin_bin,
+                                   "--config=" + dpdir + "/device-plugin.json",
+                                   "--device-plugin-dir=" + dpdir + "/plugins",
+                                   "--sysfs-root=" + o_.fixture,
+                                   "--metrics-port=-1",
+                                   "--node-config=" + node_->node_config_path(),
+                                   "--allocations-dir=" + node_->allocations_dir(),
+                                   "--pod-resources=" + kubelet_->pod_resources_socket()};
+  if (dra_) {
+    for (auto& a : dra_->PluginArgs()) args.push_back(std::move(a));
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
 }
 
 void NodeDemo::StartDevicePlugin() {
@@ -232,43 +274,26 @@ void NodeDemo::StartDevicePlugin() {
   auto node_config = rendered_.ConfigMapData("node.json");
   (void)WriteFileAtomic(node_->node_config_path(), node_config ? *node_config : "{}\n");
   plugin_ = ::fork();
-  if (plugin_ == 0) {
-    FILE* f = std::freopen((dpdir + "/device-plugin.log").c_str(), "w", stderr);
-    (void)f;
-    std::vector<std::string> args = {o_.device_plugin_bin,
-                                     "--config=" + dpdir + "/device-plugin.json",
-                                     "--device-plugin-dir=" + dpdir + "/plugins",
-                                     "--sysfs-root=" + o_.fixture,
-                                     "--metrics-port=-1",
-                                     "--node-config=" + node_->node_config_path(),
-                                     "--allocations-dir=" + node_->allocations_dir(),
-                                     "--pod-resources=" + kubelet_->pod_resources_socket()};
-    if (dra_) {
-      for (auto& a : dra_->PluginArgs()) args.push_back(std::move(a));
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  bool up = kubelet_->WaitFor([&] { return !kubelet_->Lists(resource_).empty(); },
-                              std::chrono::milliseconds(10000));
+  if (plugin_ == 0) ExecDevicePlugin(dpdir);
+  bool up = kubelet_->WaitFor(
+      [&] {
+        return dra_ ? !kubelet_->registrations().empty() : !kubelet_->Lists(resource_).empty();
+      },
+      std::chrono::milliseconds(10000));
   if (!up) {
     return fail_("the device plugin did not register " + resource_ + " (log: " + dpdir +
                  "/device-plugin.log)");
   }
   WaitForEveryResource(*config);
-  for (const auto& r : kubelet_->registrations()) {
-    const auto& lists = kubelet_->Lists(r.resource_name());
-    std::printf("  registered %-12s %4d slot(s)  endpoint %s\n", r.resource_name().c_str(),
-                lists.empty() ? 0 : lists.back().devices_size(), r.endpoint().c_str());
-  }
-  for (const auto& d : kubelet_->Lists(resource_).back().devices()) {
-    if (d.health() == "Healthy") free_ids_.push_back(d.id());
-  }
-  if (dra_) {
-    std::printf("  and its DRA driver, %s, beside it on the same HCAs:\n", "rdma.kube-rdma.io");
+  ShowRegistrations();
+  if (!dra_) {
+    for (const auto& d : kubelet_->Lists(resource_).back().devices()) {
+      if (d.health() == "Healthy") free_ids_.push_back(d.id());
+    }
+  } else {
+    std::printf("  %s: not registered with the kubelet; its DRA driver, rdma.kube-rdma.io, "
+                "offers those HCAs instead:\n",
+                resource_.c_str());
     if (!dra_->Register(fail_) || !dra_->WaitForSlices(fail_)) return;
   }
   DoctorNode(dpdir, false);
@@ -646,10 +671,17 @@ void NodeDemo::DoctorNode(const std::string& dpdir, bool attached) {
                                    dpdir + "/plugins",
                                    "--cni-bin-dir",
                                    bin_dir,
+                                   "--allocations-dir",
+                                   node_->allocations_dir(),
                                    "node"};
   (void)RunShown(node_->node(), args, FixtureEnv(nullptr), Dir("doctor-node.txt"));
   args.insert(args.begin() + 1, "--json");
   (void)Wait(Start(node_->node(), args, FixtureEnv(nullptr), Dir("doctor-node.json")));
+  JudgeDoctorNode(attached);
+}
+
+// rdma-doctor node's findings: nothing fails but, before the pods, ens4f0np0's ECN (RoCE).
+void NodeDemo::JudgeDoctorNode(bool attached) {
   auto text = ReadFile(Dir("doctor-node.json"));
   json doc = text ? json::parse(*text, nullptr, false) : json();
   if (!doc.is_object()) return fail_("rdma-doctor node --json gave no report");
