@@ -19,6 +19,7 @@
 #include "kuberdma/dra/driver.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sysfs/topology.h"
+#include "per_hca.h"
 
 namespace kuberdma::dra {
 namespace {
@@ -29,14 +30,6 @@ using nlohmann::json;
 
 constexpr const char* kSlices = "/apis/resource.k8s.io/v1/resourceslices/";
 
-deviceplugin::ResourceConfig HcaConfig() {
-  deviceplugin::ResourceConfig cfg;
-  cfg.resource_name = "hca";
-  cfg.rdma_hca_max = 1;
-  cfg.policy = deviceplugin::Policy::kPerHca;
-  cfg.selectors.vendors = {"15b3"};
-  return cfg;
-}
 
 json Class(const std::string& name, const std::string& driver) {
   return {{"metadata", {{"name", name}}},
@@ -70,7 +63,7 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
   char tmpl[] = "/tmp/kuberdma-dradrv-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
-  deviceplugin::Resource r(HcaConfig(), root);
+  deviceplugin::Resource r(testing::PerHcaResource(), root);
   auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
   r.Refresh(hcas);
   ApiStandIn api;
@@ -144,7 +137,7 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
   std::string dir = mkdtemp(tmpl);
   sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
   auto shared = std::make_shared<deviceplugin::SharedResource>(
-      deviceplugin::Resource(HcaConfig(), root), dir + "/allocations");
+      deviceplugin::Resource(testing::PerHcaResource(), root), dir + "/allocations");
   ApiStandIn api;
   {
     Driver driver({.publish = {.node = "gpu-node-7"},

@@ -11,6 +11,7 @@
 
 #include "draplugin.grpc.pb.h"
 #include "kuberdma/dra/server.h"
+#include "per_hca.h"
 #include "pluginregistration.grpc.pb.h"
 
 namespace kuberdma::dra {
@@ -50,11 +51,7 @@ TEST_CASE("The kubelet registers the DRA driver and prepares and unprepares clai
   char tmpl[] = "/tmp/kuberdma-dra-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
-  deviceplugin::ResourceConfig cfg;
-  cfg.resource_name = "hca";
-  cfg.rdma_hca_max = 1;
-  cfg.policy = deviceplugin::Policy::kPerHca;
-  cfg.selectors.vendors = {"15b3"};
+  deviceplugin::ResourceConfig cfg = testing::PerHcaResource();
   auto shared = std::make_shared<deviceplugin::SharedResource>(deviceplugin::Resource(cfg, root));
   shared->resource.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
   MapClaims claims;

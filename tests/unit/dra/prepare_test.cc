@@ -9,6 +9,7 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/podenv/pod_env.h"
+#include "per_hca.h"
 
 namespace kuberdma::dra {
 namespace {
@@ -16,14 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-deviceplugin::ResourceConfig PerHca() {
-  deviceplugin::ResourceConfig c;
-  c.resource_name = "hca";
-  c.rdma_hca_max = 1;
-  c.policy = deviceplugin::Policy::kPerHca;
-  c.selectors.vendors = {"15b3"};
-  return c;
-}
 
 struct Node {
   Node() {
@@ -34,7 +27,7 @@ struct Node {
   ~Node() { fs::remove_all(dir); }
   std::string dir;
   sysfs::SysfsRoot root{std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8"};
-  deviceplugin::Resource r{PerHca(), root};
+  deviceplugin::Resource r{testing::PerHcaResource(), root};
   PublishOptions o{.node = "gpu-node-7"};
 };
 

@@ -8,18 +8,11 @@
 #include <set>
 
 #include "kuberdma/sysfs/topology.h"
+#include "per_hca.h"
 
 namespace kuberdma::dra {
 namespace {
 
-deviceplugin::ResourceConfig PerHca() {
-  deviceplugin::ResourceConfig c;
-  c.resource_name = "hca";
-  c.rdma_hca_max = 1;
-  c.policy = deviceplugin::Policy::kPerHca;
-  c.selectors.vendors = {"15b3"};
-  return c;
-}
 
 std::string Attr(const nlohmann::json& device, const std::string& name) {
   const auto& a = device["attributes"];
@@ -30,7 +23,7 @@ std::string Attr(const nlohmann::json& device, const std::string& name) {
 
 TEST_CASE("The 8-GPU node's HCAs are published with what aligns them to its GPUs") {
   sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
-  deviceplugin::Resource r(PerHca(), root);
+  deviceplugin::Resource r(testing::PerHcaResource(), root);
   r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
   auto p = ResourceSlices(r, {.node = "gpu-node-7", .generation = 3, .netns_mode = "shared"});
   REQUIRE(p);
@@ -69,7 +62,7 @@ TEST_CASE("The 8-GPU node's HCAs are published with what aligns them to its GPUs
 TEST_CASE("A port that is down or an HCA that is gone is not offered") {
   sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
   auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
-  deviceplugin::Resource r(PerHca(), root);
+  deviceplugin::Resource r(testing::PerHcaResource(), root);
   r.Refresh(hcas);
   hcas[3].ports[0].state = 1;    // mlx5_3 port 1 DOWN
   hcas.erase(hcas.begin() + 5);  // mlx5_5 gone
@@ -101,7 +94,7 @@ TEST_CASE("Names, limits: DNS labels, qualified names, 64-character values, 128 
     h.fw_version = i == 7 ? std::string(65, '9') : one.fw_version;
     many.push_back(h);
   }
-  deviceplugin::Resource r(PerHca(), root);
+  deviceplugin::Resource r(testing::PerHcaResource(), root);
   r.Refresh(many);
   auto p = ResourceSlices(r, {.node = "big-node"});
   REQUIRE(p);
