@@ -104,7 +104,7 @@ bench: build
 	@echo
 	@$(BUILD)/bench/acceptance_bench
 	@echo
-	@$(BUILD)/bench/dra_bench
+	@$(BUILD)/bench/deviceplugin_dra_bench
 
 # Open-ended fuzzing of one parser with clang's libFuzzer (FUZZ_TARGET: config, ipam, nccl_log,
 # checkpoint, state, podenv, dpconfig; FUZZ_SECONDS, default 60): the `fuzz` preset (build/fuzz)

@@ -227,9 +227,10 @@ std::string DraResource(Cli& c, const kuberdma::deviceplugin::Config& cfg) {
     if (want.empty() || want == r.resource_name || want == r.FullName()) {
       c.opts.dra_resources.insert(r.FullName());
       c.dra_opts.resource = r.FullName();
-      spdlog::info("event=dra_resource resource={} (published through DRA, not registered with "
-                   "the kubelet as a device plugin resource)",
-                   r.FullName());
+      spdlog::info(
+          "event=dra_resource resource={} (published through DRA, not registered with "
+          "the kubelet as a device plugin resource)",
+          r.FullName());
       return "";
     }
   }

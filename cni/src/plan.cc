@@ -372,7 +372,7 @@ CniResult<void> Planner::CheckRail(const Hca& hca, const NetConf& conf, const Ne
 }
 
 Result<std::optional<podenv::AllocationGroup>> Planner::GroupOf(const Selector& sel,
-                                                                 const NetNs& host) {
+                                                                const NetNs& host) {
   bool device_id = sel.kind == SelectorKind::kRuntimeDeviceId ||
                    sel.kind == SelectorKind::kDeviceId || sel.kind == SelectorKind::kPciBusId;
   if (!device_id || allocations_.empty()) return std::optional<podenv::AllocationGroup>{};

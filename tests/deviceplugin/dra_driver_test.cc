@@ -6,11 +6,11 @@
 // slice, prepared by the kubelet over the driver's socket (the CDI spec, the alignment promise,
 // the record the CNI's allocation check reads), and refused by name when misaligned.
 #include <grpcpp/grpcpp.h>
+#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-#include <sys/wait.h>
 #include <tuple>
 
 #include "draplugin.grpc.pb.h"
@@ -30,7 +30,6 @@ using nlohmann::json;
 
 constexpr const char* kSlices = "/apis/resource.k8s.io/v1/resourceslices/";
 
-
 json Class(const std::string& name, const std::string& driver) {
   return {{"metadata", {{"name", name}}},
           {"spec",
@@ -42,8 +41,8 @@ json PairsClaim(int pairs, const std::map<std::string, std::string>& extra = {})
   json requests = json::array();
   json constraints = json::array();
   for (int i = 0; i < pairs; ++i) {
-    for (const auto& [kind, cls] : {std::pair{"gpu", "gpu.nvidia.com"},
-                                    std::pair{"nic", "rdma.kube-rdma.io"}}) {
+    for (const auto& [kind, cls] :
+         {std::pair{"gpu", "gpu.nvidia.com"}, std::pair{"nic", "rdma.kube-rdma.io"}}) {
       std::string name = std::string(kind) + "-" + std::to_string(i);
       json ex = {{"deviceClassName", cls}, {"count", 1}};
       if (auto it = extra.find(name); it != extra.end()) {
@@ -51,9 +50,8 @@ json PairsClaim(int pairs, const std::map<std::string, std::string>& extra = {})
       }
       requests.push_back({{"name", name}, {"exactly", ex}});
     }
-    constraints.push_back(
-        {{"requests", {"gpu-" + std::to_string(i), "nic-" + std::to_string(i)}},
-         {"matchAttribute", "resource.kubernetes.io/pcieRoot"}});
+    constraints.push_back({{"requests", {"gpu-" + std::to_string(i), "nic-" + std::to_string(i)}},
+                           {"matchAttribute", "resource.kubernetes.io/pcieRoot"}});
   }
   return {{"metadata", {{"name", "pairs"}, {"namespace", "team-a"}, {"uid", "claim-1"}}},
           {"spec", {{"devices", {{"requests", requests}, {"constraints", constraints}}}}}};
@@ -70,12 +68,15 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
   ApiServer conn{.base = api.base(), .attempts = 3};
   PublishOptions o{.node = "gpu-node-7"};
   // Someone else's slices: another node's, another driver's on this node.
-  api.Put(std::string(kSlices) + "other",
-          {{"metadata", {{"name", "other"}}},
-           {"spec", {{"driver", kDriverName}, {"nodeName", "gpu-node-8"}, {"pool", {{"name", "x"}}}}}});
-  api.Put(std::string(kSlices) + "gpus",
-          {{"metadata", {{"name", "gpus"}}},
-           {"spec", {{"driver", "gpu.nvidia.com"}, {"nodeName", "gpu-node-7"}, {"pool", {{"name", "y"}}}}}});
+  api.Put(
+      std::string(kSlices) + "other",
+      {{"metadata", {{"name", "other"}}},
+       {"spec", {{"driver", kDriverName}, {"nodeName", "gpu-node-8"}, {"pool", {{"name", "x"}}}}}});
+  api.Put(
+      std::string(kSlices) + "gpus",
+      {{"metadata", {{"name", "gpus"}}},
+       {"spec",
+        {{"driver", "gpu.nvidia.com"}, {"nodeName", "gpu-node-7"}, {"pool", {{"name", "y"}}}}}});
 
   auto first = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
   REQUIRE(first);
@@ -85,7 +86,8 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
   CHECK((*slice)["spec"]["devices"].size() == 8);
   CHECK((*slice)["spec"]["pool"]["generation"] == 1);
   CHECK_THAT(api.requests().front(),
-             Catch::Contains("fieldSelector=spec.driver%3Drdma.kube-rdma.io%2Cspec.nodeName%3Dgpu-node-7"));
+             Catch::Contains(
+                 "fieldSelector=spec.driver%3Drdma.kube-rdma.io%2Cspec.nodeName%3Dgpu-node-7"));
 
   SECTION("nothing changed: nothing written") {
     auto again = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
@@ -97,8 +99,10 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
   SECTION("a port down: republished without it, a new generation; a stale slice deleted") {
     api.Put(std::string(kSlices) + "gpu-node-7-old-0",
             {{"metadata", {{"name", "gpu-node-7-old-0"}}},
-             {"spec", {{"driver", kDriverName}, {"nodeName", "gpu-node-7"},
-                       {"pool", {{"name", "gpu-node-7/old"}, {"generation", 4}}}}}});
+             {"spec",
+              {{"driver", kDriverName},
+               {"nodeName", "gpu-node-7"},
+               {"pool", {{"name", "gpu-node-7/old"}, {"generation", 4}}}}}});
     auto down = hcas;
     down[3].ports[0].state = 1;  // DOWN
     r.Refresh(down);
@@ -114,6 +118,16 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
     CHECK(api.Object(std::string(kSlices) + "other"));
     CHECK(api.Object(std::string(kSlices) + "gpus"));
   }
+  SECTION("a slice of unexpected shape in the answer is passed over, not a crash") {
+    api.Put(std::string(kSlices) + "odd",
+            {{"metadata", {{"name", "odd"}}},
+             {"spec", {{"driver", kDriverName}, {"nodeName", "gpu-node-7"}, {"pool", "x"}}}});
+    auto again = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
+    REQUIRE(again);
+    CHECK(again->unchanged == 1);
+    CHECK(again->deleted == 0);
+    CHECK(api.Object(std::string(kSlices) + "odd"));
+  }
   SECTION("uninstalling: every slice of the driver goes, on every node, no other driver's") {
     auto gone = SyncSlices(conn, kDriverName, "", {});
     REQUIRE(gone);
@@ -125,7 +139,8 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
     api.fail_next = 10;
     auto down = SyncSlices(ApiServer{.base = api.base(), .attempts = 2}, kDriverName, o.node, {});
     REQUIRE_FALSE(down);
-    CHECK_THAT(down.error().message(), Catch::Contains("GET /apis/resource.k8s.io/v1/resourceslices"));
+    CHECK_THAT(down.error().message(),
+               Catch::Contains("GET /apis/resource.k8s.io/v1/resourceslices"));
     CHECK_THAT(down.error().message(), Catch::Contains("HTTP 503 after 2 attempt(s)"));
     CHECK(api.Objects(kSlices).size() == 3);
   }
@@ -169,7 +184,8 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
     }
     std::map<std::string, std::string> by_request;
     for (const auto& x : (*alloc)["devices"]["results"]) {
-      by_request[x["request"]] = root_of[x["driver"].get<std::string>() + "/" + x["device"].get<std::string>()];
+      by_request[x["request"]] =
+          root_of[x["driver"].get<std::string>() + "/" + x["device"].get<std::string>()];
     }
     for (int i = 0; i < 4; ++i) {
       CHECK(by_request["gpu-" + std::to_string(i)] == by_request["nic-" + std::to_string(i)]);
@@ -202,8 +218,9 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
 
     SECTION("a misaligned claim cannot be satisfied: no wrong pair is taken") {
       // GPU 0 is on the first switch; the NIC asked for sits on the last.
-      json bad = PairsClaim(1, {{"gpu-0", "device.attributes[\"gpu.nvidia.com\"].index == 0"},
-                                {"nic-0", "device.attributes[\"rdma.kube-rdma.io\"].rdmaDevice == \"mlx5_7\""}});
+      json bad = PairsClaim(
+          1, {{"gpu-0", "device.attributes[\"gpu.nvidia.com\"].index == 0"},
+              {"nic-0", "device.attributes[\"rdma.kube-rdma.io\"].rdmaDevice == \"mlx5_7\""}});
       auto refused = Allocate(bad, slices, classes, {});
       REQUIRE_FALSE(refused);
       CHECK(refused.error().code() == ErrorCode::kNotFound);
@@ -293,19 +310,23 @@ TEST_CASE("rdma-device-plugin --dra-remove-slices: a node's, or every node's on 
   put("a-0", kDriverName, "node-a");
   put("b-0", kDriverName, "node-b");
   put("a-gpu", "gpu.nvidia.com", "node-a");
-  auto [rc, out] = RunPlugin("--dra-remove-slices --api-server " + api.base() + " --node-name node-a");
+  auto [rc, out] =
+      RunPlugin("--dra-remove-slices --api-server " + api.base() + " --node-name node-a");
   CHECK(rc == 0);
   CHECK_THAT(out, Catch::Contains("removed 1 ResourceSlice(s) of rdma.kube-rdma.io on node-a"));
   CHECK(api.Objects(kSlices).size() == 2);
-  std::tie(rc, out) = RunPlugin("--dra-remove-slices --api-server " + api.base() + " --node-name ''");
+  std::tie(rc, out) =
+      RunPlugin("--dra-remove-slices --api-server " + api.base() + " --node-name ''");
   CHECK(rc == 0);
   CHECK_THAT(out, Catch::Contains("removed 1 ResourceSlice(s) of rdma.kube-rdma.io on every node"));
   REQUIRE(api.Objects(kSlices).size() == 1);
   CHECK(api.Object(std::string(kSlices) + "a-gpu"));
   // No API server there: a non-zero exit saying which request failed.
-  std::tie(rc, out) = RunPlugin("--dra-remove-slices --api-server http://127.0.0.1:1 --node-name x");
+  std::tie(rc, out) =
+      RunPlugin("--dra-remove-slices --api-server http://127.0.0.1:1 --node-name x");
   CHECK(rc == 1);
-  CHECK_THAT(out, Catch::Contains("removing ResourceSlices: GET /apis/resource.k8s.io/v1/resourceslices"));
+  CHECK_THAT(
+      out, Catch::Contains("removing ResourceSlices: GET /apis/resource.k8s.io/v1/resourceslices"));
 }
 
 }  // namespace

@@ -122,7 +122,8 @@ std::vector<std::string> Allocate(const Shipped& s, const std::string& resource,
 std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s) {
   std::vector<nlohmann::json> classes = {
       {{"metadata", {{"name", "gpu.nvidia.com"}}},
-       {"spec", {{"selectors", {{{"cel", {{"expression", R"(device.driver == "gpu.nvidia.com")"}}}}}}}}}};
+       {"spec",
+        {{"selectors", {{{"cel", {{"expression", R"(device.driver == "gpu.nvidia.com")"}}}}}}}}}};
   nlohmann::json tmpl;
   for (const auto& o : s.rendered.objects) {
     if (o.value("kind", "") == "DeviceClass") classes.push_back(o);
@@ -130,8 +131,7 @@ std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s) {
   }
   if (tmpl.is_null()) return {};
   sysfs::SysfsRoot root(kRoce8);
-  std::vector<nlohmann::json> slices = {
-      dra::StandInGpuSlice("roce8", *sysfs::DiscoverGpus(root))};
+  std::vector<nlohmann::json> slices = {dra::StandInGpuSlice("roce8", *sysfs::DiscoverGpus(root))};
   for (const auto& rc : s.resources) {
     if (rc.policy != deviceplugin::Policy::kPerHca) continue;
     deviceplugin::Resource r(rc, root);

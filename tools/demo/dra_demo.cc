@@ -69,17 +69,21 @@ bool DraDemo::Load(const std::vector<json>& objects, Failures& fail) {
   // NVIDIA's chart installs its class; the stand-in plays it.
   classes_.push_back(
       {{"metadata", {{"name", "gpu.nvidia.com"}}},
-       {"spec", {{"selectors", {{{"cel", {{"expression", R"(device.driver == "gpu.nvidia.com")"}}}}}}}}});
+       {"spec",
+        {{"selectors", {{{"cel", {{"expression", R"(device.driver == "gpu.nvidia.com")"}}}}}}}}});
   if (classes_.size() < 2 || template_.is_null()) {
     fail("the rendering has no DeviceClass or ResourceClaimTemplate (render with dra.enabled)");
     return false;
   }
-  for (const auto& c : classes_) api_.Put("/apis/resource.k8s.io/v1/deviceclasses/" + c["metadata"]["name"].get<std::string>(), c);
+  for (const auto& c : classes_)
+    api_.Put("/apis/resource.k8s.io/v1/deviceclasses/" + c["metadata"]["name"].get<std::string>(),
+             c);
   pairs_ = template_["spec"]["spec"]["devices"]["requests"].size() / 2;
-  std::printf("  DeviceClasses %s, gpu.nvidia.com (NVIDIA's, played here); ResourceClaimTemplate "
-              "%s: %zu GPU+NIC pairs, matchAttribute resource.kubernetes.io/pcieRoot\n",
-              classes_.front()["metadata"]["name"].get<std::string>().c_str(),
-              template_["metadata"]["name"].get<std::string>().c_str(), pairs_);
+  std::printf(
+      "  DeviceClasses %s, gpu.nvidia.com (NVIDIA's, played here); ResourceClaimTemplate "
+      "%s: %zu GPU+NIC pairs, matchAttribute resource.kubernetes.io/pcieRoot\n",
+      classes_.front()["metadata"]["name"].get<std::string>().c_str(),
+      template_["metadata"]["name"].get<std::string>().c_str(), pairs_);
   return true;
 }
 
@@ -116,7 +120,9 @@ bool DraDemo::WaitForSlices(Failures& fail) {
       const json& a = d["attributes"];
       std::printf("    %-8s %-7s netdev %-10s pcieRoot %s\n", d["name"].get<std::string>().c_str(),
                   a["rdma.kube-rdma.io/rdmaDevice"]["string"].get<std::string>().c_str(),
-                  a.value("rdma.kube-rdma.io/netdev", json{{"string", "-"}})["string"].get<std::string>().c_str(),
+                  a.value("rdma.kube-rdma.io/netdev", json{{"string", "-"}})["string"]
+                      .get<std::string>()
+                      .c_str(),
                   a["resource.kubernetes.io/pcieRoot"]["string"].get<std::string>().c_str());
     }
   }
@@ -125,8 +131,9 @@ bool DraDemo::WaitForSlices(Failures& fail) {
   json gpu_slice = dra::StandInGpuSlice(node_, gpus_);
   api_.Put(kSlices + gpu_slice["metadata"]["name"].get<std::string>(), gpu_slice);
   slices_.push_back(gpu_slice);
-  std::printf("  ResourceSlice %s: %zu GPUs of the fixture, as NVIDIA's DRA driver publishes them\n",
-              gpu_slice["metadata"]["name"].get<std::string>().c_str(), gpus_.size());
+  std::printf(
+      "  ResourceSlice %s: %zu GPUs of the fixture, as NVIDIA's DRA driver publishes them\n",
+      gpu_slice["metadata"]["name"].get<std::string>().c_str(), gpus_.size());
   return true;
 }
 
@@ -143,8 +150,9 @@ Result<json> DraDemo::AllocateClaim(const std::string& ns, const std::string& po
   in_use_.insert(taken.begin(), taken.end());
   api_.Put(ClaimPath(ns, name), claim);
   json stored = *api_.Object(ClaimPath(ns, name));
-  stored["status"] = {{"allocation", alloc},
-                      {"reservedFor", {{{"resource", "pods"}, {"name", pod}, {"uid", "uid-" + pod}}}}};
+  stored["status"] = {
+      {"allocation", alloc},
+      {"reservedFor", {{{"resource", "pods"}, {"name", pod}, {"uid", "uid-" + pod}}}}};
   api_.Put(ClaimPath(ns, name), stored);
   return stored;
 }
@@ -171,7 +179,7 @@ void DraDemo::ShowPairs(const json& alloc, PodClaim& out) const {
 }
 
 Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::string& pod,
-                                             const std::string& resource) {
+                                            const std::string& resource) {
   KUBERDMA_ASSIGN_OR_RETURN(json claim, AllocateClaim(ns, pod));
   dra::ClaimRef ref{.ns = ns, .uid = claim["metadata"]["uid"], .name = claim["metadata"]["name"]};
   KUBERDMA_ASSIGN_OR_RETURN(auto prepared, kubelet_->Prepare(ref));
@@ -198,27 +206,31 @@ bool DraDemo::ShowMisaligned(Failures& fail) {
     if (s["spec"]["driver"] != dra::kDriverName) continue;
     far = s["spec"]["devices"].back()["attributes"]["rdma.kube-rdma.io/rdmaDevice"]["string"];
   }
-  json claim = {{"metadata", {{"name", "misaligned"}, {"namespace", "default"}}},
-                {"spec",
-                 {{"devices",
-                   {{"requests",
-                     {{{"name", "gpu-0"},
-                       {"exactly",
-                        {{"deviceClassName", "gpu.nvidia.com"},
-                         {"selectors",
-                          {{{"cel", {{"expression", R"(device.attributes["gpu.nvidia.com"].index == 0)"}}}}}}}}},
-                      {{"name", "nic-0"},
-                       {"exactly",
-                        {{"deviceClassName", classes_.front()["metadata"]["name"]},
-                         {"selectors",
-                          {{{"cel",
-                             {{"expression", R"(device.attributes["rdma.kube-rdma.io"].rdmaDevice == ")" + far + "\""}}}}}}}}}}},
-                    {"constraints",
-                     {{{"requests", {"gpu-0", "nic-0"}},
-                       {"matchAttribute", "resource.kubernetes.io/pcieRoot"}}}}}}}}};
+  json claim = {
+      {"metadata", {{"name", "misaligned"}, {"namespace", "default"}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu-0"},
+             {"exactly",
+              {{"deviceClassName", "gpu.nvidia.com"},
+               {"selectors",
+                {{{"cel",
+                   {{"expression", R"(device.attributes["gpu.nvidia.com"].index == 0)"}}}}}}}}},
+            {{"name", "nic-0"},
+             {"exactly",
+              {{"deviceClassName", classes_.front()["metadata"]["name"]},
+               {"selectors",
+                {{{"cel",
+                   {{"expression", R"(device.attributes["rdma.kube-rdma.io"].rdmaDevice == ")" +
+                                       far + "\""}}}}}}}}}}},
+          {"constraints",
+           {{{"requests", {"gpu-0", "nic-0"}},
+             {"matchAttribute", "resource.kubernetes.io/pcieRoot"}}}}}}}}};
   auto refused = dra::Allocate(claim, slices_, classes_, {});
-  std::printf("  a claim pairing gpu-0 with %s (another PCIe root), matchAttribute pcieRoot:\n    %s\n",
-              far.c_str(), refused ? "ALLOCATED (wrong)" : refused.error().message().c_str());
+  std::printf(
+      "  a claim pairing gpu-0 with %s (another PCIe root), matchAttribute pcieRoot:\n    %s\n",
+      far.c_str(), refused ? "ALLOCATED (wrong)" : refused.error().message().c_str());
   if (refused) fail("a misaligned claim was allocated");
   return !refused;
 }

@@ -291,9 +291,10 @@ void NodeDemo::StartDevicePlugin() {
       if (d.health() == "Healthy") free_ids_.push_back(d.id());
     }
   } else {
-    std::printf("  %s: not registered with the kubelet; its DRA driver, rdma.kube-rdma.io, "
-                "offers those HCAs instead:\n",
-                resource_.c_str());
+    std::printf(
+        "  %s: not registered with the kubelet; its DRA driver, rdma.kube-rdma.io, "
+        "offers those HCAs instead:\n",
+        resource_.c_str());
     if (!dra_->Register(fail_) || !dra_->WaitForSlices(fail_)) return;
   }
   DoctorNode(dpdir, false);

@@ -39,15 +39,25 @@ std::string ListPath(const std::string& driver, const std::string& node) {
   return std::string(kSlicesPath) + "?fieldSelector=" + QueryEscape(selector);
 }
 
-std::string PoolOf(const json& slice) {
-  return slice.at("spec").at("pool").value("name", std::string());
+// Whether an item of the API server's list is a slice this code can read: the API server is
+// trusted to answer, not to answer well (a proxy, a newer version, a truncated body).
+bool Readable(const json& item) {
+  return item.is_object() && item.contains("metadata") && item["metadata"].is_object() &&
+         item["metadata"].contains("name") && item["metadata"]["name"].is_string() &&
+         item.contains("spec") && item["spec"].is_object() && item["spec"].contains("pool") &&
+         item["spec"]["pool"].is_object() && item["spec"]["pool"].contains("name") &&
+         item["spec"]["pool"]["name"].is_string();
 }
+
+// Of a Readable() slice.
+std::string PoolOf(const json& slice) { return slice["spec"]["pool"]["name"]; }
 
 // What a slice says, less what the API server or the generation adds.
 json Content(const json& slice) {
   json spec = slice.value("spec", json::object());
   if (spec.contains("pool")) spec["pool"].erase("generation");
-  return json{{"spec", spec}, {"labels", slice.value("metadata", json::object()).value("labels", json::object())}};
+  return json{{"spec", spec},
+              {"labels", slice.value("metadata", json::object()).value("labels", json::object())}};
 }
 
 // The pools whose slices differ between `have` and `want` (by name), and each pool's highest
@@ -58,12 +68,13 @@ std::set<std::string> ChangedPools(const std::map<std::string, json>& have,
   std::set<std::string> changed;
   std::set<std::string> wanted;
   for (const auto& [name, s] : have) {
-    int64_t g = s.at("spec").at("pool").value("generation", int64_t{0});
+    const json& g_value = s["spec"]["pool"].value("generation", json(0));
+    int64_t g = g_value.is_number_integer() ? g_value.get<int64_t>() : 0;
     auto& top = (*generation)[PoolOf(s)];
     top = std::max(top, g);
   }
   for (const auto& s : want) {
-    std::string name = s.at("metadata").at("name");
+    std::string name = s["metadata"]["name"];
     wanted.insert(name);
     auto it = have.find(name);
     if (it == have.end() || Content(it->second) != Content(s) || PoolOf(it->second) != PoolOf(s)) {
@@ -87,9 +98,9 @@ Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
                               const std::string& node, std::vector<json> desired) {
   KUBERDMA_ASSIGN_OR_RETURN(json list, Get(api, ListPath(driver, node)));
   std::map<std::string, json> have;
-  for (const auto& item : list.value("items", json::array())) {
-    if (!item.is_object() || !item.contains("metadata") || !item.contains("spec")) continue;
-    have[item["metadata"].value("name", std::string())] = item;
+  const json& items = list.is_object() ? list.value("items", json::array()) : json::array();
+  for (const auto& item : items.is_array() ? items : json::array()) {
+    if (Readable(item)) have[item["metadata"]["name"].get<std::string>()] = item;
   }
   std::map<std::string, int64_t> generation;
   std::set<std::string> changed = ChangedPools(have, desired, &generation);
@@ -107,7 +118,8 @@ Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
       KUBERDMA_TRY(Request(api, {.method = "POST", .path = kSlicesPath, .body = s.dump()}));
       ++n.created;
     } else {
-      s["metadata"]["resourceVersion"] = it->second["metadata"].value("resourceVersion", "");
+      const json& version = it->second["metadata"].value("resourceVersion", json(""));
+      s["metadata"]["resourceVersion"] = version.is_string() ? version : json("");
       KUBERDMA_TRY(Request(
           api, {.method = "PUT", .path = std::string(kSlicesPath) + "/" + name, .body = s.dump()}));
       ++n.updated;
@@ -123,8 +135,7 @@ Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
   return n;
 }
 
-Driver::Driver(Options o, ApiServer api)
-    : o_(std::move(o)), api_(std::move(api)), claims_(api_) {
+Driver::Driver(Options o, ApiServer api) : o_(std::move(o)), api_(std::move(api)), claims_(api_) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -160,11 +171,11 @@ void Driver::StartServer(std::shared_ptr<deviceplugin::SharedResource> shared) {
       return;
     }
   }
-  auto s = DraServer::Start(shared, o_.publish, o_.cdi_dir, claims_,
-                            {.driver = o_.publish.driver,
-                             .dra_socket = dir + "/dra.sock",
-                             .registration_socket =
-                                 o_.registry_dir + "/" + o_.publish.driver + "-reg.sock"});
+  auto s = DraServer::Start(
+      shared, o_.publish, o_.cdi_dir, claims_,
+      {.driver = o_.publish.driver,
+       .dra_socket = dir + "/dra.sock",
+       .registration_socket = o_.registry_dir + "/" + o_.publish.driver + "-reg.sock"});
   if (!s) {
     spdlog::error("event=dra_start_failed error=\"{}\"", s.error().message());
     return;
@@ -179,9 +190,10 @@ void Driver::OnRescan(
     const rails::NodeRoles* roles) {
   auto shared = Pick(res);
   if (shared == nullptr) {
-    spdlog::warn("event=dra_no_resource resource=\"{}\" (the DRA driver publishes a per-HCA "
-                 "resource: add one with \"policy\": \"per-hca\" to the config)",
-                 o_.resource);
+    spdlog::warn(
+        "event=dra_no_resource resource=\"{}\" (the DRA driver publishes a per-HCA "
+        "resource: add one with \"policy\": \"per-hca\" to the config)",
+        o_.resource);
     return;
   }
   if (shared != serving_) StartServer(shared);
@@ -205,6 +217,14 @@ void Driver::OnRescan(
   cv_.notify_all();
 }
 
+Result<SyncCounts> Driver::SyncOnce(std::vector<nlohmann::json> want) const {
+  try {
+    return SyncSlices(api_, o_.publish.driver, o_.publish.node, std::move(want));
+  } catch (const std::exception& e) {  // a body of unexpected shape: retried like a failure
+    return Fail(ErrorCode::kInvalidArgument, std::string("the API server's answer: ") + e.what());
+  }
+}
+
 void Driver::Loop() {
   std::unique_lock l(mu_);
   while (!stop_) {
@@ -214,7 +234,7 @@ void Driver::Loop() {
     dirty_ = false;
     auto want = desired_;
     l.unlock();
-    auto done = SyncSlices(api_, o_.publish.driver, o_.publish.node, std::move(want));
+    Result<SyncCounts> done = SyncOnce(std::move(want));
     l.lock();
     if (done) {
       ++status_.syncs;

@@ -157,7 +157,8 @@ std::vector<std::string> ReservedPods(const json& claim, const std::string& ns) 
   std::vector<std::string> out;
   const json& reserved = At(claim, {"status", "reservedFor"});
   for (const auto& x : reserved.is_array() ? reserved : json::array()) {
-    if (Str(x, "resource") == "pods" && !Str(x, "name").empty()) out.push_back(ns + "/" + Str(x, "name"));
+    if (Str(x, "resource") == "pods" && !Str(x, "name").empty())
+      out.push_back(ns + "/" + Str(x, "name"));
   }
   return out;
 }

@@ -105,6 +105,10 @@ std::string ClaimPath(const std::string& dir, const std::string& uid) {
   return dir + "/claims/" + uid + ".json";
 }
 
+std::string String(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
 std::vector<std::string> Strings(const json& j, const char* key) {
   std::vector<std::string> out;
   if (!j.contains(key) || !j[key].is_array()) return out;
@@ -147,8 +151,8 @@ std::vector<ClaimRecord> ListClaims(const std::string& dir, std::vector<std::str
       if (skipped != nullptr) skipped->push_back(path);
       continue;
     }
-    out.push_back({.claim = j->value("claim", std::string()),
-                   .uid = j->value("uid", std::string()),
+    out.push_back({.claim = String(*j, "claim"),
+                   .uid = String(*j, "uid"),
                    .pods = Strings(*j, "pods"),
                    .hcas = Strings(*j, "hcas")});
   }

@@ -443,7 +443,8 @@ TEST_CASE("A DRA claim's GPU+NIC pairs: kept on their PCIe root, split ones fail
   View aligned = PodView(f.in);
   const Finding* ok = f.Find(aligned, "claim-alignment", Status::kOk);
   REQUIRE(ok != nullptr);
-  CHECK_THAT(ok->message, Catch::Contains("team-a/pairs: mlx5_0+0000:18:00.0/0000:19:00.0 on pci0000:15"));
+  CHECK_THAT(ok->message,
+             Catch::Contains("team-a/pairs: mlx5_0+0000:18:00.0/0000:19:00.0 on pci0000:15"));
   // The pod's GPUs are another switch's: the pairs would cross the CPU.
   f.in.gpus = {"0000:9d:00.0", "0000:9e:00.0"};
   View split = PodView(f.in);
@@ -453,8 +454,8 @@ TEST_CASE("A DRA claim's GPU+NIC pairs: kept on their PCIe root, split ones fail
                                            "of the pod's GPUs (0000:9d:00.0 on pci0000:9a"));
   // An HCA that is not where the claim put it.
   f.in.gpus = {"0000:18:00.0"};
-  f.in.getenv = Env({{"KUBERDMA_CLAIM", "team-a/pairs"},
-                     {"KUBERDMA_CLAIM_PCIE_ROOTS", "mlx5_7=pci0000:15"}});
+  f.in.getenv =
+      Env({{"KUBERDMA_CLAIM", "team-a/pairs"}, {"KUBERDMA_CLAIM_PCIE_ROOTS", "mlx5_7=pci0000:15"}});
   View moved = PodView(f.in);
   bad = f.Find(moved, "claim-alignment", Status::kFail);
   REQUIRE(bad != nullptr);

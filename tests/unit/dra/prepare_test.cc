@@ -17,7 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-
 struct Node {
   Node() {
     char tmpl[] = "/tmp/kuberdma-dra-XXXXXX";

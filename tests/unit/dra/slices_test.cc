@@ -13,7 +13,6 @@
 namespace kuberdma::dra {
 namespace {
 
-
 std::string Attr(const nlohmann::json& device, const std::string& name) {
   const auto& a = device["attributes"];
   if (!a.contains(name)) return "";

@@ -152,5 +152,28 @@ TEST_CASE("Allocation records round-trip, refuse what is not one, and find nothi
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
+TEST_CASE("DRA claim records: found by pod, wrong types and cut files passed over, uids checked") {
+  char tmpl[] = "/tmp/kuberdma-claims-XXXXXX";
+  std::string dir = std::string(mkdtemp(tmpl)) + "/allocations";
+  ClaimRecord c{.claim = "team-a/pairs", .uid = "u1", .pods = {"team-a/p0"}, .hcas = {"mlx5_0"}};
+  REQUIRE(RecordClaim(dir, c));
+  REQUIRE(WriteFileAtomic(dir + "/claims/u2.json", R"({"claim":3,"pods":"team-a/p0","hcas":[1]})"));
+  REQUIRE(WriteFileAtomic(dir + "/claims/u3.json", R"({"claim":"team-a/x","pods":["team-a/p0"],)"));
+  std::vector<std::string> skipped;
+  auto all = ListClaims(dir, &skipped);
+  REQUIRE(all.size() == 2);  // u2 reads with its wrong-typed fields empty, u3 is cut
+  CHECK(skipped == std::vector<std::string>{dir + "/claims/u3.json"});
+  auto mine = ClaimsOfPod(dir, "team-a", "p0");
+  REQUIRE(mine.size() == 1);
+  CHECK(mine[0] == c);
+  CHECK(ClaimsOfPod(dir, "team-b", "p0").empty());
+  CHECK_FALSE(RecordClaim(dir, {.claim = "x", .uid = "../u"}));
+  CHECK_FALSE(RemoveClaim(dir, "../u"));
+  REQUIRE(RemoveClaim(dir, "u1"));
+  REQUIRE(RemoveClaim(dir, "u1"));  // again: fine
+  CHECK(ClaimsOfPod(dir, "team-a", "p0").empty());
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
 }  // namespace
 }  // namespace kuberdma::podenv

@@ -23,19 +23,22 @@ TEST_CASE("Multus' DRA path: deviceIDs of the claim's devices whose resourceName
         {{"driver", "rdma.kube-rdma.io"},
          {"pool", {{"name", "n/hca"}}},
          {"devices",
-          {Device("mlx5-0", "rdma/hca", "0000:1a:00.0"), Device("mlx5-1", "rdma/hca", "0000:1b:00.0"),
-           Device("mlx5-2", "", "0000:3c:00.0")}}}}},
+          {Device("mlx5-0", "rdma/hca", "0000:1a:00.0"),
+           Device("mlx5-1", "rdma/hca", "0000:1b:00.0"), Device("mlx5-2", "", "0000:3c:00.0")}}}}},
       {{"spec",
-        {{"driver", "gpu.nvidia.com"}, {"pool", {{"name", "n"}}}, {"devices", {Device("gpu-0", "", "")}}}}}};
+        {{"driver", "gpu.nvidia.com"},
+         {"pool", {{"name", "n"}}},
+         {"devices", {Device("gpu-0", "", "")}}}}}};
   auto result = [](const std::string& driver, const std::string& pool, const std::string& dev) {
     return json{{"request", "r"}, {"driver", driver}, {"pool", pool}, {"device", dev}};
   };
-  json alloc = {{"devices",
-                 {{"results",
-                   {result("gpu.nvidia.com", "n", "gpu-0"), result("rdma.kube-rdma.io", "n/hca", "mlx5-1"),
-                    result("rdma.kube-rdma.io", "n/hca", "mlx5-0"),
-                    result("rdma.kube-rdma.io", "n/hca", "mlx5-2"),
-                    result("rdma.kube-rdma.io", "other/hca", "mlx5-0")}}}}};
+  json alloc = {
+      {"devices",
+       {{"results",
+         {result("gpu.nvidia.com", "n", "gpu-0"), result("rdma.kube-rdma.io", "n/hca", "mlx5-1"),
+          result("rdma.kube-rdma.io", "n/hca", "mlx5-0"),
+          result("rdma.kube-rdma.io", "n/hca", "mlx5-2"),
+          result("rdma.kube-rdma.io", "other/hca", "mlx5-0")}}}}};
   auto got = DraAllocated({alloc}, slices);
   REQUIRE(got.size() == 1);
   // In the allocation's order; a device without a resourceName, or of a pool no slice has, is

@@ -18,7 +18,8 @@ std::string JudgePair(const std::string& hca, const std::string& root,
                         [&](const sysfs::Hca& x) { return x.name == hca; });
   if (h == visible.end()) return hca + " (promised on " + root + ") is not in the pod";
   std::string actual = sysfs::PcieRootOf(h->device_path);
-  if (actual != root) return hca + " is on " + actual + ", not the " + root + " it was allocated for";
+  if (actual != root)
+    return hca + " is on " + actual + ", not the " + root + " it was allocated for";
   std::string near;
   std::string have;
   for (const auto& g : gpus) {

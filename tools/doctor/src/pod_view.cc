@@ -98,9 +98,9 @@ void CheckInjected(const Inputs& in, const std::vector<sysfs::Hca>& visible, Vie
 
 json NcclEnv(const Inputs& in) {
   json env = json::object();
-  for (const char* k : {podenv::kNcclIbHca, "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
-                        "NCCL_MAX_NCHANNELS", podenv::kHcas, podenv::kClaim,
-                        podenv::kClaimPcieRoots}) {
+  for (const char* k :
+       {podenv::kNcclIbHca, "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
+        "NCCL_MAX_NCHANNELS", podenv::kHcas, podenv::kClaim, podenv::kClaimPcieRoots}) {
     if (!Env(in, k).empty()) env[k] = Env(in, k);
   }
   return env;

@@ -21,7 +21,7 @@ struct Device {
 
 // One `a == b` of a selector.
 struct Term {
-  bool driver = false;  // device.driver == value
+  bool driver = false;    // device.driver == value
   std::string attribute;  // "domain/name"
   json value;             // {"string": ..} / {"int": ..} / {"bool": ..}
 };
@@ -53,8 +53,9 @@ Result<json> Literal(const std::string& v, const std::string& expr) {
   if (!v.empty() && v.find_first_not_of("-0123456789") == std::string::npos) {
     return json{{"int", std::stoll(v)}};
   }
-  return Fail(ErrorCode::kInvalidArgument,
-              "selector `" + expr + "`: the stand-in allocator reads string, int and bool literals");
+  return Fail(
+      ErrorCode::kInvalidArgument,
+      "selector `" + expr + "`: the stand-in allocator reads string, int and bool literals");
 }
 
 Result<Term> ParseTerm(const std::string& text, const std::string& expr) {
@@ -73,9 +74,9 @@ Result<Term> ParseTerm(const std::string& text, const std::string& expr) {
                 "selector `" + expr + "`: `" + lhs +
                     "` is not device.driver or device.attributes[\"domain\"].name");
   }
-  return Term{.attribute = lhs.substr(open.size(), close - open.size()) + "/" +
-                           lhs.substr(close + 3),
-              .value = value};
+  return Term{
+      .attribute = lhs.substr(open.size(), close - open.size()) + "/" + lhs.substr(close + 3),
+      .value = value};
 }
 
 Result<std::vector<Term>> ParseSelectors(const json& selectors) {
@@ -143,7 +144,9 @@ class Search {
  public:
   Search(const std::vector<Request>& requests, const std::vector<Constraint>& constraints,
          std::vector<const Device*> devices)
-      : requests_(requests), constraints_(constraints), devices_(std::move(devices)),
+      : requests_(requests),
+        constraints_(constraints),
+        devices_(std::move(devices)),
         fixed_(constraints.size()) {}
 
   bool Run() { return Fill(0, 0, 0); }
@@ -173,8 +176,8 @@ class Search {
     return false;
   }
   size_t Candidates(const Request& req) const {
-    return static_cast<size_t>(std::ranges::count_if(
-        devices_, [&](const Device* d) { return Matches(*d, req.terms); }));
+    return static_cast<size_t>(
+        std::ranges::count_if(devices_, [&](const Device* d) { return Matches(*d, req.terms); }));
   }
   // Whether `d` agrees with every constraint over `request` so far; fixes the values it sets.
   bool Fix(const std::string& request, const Device& d) {
@@ -212,8 +215,8 @@ Result<std::vector<Request>> RequestsOf(const json& spec, const std::vector<json
     auto it = std::ranges::find_if(
         classes, [&](const json& c) { return c["metadata"].value("name", "") == cls; });
     if (it == classes.end()) {
-      return Fail(ErrorCode::kInvalidArgument, "request " + r.value("name", std::string()) +
-                                                   ": no DeviceClass " + cls);
+      return Fail(ErrorCode::kInvalidArgument,
+                  "request " + r.value("name", std::string()) + ": no DeviceClass " + cls);
     }
     Request req{.name = r.value("name", ""),
                 .count = static_cast<size_t>(ex.value("count", 1)),
@@ -231,7 +234,8 @@ std::vector<Constraint> ConstraintsOf(const json& spec) {
   for (const auto& c : spec.value("constraints", json::array())) {
     if (!c.contains("matchAttribute")) continue;
     Constraint k{.attribute = c.value("matchAttribute", "")};
-    for (const auto& r : c.value("requests", json::array())) k.requests.insert(r.get<std::string>());
+    for (const auto& r : c.value("requests", json::array()))
+      k.requests.insert(r.get<std::string>());
     out.push_back(std::move(k));
   }
   return out;
@@ -312,7 +316,8 @@ json StandInGpuSlice(const std::string& node, const std::vector<sysfs::Gpu>& gpu
 
 std::set<std::string> AllocatedKeys(const json& allocation) {
   std::set<std::string> out;
-  for (const auto& r : allocation.value("devices", json::object()).value("results", json::array())) {
+  for (const auto& r :
+       allocation.value("devices", json::object()).value("results", json::array())) {
     out.insert(DeviceKey(r.value("driver", ""), r.value("pool", ""), r.value("device", "")));
   }
   return out;

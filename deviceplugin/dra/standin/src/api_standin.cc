@@ -125,9 +125,10 @@ void ApiStandIn::Loop() {
       }
     }
     std::string text = r.body.dump();
-    std::string out = "HTTP/1.1 " + std::to_string(r.status) +
-                      " X\r\nContent-Type: application/json\r\nContent-Length: " +
-                      std::to_string(text.size()) + "\r\nConnection: close\r\n\r\n" + text;
+    std::string out =
+        "HTTP/1.1 " + std::to_string(r.status) +
+        " X\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(text.size()) +
+        "\r\nConnection: close\r\n\r\n" + text;
     (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
     ::close(c);
   }
@@ -135,8 +136,12 @@ void ApiStandIn::Loop() {
 
 ApiStandIn::Reply ApiStandIn::Status(int code, const std::string& reason,
                                      const std::string& message) {
-  return {code, json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-                     {"reason", reason}, {"message", message}, {"code", code}}};
+  return {code, json{{"kind", "Status"},
+                     {"apiVersion", "v1"},
+                     {"status", "Failure"},
+                     {"reason", reason},
+                     {"message", message},
+                     {"code", code}}};
 }
 
 ApiStandIn::Reply ApiStandIn::Handle(const std::string& method, const std::string& target,
@@ -205,7 +210,8 @@ ApiStandIn::Reply ApiStandIn::List(const std::string& path, const std::string& q
       items.push_back(obj);
     }
   }
-  return {200, json{{"kind", "List"}, {"apiVersion", "v1"},
+  return {200, json{{"kind", "List"},
+                    {"apiVersion", "v1"},
                     {"metadata", {{"resourceVersion", std::to_string(version_)}}},
                     {"items", items}}};
 }
@@ -228,7 +234,8 @@ std::vector<json> ApiStandIn::Objects(const std::string& prefix) const {
 
 void ApiStandIn::Put(const std::string& path, json obj) {
   std::lock_guard l(mu_);
-  if (!obj["metadata"].contains("uid")) obj["metadata"]["uid"] = "uid-" + std::to_string(++version_);
+  if (!obj["metadata"].contains("uid"))
+    obj["metadata"]["uid"] = "uid-" + std::to_string(++version_);
   obj["metadata"]["resourceVersion"] = std::to_string(++version_);
   objects_[path] = std::move(obj);
 }

@@ -138,7 +138,8 @@ Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::string& i
       const auto& edits = d.value("containerEdits", nlohmann::json::object());
       for (const auto& kv : edits.value("env", nlohmann::json::array())) {
         std::string s = kv.is_string() ? kv.get<std::string>() : "";
-        if (s.find('=') != std::string::npos) out.env[s.substr(0, s.find('='))] = s.substr(s.find('=') + 1);
+        if (s.find('=') != std::string::npos)
+          out.env[s.substr(0, s.find('='))] = s.substr(s.find('=') + 1);
       }
       out.device_nodes = edits.value("deviceNodes", nlohmann::json::array()).size();
       return out;

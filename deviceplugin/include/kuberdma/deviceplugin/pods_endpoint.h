@@ -24,8 +24,8 @@ namespace kuberdma::deviceplugin {
 class PodsEndpoint {
  public:
   // Turns the kubelet's allocations of one pod (its entries of ListPodResources) into HCAs.
-  using Resolve = std::function<podenv::PodAnswer(const podenv::PodQuery&,
-                                                 const std::vector<PodDevices>&)>;
+  using Resolve =
+      std::function<podenv::PodAnswer(const podenv::PodQuery&, const std::vector<PodDevices>&)>;
 
   // Listens on `socket` (mode 0600: the CNI runs as root; an old socket is replaced), asking the
   // kubelet at `pod_resources`. An error when the socket cannot be made.

@@ -60,7 +60,7 @@ class Driver {
     std::string resource;  // the per-HCA resource it publishes ("rdma/hca"); "": the first
     PublishOptions publish;
     std::string cdi_dir = "/var/run/cdi";
-    std::string plugins_dir = "/var/lib/kubelet/plugins";  // <dir>/<driver>/dra.sock
+    std::string plugins_dir = "/var/lib/kubelet/plugins";            // <dir>/<driver>/dra.sock
     std::string registry_dir = "/var/lib/kubelet/plugins_registry";  // <dir>/<driver>-reg.sock
     std::chrono::milliseconds resync{60000};
   };
@@ -86,6 +86,8 @@ class Driver {
 
  private:
   void Loop();
+  // SyncSlices with this driver's settings; an exception from a malformed answer is an error.
+  Result<SyncCounts> SyncOnce(std::vector<nlohmann::json> want) const;
   // The resource it publishes among `res`; nullptr when there is no per-HCA one.
   std::shared_ptr<deviceplugin::SharedResource> Pick(
       const std::map<std::string, std::shared_ptr<deviceplugin::SharedResource>>& res) const;

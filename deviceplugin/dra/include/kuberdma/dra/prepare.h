@@ -70,7 +70,9 @@ class Preparer {
   // recorded with its pods for the CNI's allocation check; "" for nowhere.
   Preparer(const deviceplugin::Resource& r, PublishOptions o, std::string cdi_dir,
            std::string allocations_dir = "")
-      : r_(r), o_(std::move(o)), cdi_dir_(std::move(cdi_dir)),
+      : r_(r),
+        o_(std::move(o)),
+        cdi_dir_(std::move(cdi_dir)),
         allocations_dir_(std::move(allocations_dir)) {}
 
   // The claim's devices and CDI device IDs, after writing its CDI spec (atomically; again on a

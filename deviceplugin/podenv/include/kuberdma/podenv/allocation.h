@@ -54,7 +54,7 @@ Result<std::optional<AllocationGroup>> FindAllocation(const std::string& dir,
 // allocation as it accepts a device plugin one; unpreparing removes the record.
 
 struct ClaimRecord {
-  std::string claim;              // "team-a/trainer-0-pairs"
+  std::string claim;  // "team-a/trainer-0-pairs"
   std::string uid;
   std::vector<std::string> pods;  // "team-a/trainer-0"
   std::vector<std::string> hcas;  // "mlx5_0"

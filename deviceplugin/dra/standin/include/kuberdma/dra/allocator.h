@@ -37,7 +37,8 @@ std::string DeviceKey(const std::string& driver, const std::string& pool,
 // DeviceClasses `classes`, leaving out devices in `in_use` (DeviceKey). kInvalidArgument for an
 // unknown class or a selector it cannot read; kNotFound naming the constraint or request that
 // no node can satisfy.
-Result<nlohmann::json> Allocate(const nlohmann::json& claim, const std::vector<nlohmann::json>& slices,
+Result<nlohmann::json> Allocate(const nlohmann::json& claim,
+                                const std::vector<nlohmann::json>& slices,
                                 const std::vector<nlohmann::json>& classes,
                                 const std::set<std::string>& in_use);
 

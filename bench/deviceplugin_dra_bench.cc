@@ -10,7 +10,7 @@
 // the prepare figures include queueing behind the other clients' reads. Target: prepare's p99 at
 // most 3x Allocate's (it does the same work for the same HCAs, plus one API read and two files).
 //
-//   dra_bench [--plugin PATH] [--calls N]
+//   deviceplugin_dra_bench [--plugin PATH] [--calls N]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -56,7 +56,9 @@ json Claim(int i) {
                        {"device", "mlx5-" + std::to_string(h)}});
   }
   return {{"metadata",
-           {{"name", "c" + std::to_string(i)}, {"namespace", "bench"}, {"uid", "u" + std::to_string(i)}}},
+           {{"name", "c" + std::to_string(i)},
+            {"namespace", "bench"},
+            {"uid", "u" + std::to_string(i)}}},
           {"status",
            {{"allocation", {{"devices", {{"results", results}}}}},
             {"reservedFor", {{{"resource", "pods"}, {"name", "p" + std::to_string(i)}}}}}}};
@@ -191,17 +193,19 @@ int main(int argc, char** argv) {
     a.insert(a.end(), al.begin(), al.end());
   }
   stop();
-  std::printf("DRA benchmark: rdma-device-plugin --dra on the roce8 fixture (8 HCAs), 8 concurrent "
-              "clients, %zu calls each path\n\n",
-              p.size());
+  std::printf(
+      "DRA benchmark: rdma-device-plugin --dra on the roce8 fixture (8 HCAs), 8 concurrent "
+      "clients, %zu calls each path\n\n",
+      p.size());
   std::printf("  NodePrepareResources, claim of 8 NICs  p50 %6.3f ms  p99 %6.3f ms\n", Pct(p, 0.5),
               Pct(p, 0.99));
   std::printf("  peer: Allocate of 8 per-HCA slots      p50 %6.3f ms  p99 %6.3f ms\n", Pct(a, 0.5),
               Pct(a, 0.99));
   // Preparing does what Allocate does for the same HCAs, plus an API server read and two files.
-  std::printf("  ratio (prepare / allocate)             p50 %6.2fx    p99 %6.2fx   target p99 <= 3x  %s\n",
-              Pct(p, 0.5) / Pct(a, 0.5), Pct(p, 0.99) / Pct(a, 0.99),
-              Pct(p, 0.99) <= 3 * Pct(a, 0.99) ? "MET" : "MISSED");
+  std::printf(
+      "  ratio (prepare / allocate)             p50 %6.2fx    p99 %6.2fx   target p99 <= 3x  %s\n",
+      Pct(p, 0.5) / Pct(a, 0.5), Pct(p, 0.99) / Pct(a, 0.99),
+      Pct(p, 0.99) <= 3 * Pct(a, 0.99) ? "MET" : "MISSED");
   std::printf("  (%s: the files both paths write)\n", dir.substr(0, dir.find('/', 1)).c_str());
   if (failures > 0) {
     std::fprintf(stderr, "%d call(s) failed\n", failures);
