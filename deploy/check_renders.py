@@ -208,7 +208,8 @@ def pod_specs(objects):
 
 
 def check_policy(report, helm):
-    """What a cluster's policies need: no ServiceAccount token anywhere, the CDI directory when a
+    """What a cluster's policies need: no ServiceAccount token anywhere (with the DRA driver, only
+    its pods', RBAC limited to its verbs), the CDI directory when a
     resource writes CDI specs, images pinned by digest, the critical-pods quota only where it helps."""
     ci = os.path.join(CHART, "ci")
     r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "manifests-values.yaml"),
@@ -218,6 +219,21 @@ def check_policy(report, helm):
               if p.get("automountServiceAccountToken") is not False]
     report.check(r.returncode == 0 and not tokens and any(True for _ in pod_specs(got)),
                  f"no pod mounts a ServiceAccount token (none needs the API): {tokens or r.stderr}")
+    # With the DRA driver: only its pods (the DaemonSet, the uninstall hook) hold a token, of the
+    # driver's ServiceAccount, whose ClusterRole is exactly what the driver uses.
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "dra-values.yaml"))
+    got = cm.load_text(r.stdout, "helm(dra)", report)
+    holders = sorted(f"{o['kind']}/{p.get('serviceAccountName')}" for o, p in pod_specs(got)
+                     if p.get("automountServiceAccountToken") is not False)
+    report.check(r.returncode == 0 and holders == ["DaemonSet/kube-rdma-dra", "Job/kube-rdma-dra"],
+                 f"with dra.enabled only the driver's pods hold its ServiceAccount's token: {holders}")
+    role = next((o for _, o in got if o["kind"] == "ClusterRole"), {})
+    rules = sorted((tuple(x["apiGroups"]), tuple(x["resources"]), tuple(sorted(x["verbs"])))
+                   for x in role.get("rules", []))
+    report.check(rules == [(("resource.k8s.io",), ("resourceclaims",), ("get",)),
+                           (("resource.k8s.io",), ("resourceslices",),
+                            ("create", "delete", "list", "update"))],
+                 f"the DRA driver's ClusterRole grants only what it uses: {rules}")
     digest = "sha256:" + "ab" * 32
     r = helm_template(helm, "kube-rdma", "kube-rdma", f"image.digest={digest}",
                       "devicePlugin.config.configList[0].resourceName=shared",
