@@ -17,7 +17,6 @@ Usage: check_renders.py [--helm BIN] [--kubectl BIN] [--device-plugin BIN]
 """
 import json
 import os
-import re
 import shutil
 import contextlib
 import io
@@ -521,12 +520,6 @@ def check_helm_acceptance(report, helm, want, device_plugin):
                  "monitoring.prometheusRule.acceptanceStaleDays sets the stale alert's threshold")
 
 
-def kustomize_version(kubectl):
-    r = run([kubectl, "version", "--client"])
-    m = re.search(r"Kustomize Version: v(\d+)", r.stdout)
-    return int(m.group(1)) if m else 0
-
-
 def check_kustomize(report, kubectl, want, device_plugin):
     r = run([kubectl, "kustomize", MANIFESTS])
     report.check(r.returncode == 0, "kubectl kustomize deploy/manifests" + (f": {r.stderr}" if r.returncode else ""))
@@ -536,9 +529,8 @@ def check_kustomize(report, kubectl, want, device_plugin):
         rel = os.path.basename(d)
         report.check(r.returncode == 0, f"kubectl kustomize deploy/{rel}" + (f": {r.stderr}" if r.returncode else ""))
         compare(report, f"kustomize({rel})", cm.load_text(r.stdout, f"kustomize({rel})", report), cm.load_dir(d, report))
-    if kustomize_version(kubectl) < 4:
-        # Debian 12's kubectl 1.20 embeds kustomize 2, which lacks the `patches` field.
-        print(f"SKIP the overlay: {kubectl} embeds kustomize older than v4")
+    if cm.kustomize_version(kubectl) < cm.OVERLAY_MIN_KUSTOMIZE:
+        print(f"SKIP the overlay: {kubectl} embeds kustomize older than v{cm.OVERLAY_MIN_KUSTOMIZE}")
         return
     r = run([kubectl, "kustomize", OVERLAY])
     report.check(r.returncode == 0, "kubectl kustomize deploy/kustomize/private-registry" + (f": {r.stderr}" if r.returncode else ""))

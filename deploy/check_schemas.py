@@ -19,6 +19,8 @@ import sys
 
 import yaml
 
+import check_manifests as cm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = os.path.join(HERE, "schema")
 
@@ -57,11 +59,18 @@ def collect(rendered, kubectl):
     for name in sorted(os.listdir(monitoring)):
         if name.endswith(".yaml") and name != "kustomization.yaml":
             items += documents("monitoring/" + name, open(os.path.join(monitoring, name)).read())
-    if kubectl:
-        for rel in ("manifests", "kustomize/private-registry"):
-            out = subprocess.run([kubectl, "kustomize", os.path.join(HERE, rel)], check=True,
-                                 capture_output=True, text=True).stdout
-            items += documents("kustomize " + rel, out)
+    if not kubectl:
+        print("SKIP kustomize's renderings: no kubectl here (`make deps` installs Debian's)")
+        return items
+    rels = ["manifests"]
+    if cm.kustomize_version(kubectl) >= cm.OVERLAY_MIN_KUSTOMIZE:
+        rels.append("kustomize/private-registry")
+    else:
+        print(f"SKIP the overlay: {kubectl} embeds kustomize older than v{cm.OVERLAY_MIN_KUSTOMIZE}")
+    for rel in rels:
+        out = subprocess.run([kubectl, "kustomize", os.path.join(HERE, rel)], check=True,
+                             capture_output=True, text=True).stdout
+        items += documents("kustomize " + rel, out)
     return items
 
 
