@@ -116,9 +116,13 @@ bool Mentions(const RankRun& r, const std::string& what) {
          r.report["problems"].dump().find(what) != std::string::npos;
 }
 
-// busbw of the bare loop's rank 0 for `collective`, run in both pods.
-double Bare(const SimNode& node, const std::vector<std::string>& pods, const std::string& bare,
-            const std::string& out, const std::string& collective, size_t bytes) {
+// busbw of the bare loop's rank 0 for `collective` at each of `sizes`, swept on one
+// communicator as rdma-validate sweeps them (0 for a size it did not report), run in both pods.
+std::vector<double> Bare(const SimNode& node, const std::vector<std::string>& pods,
+                         const std::string& bare, const std::string& out,
+                         const std::string& collective, const std::vector<size_t>& sizes) {
+  std::string list;
+  for (size_t b : sizes) list += (list.empty() ? "" : ",") + std::to_string(b);
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     pids.push_back(SpawnInPod(
@@ -126,15 +130,20 @@ double Bare(const SimNode& node, const std::vector<std::string>& pods, const std
         {"/usr/bin/env", "NCCL_COMM_ID=10.1.0.1:29502", "NCCL_NET=Socket",
          "NCCL_SOCKET_IFNAME==net1,net2", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1",
          "NCCL_SHM_DISABLE=1", "NCCL_NVLS_ENABLE=0", "NCCL_HOSTID=bare-r" + std::to_string(r), bare,
-         std::to_string(r), "2", std::to_string(bytes), "20", collective},
+         std::to_string(r), "2", list, "20", collective},
         r, out + "/bare." + collective + ".rank" + std::to_string(r) + ".txt"));
   }
   for (auto p : pids) Wait(p);
+  std::vector<double> busbw(sizes.size(), 0.0);
   auto text = kuberdma::ReadFile(out + "/bare." + collective + ".rank0.txt");
-  auto pos = text ? text->find("{\"rank\"") : std::string::npos;
-  if (pos == std::string::npos) return 0;
-  auto j = json::parse(text->substr(pos, text->find('\n', pos) - pos), nullptr, false);
-  return j.is_discarded() ? 0 : j.value("busbw", 0.0);
+  for (size_t pos = text ? text->find("{\"rank\"") : std::string::npos; pos != std::string::npos;
+       pos = text->find("{\"rank\"", pos + 1)) {
+    auto j = json::parse(text->substr(pos, text->find('\n', pos) - pos), nullptr, false);
+    if (j.is_discarded()) continue;
+    auto at = std::find(sizes.begin(), sizes.end(), j.value("bytes", size_t{0}));
+    if (at != sizes.end()) busbw[static_cast<size_t>(at - sizes.begin())] = j.value("busbw", 0.0);
+  }
+  return busbw;
 }
 
 // The median; of an even count, the mean of the middle two (the upper one alone biases up).
@@ -205,7 +214,7 @@ void Collectives(const SimNode& node, const std::vector<std::string>& pods,
       "\nscenario collectives: each swept 64M..256M, checked, against the bare loop (x%d, "
       "alternating)\n",
       g_repeats);
-  const size_t sizes[2] = {size_t{64} << 20, size_t{256} << 20};
+  const std::vector<size_t> sizes = {size_t{64} << 20, size_t{256} << 20};
   for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast",
                         "reduce", "sendrecv"}) {
     std::vector<double> mine[2], theirs[2], walls;
@@ -225,7 +234,8 @@ void Collectives(const SimNode& node, const std::vector<std::string>& pods,
         wrong += WrongOf(sz["outOfPlace"]);
         if (sz.contains("inPlace")) wrong += WrongOf(sz["inPlace"]);
       }
-      for (int k = 0; k < 2; ++k) theirs[k].push_back(Bare(node, pods, bare, out, c, sizes[k]));
+      auto bare_bw = Bare(node, pods, bare, out, c, sizes);
+      for (int k = 0; k < 2; ++k) theirs[k].push_back(bare_bw[static_cast<size_t>(k)]);
       if (round == 0 && c == std::string("alltoall")) std::fputs(runs[0].out.c_str(), stdout);
     }
     char wall[64];
@@ -342,27 +352,7 @@ int main(int argc, char** argv) {
 
   if (!bare.empty()) {
     std::printf("\nbench: bare NCCL AllReduce loop on the same setup\n");
-    std::vector<pid_t> pids;
-    for (int r = 0; r < 2; ++r) {
-      std::string bytes = std::to_string(static_cast<size_t>(256) << 20);
-      pids.push_back(SpawnInPod(
-          node, pods[static_cast<size_t>(r)],
-          {"/usr/bin/env", "NCCL_COMM_ID=10.1.0.1:29501", "NCCL_NET=Socket",
-           "NCCL_SOCKET_IFNAME==net1,net2", "NCCL_IB_DISABLE=1", "NCCL_P2P_DISABLE=1",
-           "NCCL_SHM_DISABLE=1", "NCCL_NVLS_ENABLE=0", "NCCL_HOSTID=bare-r" + std::to_string(r),
-           bare, std::to_string(r), "2", bytes, "20"},
-          r, out + "/bare.rank" + std::to_string(r) + ".txt"));
-    }
-    for (auto p : pids) Wait(p);
-    auto text = kuberdma::ReadFile(out + "/bare.rank0.txt");
-    double bare_bw = 0;
-    if (text) {
-      auto pos = text->find("{\"rank\"");
-      if (pos != std::string::npos) {
-        auto j = json::parse(text->substr(pos, text->find('\n', pos) - pos), nullptr, false);
-        if (!j.is_discarded()) bare_bw = j["busbw"].get<double>();
-      }
-    }
+    double bare_bw = Bare(node, pods, bare, out, "all_reduce", {size_t{256} << 20}).front();
     std::printf("  busbw: rdma-validate %.3f GB/s, bare NCCL loop %.3f GB/s, one round each: %s\n",
                 busbw, bare_bw, JudgeRatio({busbw}, {bare_bw}, 0.95).c_str());
   }
