@@ -94,6 +94,10 @@ Result<uint32_t> ReadMaxMtu(nl_sock* sock, int ifindex, const std::string& what,
 
 }  // namespace
 
+namespace {
+Result<std::vector<uint8_t>> ParseMac(const std::string& mac);
+}  // namespace
+
 std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
                                       std::optional<int> netns_fd) {
   MsgPtr m(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK));
@@ -109,6 +113,12 @@ std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
   if (change.name) nla_put_string(m.get(), IFLA_IFNAME, change.name->c_str());
   if (change.mtu) nla_put_u32(m.get(), IFLA_MTU, *change.mtu);
   if (change.alias) nla_put_string(m.get(), IFLA_IFALIAS, change.alias->c_str());
+  // A MAC that does not parse is left out: NetlinkLinkOps::Change refuses it before encoding.
+  if (change.mac) {
+    if (auto mac = ParseMac(*change.mac)) {
+      nla_put(m.get(), IFLA_ADDRESS, static_cast<int>(mac->size()), mac->data());
+    }
+  }
   return nl::MsgBytes(m.get());
 }
 
@@ -216,6 +226,7 @@ Result<void> NetlinkLinkOps::Send(const NetNs& ns, const std::vector<uint8_t>& m
 }
 
 Result<void> NetlinkLinkOps::Change(const NetNs& ns, int ifindex, const LinkChange& change) {
+  if (change.mac) KUBERDMA_TRY(ParseMac(*change.mac));
   return Send(ns, EncodeLinkChange(ifindex, change, std::nullopt),
               "change ifindex " + std::to_string(ifindex) + " in netns " + ns.path());
 }

@@ -174,6 +174,18 @@ Result<Hca> ReadVirtualHca(const SysfsRoot& root, Hca hca, HcaDetail detail) {
   return hca;
 }
 
+// The N of the PF's virtfnN link that resolves to `vf_address`, or -1.
+int VfIndexAt(const SysfsRoot& root, const std::string& pf_dir, const std::string& vf_address) {
+  auto entries = root.ListDir(pf_dir);
+  if (!entries) return -1;
+  for (const auto& e : *entries) {
+    if (e.rfind("virtfn", 0) != 0) continue;
+    auto target = root.Resolve(pf_dir + "/" + e);
+    if (target && Basename(*target) == vf_address) return std::atoi(e.c_str() + 6);
+  }
+  return -1;
+}
+
 }  // namespace
 
 Result<Hca> ReadHca(const SysfsRoot& root, const std::string& name, HcaDetail detail) {
@@ -198,7 +210,10 @@ Result<Hca> ReadHca(const SysfsRoot& root, const std::string& name, HcaDetail de
   hca.device_id = root.ReadAttrOr(pci_dir + "/device", "");
   hca.numa_node = std::atoi(root.ReadAttrOr(pci_dir + "/numa_node", "-1").c_str());
   if (auto drv = root.Resolve(*dev + "/driver")) hca.driver = Basename(*drv);
-  if (auto pf = root.Resolve(pci_dir + "/physfn")) hca.pf_address = Basename(*pf);
+  if (auto pf = root.Resolve(pci_dir + "/physfn")) {
+    hca.pf_address = Basename(*pf);
+    hca.vf_index = VfIndexAt(root, *pf, hca.pci_address);
+  }
   hca.node_guid = root.ReadAttrOr(ib + "/node_guid", "");
   if (auto nets = root.ListDir(*dev + "/net")) hca.netdevs = std::move(*nets);
   if (auto verbs = root.ListDir(*dev + "/infiniband_verbs")) {

@@ -3,7 +3,9 @@
 #include "kuberdma/sysfs/sysfs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -44,6 +46,21 @@ Result<std::string> SysfsRoot::ReadAttr(std::string_view rel) const {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0)
     text.pop_back();
   return text;
+}
+
+Result<void> SysfsRoot::WriteAttr(std::string_view rel, std::string_view value) const {
+  std::string path = Sys(rel);
+  // No O_CREAT: a sysfs attribute exists or the kernel has no such setting.
+  int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) return FailErrno(errno, "write " + path);
+  ssize_t n = ::write(fd, value.data(), value.size());
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return FailErrno(err, "write '" + std::string(value) + "' to " + path);
+  if (static_cast<size_t>(n) != value.size()) {
+    return Fail(ErrorCode::kIo, "write '" + std::string(value) + "' to " + path + ": short write");
+  }
+  return {};
 }
 
 std::string SysfsRoot::ReadAttrOr(std::string_view rel, std::string_view fallback) const {

@@ -35,6 +35,11 @@ class NlBytes {
   NlBytes& Bytes(uint16_t type, const std::vector<uint8_t>& b) {
     return Attr(type, b.data(), b.size());
   }
+  // An attribute whose payload is a uapi struct (struct ifla_vf_mac, ...), as it lies in memory.
+  template <typename T>
+  NlBytes& Struct(uint16_t type, const T& v) {
+    return Attr(type, &v, sizeof v);
+  }
   // A nested attribute (flagged NLA_F_NESTED, as libnl's nla_nest_start does) up to End().
   NlBytes& Begin(uint16_t type) {
     open_.push_back(bytes_.size());

@@ -56,6 +56,7 @@ struct LinkChange {
   std::optional<uint32_t> mtu;
   std::optional<bool> up;
   std::optional<std::string> alias;
+  std::optional<std::string> mac;  // IFLA_ADDRESS, "aa:bb:cc:dd:ee:ff" (an SR-IOV VF's new MAC)
 };
 
 // The kinds of child link that share a parent netdev (and so its RDMA device) among namespaces.

@@ -73,6 +73,7 @@ struct Hca {
   std::string address;      // "0000:1a:00.0", "mlx5_core.sf.2", or "" (kVirtual)
   std::string pci_address;  // the PCI function (the parent PF for an auxiliary device)
   std::string pf_address;   // for an SR-IOV VF, its PF; empty otherwise
+  int vf_index = -1;        // for an SR-IOV VF, its number on the PF (virtfnN); -1 otherwise
   std::string vendor;       // "0x15b3"
   std::string device_id;    // "0x1021"
   std::string driver;       // "mlx5_core"

@@ -37,6 +37,10 @@ class SysfsRoot {
   // Entries of a directory below sys/, sorted in natural order (mlx5_2 before mlx5_10).
   Result<std::vector<std::string>> ListDir(std::string_view rel) const;
   bool Exists(std::string_view rel) const;
+  // Writes `value` to an existing sysfs attribute in one write(2), as the kernel's store
+  // functions want (sriov_numvfs, driver bind/unbind). kNotFound when the attribute is absent;
+  // the kernel's refusal (EBUSY, EINVAL, ...) as the errno of the Error, naming the path.
+  Result<void> WriteAttr(std::string_view rel, std::string_view value) const;
   // Resolves symbolic links under sys/ to a path relative to <root>/sys
   // ("devices/pci.../0000:1a:00.0").
   Result<std::string> Resolve(std::string_view rel) const;
