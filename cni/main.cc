@@ -26,6 +26,7 @@
 #include "kuberdma/cni/timed_ops.h"
 #include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
+#include "kuberdma/link/netlink_vf_ops.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rdma/netlink_rdma_ops.h"
 
@@ -245,6 +246,7 @@ int Dispatch(const Request& req, const NetConf& conf) {
   kuberdma::rdma::NetlinkRdmaOps rdma;
   kuberdma::netns::RealNamespaceOps namespaces;
   kuberdma::link::NetlinkAddrOps addrs;
+  kuberdma::link::NetlinkVfOps vfs;
   ExecIpam ipam;
   auto node = NodeConfigFor(req.command);
   if (!node) return PrintError(conf.cni_version, node.error());
@@ -253,7 +255,7 @@ int Dispatch(const Request& req, const NetConf& conf) {
       kuberdma::podenv::AllocationsDir() + "/" + kuberdma::podenv::kPodsSocket,
       std::chrono::milliseconds(3000));
   Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam,
-                 *node, kuberdma::podenv::AllocationsDir(), &allocations});
+                 *node, kuberdma::podenv::AllocationsDir(), &allocations, &vfs});
   VerbTimer timer(links);
   auto done = [&](const CniResult<void>& r) {
     return r ? 0 : PrintError(conf.cni_version, r.error());

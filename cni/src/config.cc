@@ -9,6 +9,8 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
+#include "kuberdma/cni/vf.h"
+#include "kuberdma/link/link_ops.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::cni {
@@ -119,9 +121,123 @@ CniResult<void> ParseMode(const json& obj, NetConf* conf) {
   auto mode = ParseAttachMode(**s);
   if (!mode) {
     return CniFail(kInvalidConfig, "invalid network config: mode '" + **s +
-                                       R"(' is not one of "move", "macvlan", "ipvlan")");
+                                       R"(' is not one of "move", "macvlan", "ipvlan", "vf")");
   }
   conf->mode = *mode;
+  return {};
+}
+
+// A non-negative integer field no larger than `max`; nullopt when absent.
+CniResult<std::optional<uint32_t>> OptUint(const json& obj, const char* key, uint32_t max) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<uint32_t>{};
+  if (!it->is_number_integer()) return tl::unexpected(FieldError(key, "an integer", *it));
+  auto v = it->get<int64_t>();
+  if (v < 0 || v > max) {
+    return CniFail(kInvalidConfig, "invalid network config: " + std::string(key) + " " +
+                                       std::to_string(v) + " is outside 0.." + std::to_string(max));
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(v));
+}
+
+// "on" / "off", as sriov-cni spells spoofchk and trust; nullopt when absent.
+CniResult<std::optional<bool>> OptOnOff(const json& obj, const char* key) {
+  auto s = OptString(obj, key);
+  if (!s) return tl::unexpected(s.error());
+  if (!*s) return std::optional<bool>{};
+  if (**s == "on" || **s == "off") return std::optional<bool>(**s == "on");
+  return CniFail(kInvalidConfig, "invalid network config: " + std::string(key) + " " + Quoted(**s) +
+                                     R"( is not "on" or "off")");
+}
+
+// The fields only mode vf reads (the PF sets them on the VF).
+constexpr const char* kVfFields[] = {"vlan",       "vlanQoS",     "spoofchk",   "trust",
+                                     "link_state", "min_tx_rate", "max_tx_rate"};
+
+// A MAC a VF may be given: six octets, unicast, not zero.
+CniResult<std::string> VfMac(const std::string& text, const char* field) {
+  unsigned int b[6];
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
+                  &b[5], &tail) != 6 ||
+      text.size() != 17) {
+    return CniFail(kInvalidConfig, "invalid network config: " + std::string(field) + " " +
+                                       Quoted(text) + " is not a MAC (aa:bb:cc:dd:ee:ff)");
+  }
+  bool zero = (b[0] | b[1] | b[2] | b[3] | b[4] | b[5]) == 0;
+  if (zero || (b[0] & 1U) != 0) {
+    return CniFail(kInvalidConfig, "invalid network config: " + std::string(field) + " " + text +
+                                       " is " + (zero ? "all zero" : "a multicast address") +
+                                       ": a VF needs a unicast MAC of its own");
+  }
+  return link::NormalizeMac(text);
+}
+
+CniResult<void> ParseVfRates(const json& obj, VfConf* vf) {
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(vf->min_tx_rate, OptUint(obj, "min_tx_rate", 10'000'000), 0);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(vf->max_tx_rate, OptUint(obj, "max_tx_rate", 10'000'000), 0);
+  if (vf->min_tx_rate && vf->max_tx_rate && *vf->max_tx_rate != 0 &&
+      *vf->min_tx_rate > *vf->max_tx_rate) {
+    return CniFail(kInvalidConfig, "invalid network config: min_tx_rate " +
+                                       std::to_string(*vf->min_tx_rate) + " is above max_tx_rate " +
+                                       std::to_string(*vf->max_tx_rate) + " (Mbit/s)");
+  }
+  return {};
+}
+
+CniResult<void> ParseVfIdentity(const json& obj, VfConf* vf) {
+  json rc = obj.contains("runtimeConfig") && obj["runtimeConfig"].is_object() ? obj["runtimeConfig"]
+                                                                              : json::object();
+  auto mac = OptString(rc, "mac", "runtimeConfig");
+  if (!mac) return tl::unexpected(mac.error());
+  if (*mac && !(*mac)->empty()) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(vf->mac, VfMac(**mac, "runtimeConfig.mac"), 0);
+  }
+  auto guid = OptString(rc, "infinibandGUID", "runtimeConfig");
+  if (!guid) return tl::unexpected(guid.error());
+  if (*guid && !(*guid)->empty()) {
+    KUBERDMA_CNI_ASSIGN_OR_RETURN(vf->guid, CheckVfGuid(**guid, "runtimeConfig.infinibandGUID"), 0);
+  }
+  return {};
+}
+
+// Mode vf's fields; any of them under another mode is an error (the NAD meant a VF).
+CniResult<void> ParseVf(const json& obj, NetConf* conf) {
+  if (conf->mode != AttachMode::kVf) {
+    for (const char* f : kVfFields) {
+      if (obj.contains(f) && !obj[f].is_null()) {
+        return CniFail(kInvalidConfig,
+                       "invalid network config: " + std::string(f) +
+                           R"( is set through an SR-IOV VF's PF: it needs "mode": "vf")");
+      }
+    }
+    return {};
+  }
+  VfConf vf;
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto vlan, OptUint(obj, "vlan", 4094), 0);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto qos, OptUint(obj, "vlanQoS", 7), 0);
+  if (qos && *qos != 0 && vlan.value_or(0) == 0) {
+    return CniFail(kInvalidConfig,
+                   "invalid network config: vlanQoS " + std::to_string(*qos) +
+                       " is the priority of a VLAN's frames, and no vlan (1..4094) is set");
+  }
+  if (vlan) vf.vlan = static_cast<uint16_t>(*vlan);
+  vf.qos = static_cast<uint8_t>(qos.value_or(0));
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(auto spoof, OptOnOff(obj, "spoofchk"), 0);
+  vf.spoofchk = spoof.value_or(true);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(vf.trust, OptOnOff(obj, "trust"), 0);
+  auto ls = OptString(obj, "link_state");
+  if (!ls) return tl::unexpected(ls.error());
+  if (*ls) {
+    vf.link_state = link::ParseVfLinkState(**ls);
+    if (!vf.link_state) {
+      return CniFail(kInvalidConfig, "invalid network config: link_state " + Quoted(**ls) +
+                                         R"( is not one of "auto", "enable", "disable")");
+    }
+  }
+  KUBERDMA_CNI_TRY(ParseVfRates(obj, &vf), 0);
+  KUBERDMA_CNI_TRY(ParseVfIdentity(obj, &vf), 0);
+  conf->vf = std::move(vf);
   return {};
 }
 
@@ -403,8 +519,8 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command, const Nod
   if (command != Command::kVersion && conf.name.empty()) {
     return CniFail(kInvalidConfig, "invalid network config: field 'name' is required");
   }
-  for (auto step :
-       {&ParseLinkState, &ParseMode, &ParseNumbers, &ParseGc, &ParseIpam, &ParseAddresses}) {
+  for (auto step : {&ParseLinkState, &ParseMode, &ParseVf, &ParseNumbers, &ParseGc, &ParseIpam,
+                    &ParseAddresses}) {
     auto r = step(obj, &conf);
     if (!r) return tl::unexpected(r.error());
   }

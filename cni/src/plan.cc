@@ -72,6 +72,7 @@ CniResult<Planner::Claims> Planner::ClaimsOf(const StateStore& store, const NetC
     } else {
       claimed.moved[HcaIdentity(r.hca_address, r.hca)] = key;
     }
+    if (r.vf && !r.vf->pf_address.empty()) claimed.vf_pfs[r.vf->pf_address] = key;
   }
   return claimed;
 }
@@ -160,6 +161,20 @@ std::string Planner::WhyNot(const Hca& hca, const NetConf& conf, const Claims& c
   if (auto c = claimed.moved.find(HcaKey(hca)); c != claimed.moved.end()) {
     return "already attached to " + c->second +
            (IsChildMode(conf.mode) ? " (a " + mode + " child needs its netdev on the host)" : "");
+  }
+  // Never a VF and its PF to two pods: a PF that moves takes its VFs' port with it.
+  if (auto c = claimed.moved.find(hca.pf_address);
+      !hca.pf_address.empty() && c != claimed.moved.end()) {
+    return "a VF of " + hca.pf_address + ", which is attached whole to " + c->second;
+  }
+  if (auto c = claimed.vf_pfs.find(hca.address);
+      !IsChildMode(conf.mode) && c != claimed.vf_pfs.end()) {
+    return "the PF of a VF attached to " + c->second +
+           " (moving the PF into a pod would take its VFs' port with it)";
+  }
+  if (conf.mode == AttachMode::kVf && hca.pf_address.empty()) {
+    return "not an SR-IOV VF (mode vf attaches a VF: allocate one, e.g. the device plugin's "
+           "selectors \"functions\": [\"vf\"])";
   }
   if (IsChildMode(conf.mode)) {
     // Identity-only HCAs (no ports read) have no link layer yet: judged once their ports are read.
@@ -291,7 +306,8 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
   if (std::string why = WhyNot(*found, conf, claimed); !why.empty()) {
     // A config naming an HCA of the wrong link layer cannot apply anywhere (7); a device that is
     // taken or cannot move is unavailable (100).
-    bool wrong_layer = IsChildMode(conf.mode) && !claimed.moved.contains(HcaKey(*found));
+    bool wrong_layer = (IsChildMode(conf.mode) && !claimed.moved.contains(HcaKey(*found))) ||
+                       (conf.mode == AttachMode::kVf && found->pf_address.empty());
     return CniFail(wrong_layer ? kInvalidConfig : kDeviceUnavailable,
                    found->name + " (" + found->address + ") is " + why + "; nothing was changed");
   }
@@ -705,6 +721,7 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
                  .pkey = pkey,
                  .pkey_index = pkey_index};
   PlanInterface(req, conf, netdev.admin_up, &plan);
+  if (conf.mode == AttachMode::kVf) KUBERDMA_CNI_TRY(PlanVf(req, conf, netdev, host, &plan), 0);
   KUBERDMA_CNI_TRY(PlanAddresses(conf, netdev, host, &plan), 0);
   return plan;
 }

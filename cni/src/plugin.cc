@@ -48,13 +48,11 @@ Result<void> Plugin::PutNetdevBack(const AttachmentRecord& rec, const NetNs& hos
   if (!rec.netdev_moved) return {};
   LinkChange back{.name = rec.host_name, .mtu = rec.host_mtu, .up = rec.host_admin_up};
   if (pod != nullptr) {
-    if (auto l = link::FindByMac(d_.links, *pod, rec.mac)) {
-      return d_.links.MoveTo(*pod, l->ifindex, host, back);
-    }
+    if (auto l = FindRecorded(rec, *pod)) return d_.links.MoveTo(*pod, l->ifindex, host, back);
   }
   // Not in the pod: never moved, moved back already, or returned by the kernel when the pod's
   // namespace died (then named as in the pod, or devN). Restore it in place.
-  auto l = link::FindByMac(d_.links, host, rec.mac);
+  auto l = FindRecorded(rec, host);
   if (!l) {
     return Fail(ErrorCode::kNotFound, "netdev " + rec.host_name + " (" + rec.mac +
                                           ") is neither in the pod nor on the host");
@@ -109,13 +107,16 @@ Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
   }
   const NetNs* podp = pod ? &*pod : nullptr;
   if (IsChildMode(rec.mode)) return RemoveChild(rec, podp);
-  // Reverse of the order ADD used: InfiniBand moved the RDMA device first.
+  // Reverse of the order ADD used: InfiniBand moved the RDMA device first; a VF's PF-side
+  // settings were made before either moved, so they are restored last.
   Result<void> first =
       IsInfiniBand(rec) ? RestoreNetdev(rec, host, podp) : RestoreRdma(rec, host, podp);
   Result<void> second =
       IsInfiniBand(rec) ? RestoreRdma(rec, host, podp) : RestoreNetdev(rec, host, podp);
+  Result<void> third = RestoreVf(rec, host);
   if (!first) return first;
-  return second;
+  if (!second) return second;
+  return third;
 }
 
 Result<void> Plugin::Apply(AttachPlan& plan, const StateStore& store, const NetNs& host,
@@ -135,6 +136,7 @@ Result<void> Plugin::Apply(AttachPlan& plan, const StateStore& store, const NetN
     KUBERDMA_TRY(store.Save(rec));
     return d_.rdma.MoveTo(host, dev.index, pod);
   };
+  KUBERDMA_TRY(ApplyVf(plan, store, host));
   auto move_netdev = [&]() -> Result<void> {
     if (!rec.netdev_moved) return {};
     return d_.links.MoveTo(host, rec.host_ifindex, pod, plan.into);
@@ -323,36 +325,16 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
   }
   // ADD judges the node's own NICs by their addresses and routes: main always wires AddrOps in.
   KUBERDMA_CHECK(d_.addrs != nullptr);
-  Planner planner(d_.links, d_.rdma, *d_.addrs, d_.sysfs, d_.node, d_.allocations);
+  Planner planner(d_.links, d_.rdma, *d_.addrs, d_.sysfs, d_.node, d_.allocations, d_.vfs);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(AttachPlan plan, planner.Plan(req, conf, store, host, *pod), 0);
   KUBERDMA_CNI_TRY(CheckAllocated(plan.hca, req), 0);
   return Execute(plan, req, conf, store, host, *pod);
 }
 
-namespace {
-
-// The value of `key` in CNI_ARGS ("K1=V1;K2=V2"), the last one when repeated; "" when absent.
-std::string ArgValue(const std::string& args, const std::string& key) {
-  std::string value;
-  size_t pos = 0;
-  while (pos <= args.size()) {
-    size_t end = args.find(';', pos);
-    if (end == std::string::npos) end = args.size();
-    std::string_view kv(args.data() + pos, end - pos);
-    if (kv.size() > key.size() && kv.substr(0, key.size()) == key && kv[key.size()] == '=') {
-      value = std::string(kv.substr(key.size() + 1));
-    }
-    pos = end + 1;
-  }
-  return value;
-}
-
-}  // namespace
-
 CniResult<void> Plugin::CheckAllocated(const sysfs::Hca& hca, const Request& req) const {
   if (d_.pod_allocations == nullptr || d_.node.allow_unallocated) return {};
-  std::string ns = ArgValue(req.args, "K8S_POD_NAMESPACE");
-  std::string name = ArgValue(req.args, "K8S_POD_NAME");
+  std::string ns = CniArg(req.args, "K8S_POD_NAMESPACE");
+  std::string name = CniArg(req.args, "K8S_POD_NAME");
   if (ns.empty() || name.empty()) {
     return CniFail(kInvalidConfig,
                    "CNI_ARGS names no pod (K8S_POD_NAMESPACE, K8S_POD_NAME), so " + hca.name +

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -60,6 +61,8 @@ std::string_view AttachModeName(AttachMode mode) {
       return "macvlan";
     case AttachMode::kIpvlan:
       return "ipvlan";
+    case AttachMode::kVf:
+      return "vf";
     case AttachMode::kMove:
       break;
   }
@@ -67,7 +70,8 @@ std::string_view AttachModeName(AttachMode mode) {
 }
 
 std::optional<AttachMode> ParseAttachMode(std::string_view name) {
-  for (AttachMode m : {AttachMode::kMove, AttachMode::kMacvlan, AttachMode::kIpvlan}) {
+  for (AttachMode m :
+       {AttachMode::kMove, AttachMode::kMacvlan, AttachMode::kIpvlan, AttachMode::kVf}) {
     if (name == AttachModeName(m)) return m;
   }
   return std::nullopt;
@@ -96,6 +100,11 @@ json AttachmentRecord::ToJson() const {
                  {"config", ipam->section},
                  {"requested", ipam->requested},
                  {"result", ipam->result}};
+  }
+  if (vf) {
+    j["vf"] = {{"pfAddress", vf->pf_address}, {"index", vf->index},      {"changed", vf->changed},
+               {"before", vf->before},        {"hostMac", vf->host_mac}, {"set", vf->set},
+               {"rebound", vf->rebound}};
   }
   return j;
 }
@@ -138,6 +147,23 @@ std::optional<IpamState> ReadIpam(const json& j) {
   return st;
 }
 
+// A record's VF part; a malformed one reads as "nothing was changed through the PF", which DEL
+// then leaves alone rather than guess (the doctor shows the record as it is).
+std::optional<VfRecord> ReadVf(const json& j) {
+  auto it = j.find("vf");
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  const json& v = *it;
+  VfRecord r;
+  r.pf_address = Str(v, "pfAddress");
+  r.index = static_cast<uint32_t>(std::max<int64_t>(0, Num(v, "index", 0)));
+  r.changed = Flag(v, "changed") && !r.pf_address.empty();
+  r.before = Sub(v, "before");
+  r.host_mac = Str(v, "hostMac");
+  r.set = Sub(v, "set");
+  r.rebound = Flag(v, "rebound");
+  return r;
+}
+
 }  // namespace
 
 Result<AttachmentRecord> ReadRecord(const std::string& path) {
@@ -169,7 +195,7 @@ Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
   auto parsed = ParseAttachMode(mode.empty() ? "move" : mode);
   if (!parsed) {
     return Fail(ErrorCode::kInvalidArgument,
-                "state record mode '" + mode + "' is not move, macvlan or ipvlan");
+                "state record mode '" + mode + "' is not move, macvlan, ipvlan or vf");
   }
   r.mode = *parsed;
   json hca = Sub(j, "hca");
@@ -184,6 +210,7 @@ Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
   r.pkey = static_cast<uint16_t>(Num(pk, "value", 0xffff));
   r.pkey_index = static_cast<int>(Num(pk, "index", -1));
   r.ipam = ReadIpam(j);
+  r.vf = ReadVf(j);
   return r;
 }
 

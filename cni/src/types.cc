@@ -163,4 +163,19 @@ CniResult<Request> ParseEnv(const char* (*getenv)(const char*)) {
   return req;
 }
 
+std::string CniArg(const std::string& args, const std::string& key) {
+  std::string value;
+  size_t pos = 0;
+  while (pos <= args.size()) {
+    size_t end = args.find(';', pos);
+    if (end == std::string::npos) end = args.size();
+    std::string_view kv(args.data() + pos, end - pos);
+    if (kv.size() > key.size() && kv.substr(0, key.size()) == key && kv[key.size()] == '=') {
+      value = std::string(kv.substr(key.size() + 1));
+    }
+    pos = end + 1;
+  }
+  return value;
+}
+
 }  // namespace kuberdma::cni

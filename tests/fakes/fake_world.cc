@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <set>
 
+#include "kuberdma/base/check.h"
+
 namespace kuberdma::fakes {
 
 Result<void> FakeWorld::Tick(const std::string& what) {
   ++calls;
   trace.push_back(what);
-  if (fail_at == calls)
+  if (fail_at == calls || (fail_after && fail_at > 0 && calls > fail_at))
     return Fail(ErrorCode::kIo,
                 "injected failure of call " + std::to_string(calls) + " (" + what + ")");
   return {};
@@ -158,6 +160,12 @@ class FakeLinks final : public link::LinkOps {
     }
     if (c.up) l.admin_up = *c.up;
     if (c.alias) l.alias = *c.alias;
+    if (c.mac) {
+      if (w_.mac_locked.contains(l.name)) {
+        return Fail(ErrorCode::kInvalidArgument, "set address: Invalid argument", EINVAL);
+      }
+      l.mac = *c.mac;
+    }
     return {};
   }
   FakeWorld& w_;
@@ -289,11 +297,80 @@ class FakeRdma final : public rdma::RdmaOps {
   FakeWorld& w_;
 };
 
+// A PF driver's VF table: List reports it, Set applies attributes in the kernel's order
+// (do_setvfinfo: MAC, VLAN, rate, spoof-check, link state, trust, GUIDs) and stops at the first
+// the driver refuses, leaving the earlier ones applied.
+class FakeVfs final : public link::VfOps {
+ public:
+  explicit FakeVfs(FakeWorld& w) : w_(w) {}
+  Result<std::vector<link::VfConfig>> List(const NetNs& ns, int pf_ifindex) override {
+    KUBERDMA_TRY(w_.Tick("vf list #" + std::to_string(pf_ifindex)));
+    if (w_.Find(ns.inode(), pf_ifindex) == nullptr)
+      return Fail(ErrorCode::kNotFound, "ifindex not found", ENODEV);
+    auto it = w_.vfs_.find(pf_ifindex);
+    return it == w_.vfs_.end() ? std::vector<link::VfConfig>{} : it->second;
+  }
+  Result<void> Set(const NetNs& ns, int pf_ifindex, const link::VfChange& c) override {
+    KUBERDMA_TRY(w_.Tick("vf set #" + std::to_string(pf_ifindex) + " vf " + std::to_string(c.vf)));
+    auto it = w_.vfs_.find(pf_ifindex);
+    if (w_.Find(ns.inode(), pf_ifindex) == nullptr || it == w_.vfs_.end() ||
+        c.vf >= it->second.size()) {
+      return Fail(ErrorCode::kInvalidArgument, "set vf: Invalid argument", EINVAL);
+    }
+    link::VfConfig& v = it->second[c.vf];
+    auto refused = [&](const char* what, int err) -> Result<void> {
+      if (!w_.vf_refuses.contains(what)) return {};
+      return Fail(err == EOPNOTSUPP ? ErrorCode::kUnsupported : ErrorCode::kInvalidArgument,
+                  std::string("set vf ") + what + ": refused", err);
+    };
+    if (c.mac) v.mac = *c.mac;
+    if (c.vlan) {
+      v.vlan = *c.vlan;
+      v.qos = c.qos;
+    }
+    if (c.min_tx_rate || c.max_tx_rate) {
+      if (c.min_tx_rate.value_or(0) > 0) KUBERDMA_TRY(refused("min_tx_rate", EINVAL));
+      v.min_tx_rate = c.min_tx_rate.value_or(0);
+      v.max_tx_rate = c.max_tx_rate.value_or(0);
+    }
+    if (c.spoofchk) v.spoofchk = *c.spoofchk;
+    if (c.link_state) {
+      KUBERDMA_TRY(refused("link_state", EOPNOTSUPP));
+      v.link_state = *c.link_state;
+    }
+    if (c.trust) v.trust = *c.trust;
+    if (c.node_guid || c.port_guid) KUBERDMA_TRY(refused("guid", EOPNOTSUPP));
+    if (c.node_guid) v.node_guid = *c.node_guid;
+    if (c.port_guid) v.port_guid = *c.port_guid;
+    return {};
+  }
+
+ private:
+  FakeWorld& w_;
+};
+
+void FakeWorld::AddVfs(const std::string& pf, std::vector<link::VfConfig> vfs) {
+  const LinkInfo* l = FindLink(kHostPath, pf);
+  KUBERDMA_CHECK(l != nullptr);
+  vfs_[l->ifindex] = std::move(vfs);
+}
+
+const link::VfConfig* FakeWorld::FindVf(const std::string& pf, uint32_t vf) const {
+  const LinkInfo* l = FindLink(kHostPath, pf);
+  if (l == nullptr) return nullptr;
+  auto it = vfs_.find(l->ifindex);
+  if (it == vfs_.end() || vf >= it->second.size()) return nullptr;
+  return &it->second[vf];
+}
+
+link::VfOps& FakeWorld::vfs() { return *vf_ops_; }
+
 FakeWorld::FakeWorld()
     : links_ops_(std::make_unique<FakeLinks>(*this)),
       addr_ops_(std::make_unique<FakeAddrs>(*this)),
       rdma_ops_(std::make_unique<FakeRdma>(*this)),
-      ns_ops_(std::make_unique<FakeNamespaces>(*this)) {
+      ns_ops_(std::make_unique<FakeNamespaces>(*this)),
+      vf_ops_(std::make_unique<FakeVfs>(*this)) {
   AddNamespace(kHostPath);
 }
 FakeWorld::~FakeWorld() = default;
@@ -456,6 +533,16 @@ std::string FakeWorld::Snapshot() const {
   }
   for (const auto& [ino, devs] : rdma_) {
     for (const auto& d : devs) lines.insert(PathOf(ino) + " rdma " + d.name);
+  }
+  for (const auto& [pf, vfs] : vfs_) {
+    for (const auto& v : vfs) {
+      lines.insert("pf#" + std::to_string(pf) + " vf " + std::to_string(v.vf) + " mac " + v.mac +
+                   " vlan " + std::to_string(v.vlan) + "/" + std::to_string(v.qos) + " spoofchk " +
+                   std::to_string(v.spoofchk) + " trust " + std::to_string(v.trust) + " state " +
+                   std::string(link::VfLinkStateName(v.link_state)) + " rate " +
+                   std::to_string(v.min_tx_rate) + "/" + std::to_string(v.max_tx_rate) + " guid " +
+                   std::to_string(v.node_guid) + "/" + std::to_string(v.port_guid));
+    }
   }
   std::string out;
   for (const auto& l : lines) out += l + "\n";

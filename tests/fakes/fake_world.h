@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "kuberdma/cni/ipam.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
+#include "kuberdma/link/vf_ops.h"
 #include "kuberdma/netns/namespace_ops.h"
 #include "kuberdma/rdma/rdma_ops.h"
 
@@ -59,12 +61,21 @@ class FakeWorld {
   // Sets the operational state the kernel reports ("up", "down", "lowerlayerdown").
   void SetOperState(const std::string& ns_path, const std::string& name, const std::string& state);
   void SetMode(std::optional<rdma::NetnsMode> mode) { mode_ = mode; }  // nullopt: no subsystem
+  // Gives host link `pf` SR-IOV VFs as its driver reports them (VfOps): `vfs` in VF order.
+  void AddVfs(const std::string& pf, std::vector<link::VfConfig> vfs);
+  // The PF-side settings this driver refuses, as igb does ("link_state": EOPNOTSUPP,
+  // "min_tx_rate": EINVAL, "guid": EOPNOTSUPP); the kernel stops at the first refused attribute.
+  std::set<std::string> vf_refuses;
+  // Host links whose own MAC cannot be changed (igbvf with trust off): EINVAL.
+  std::set<std::string> mac_locked;
 
   // ---- Inspecting ----
   // "ns ifname cidr" of every address, and "ns dst via gw dev ifname" of every route, sorted.
   std::vector<std::string> Addresses() const;
   std::vector<std::string> Routes() const;
   const LinkInfo* FindLink(const std::string& ns_path, const std::string& name) const;
+  // VF `vf` of host link `pf` as the PF reports it, nullptr when there is none.
+  const link::VfConfig* FindVf(const std::string& pf, uint32_t vf) const;
   bool HasRdma(const std::string& ns_path, const std::string& name) const;
   // "ns name mac mtu up" lines for every link and RDMA device, sorted: equal before and after
   // proves a full restoration.
@@ -75,6 +86,9 @@ class FakeWorld {
   // only the kernel's refusal after a move stops a too-large MTU.
   bool report_max_mtu = true;
   int fail_at = 0;  // 1-based number of the call that fails; 0 for none
+  // With fail_at: every call from fail_at on fails too, as if the process had been killed there
+  // (nothing more reaches the kernel); a later plugin finds the node as the kill left it.
+  bool fail_after = false;
   int calls = 0;
   std::vector<std::string> trace;
 
@@ -82,6 +96,7 @@ class FakeWorld {
   link::AddrOps& addrs();
   rdma::RdmaOps& rdma();
   netns::NamespaceOps& namespaces();
+  link::VfOps& vfs();
 
  private:
   friend class FakeLinks;
@@ -89,6 +104,7 @@ class FakeWorld {
   friend class FakeIpam;
   friend class FakeRdma;
   friend class FakeNamespaces;
+  friend class FakeVfs;
 
   Result<void> Tick(const std::string& what);
   std::vector<LinkInfo>& LinksOf(ino_t ino) { return links_[ino]; }
@@ -111,6 +127,9 @@ class FakeWorld {
   std::unique_ptr<link::AddrOps> addr_ops_;
   std::unique_ptr<rdma::RdmaOps> rdma_ops_;
   std::unique_ptr<netns::NamespaceOps> ns_ops_;
+  std::unique_ptr<link::VfOps> vf_ops_;
+  // VFs by the PF's host ifindex.
+  std::map<int, std::vector<link::VfConfig>> vfs_;
 };
 
 // An IPAM plugin in memory: ADD hands out 10.9.0.<n>/24 (gateway 10.9.0.1, a default route) per

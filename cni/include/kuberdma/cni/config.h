@@ -16,6 +16,7 @@
 
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/link/vf_ops.h"
 #include "kuberdma/rails/node_config.h"
 
 namespace kuberdma::cni {
@@ -69,14 +70,32 @@ inline constexpr char kNodePolicyPath[] = "/etc/kube-rdma/cni-node.json";
 // the field when it is malformed; a missing file is the defaults.
 CniResult<NodePolicy> LoadNodePolicy(const std::string& path);
 
+// Mode vf: what the PF sets on the pod's VF before its netdev moves, in sriov-cni's and
+// ib-sriov-cni's field names so their NADs carry over (docs/cni.md#sr-iov-vfs). Unset fields are
+// left as the PF has them, except spoof-check, which is on unless the NAD says "off": a tenant's
+// VF must not send as another's MAC.
+struct VfConf {
+  std::optional<std::string> mac;  // runtimeConfig.mac (Multus' "mac" capability); else generated
+  std::optional<uint16_t> vlan;    // "vlan": 0..4094 (0: none)
+  uint8_t qos = 0;                 // "vlanQoS": 0..7, with a VLAN
+  bool spoofchk = true;            // "spoofchk": "on" / "off"
+  std::optional<bool> trust;       // "trust": "on" / "off"
+  std::optional<link::VfLinkState> link_state;  // "link_state": "auto" / "enable" / "disable"
+  std::optional<uint32_t> min_tx_rate;          // "min_tx_rate", Mbit/s
+  std::optional<uint32_t> max_tx_rate;          // "max_tx_rate", Mbit/s
+  std::optional<uint64_t> guid;  // runtimeConfig.infinibandGUID (else CNI_ARGS GUID, generated)
+};
+
 struct NetConf {
   std::string cni_version;
   std::string name;
   std::string type;
   std::optional<uint16_t> pkey;  // unset: the full-membership default
   LinkState link_state = LinkState::kLeave;
-  // move (default): the HCA's netdev into the pod; macvlan/ipvlan: a child of it (RoCE only).
+  // move (default): the HCA's netdev into the pod; macvlan/ipvlan: a child of it (RoCE only);
+  // vf: an SR-IOV VF's netdev into the pod, set up through its PF first (`vf`).
   AttachMode mode = AttachMode::kMove;
+  std::optional<VfConf> vf;  // mode vf only
   std::optional<uint32_t> mtu;
   // The physical rail (1-based, rails/rails.h) this network is: the HCA attached must be the
   // one on this rail, whatever device was named, in whatever order Multus passed them.

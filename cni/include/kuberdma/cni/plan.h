@@ -18,6 +18,7 @@
 #include "kuberdma/cni/types.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
+#include "kuberdma/link/vf_ops.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 #include "kuberdma/rdma/rdma_ops.h"
@@ -47,6 +48,16 @@ struct AttachPlan {
   // Child modes: the link created in the pod on the host's netdev (record.host_ifindex) instead
   // of a move; `into` then carries only the admin state.
   std::optional<link::ChildLink> child;
+  // Mode vf: what the PF (pf_ifindex on the host) sets on the VF before the move; the VF's netdev
+  // also takes the new MAC itself, or its driver is rebound (`rebind`: InfiniBand's GUIDs) so it
+  // comes up with what the PF set. record.vf keeps what the VF had.
+  struct VfStep {
+    int pf_ifindex = 0;
+    std::string pf_name;
+    link::VfChange change;
+    bool rebind = false;
+  };
+  std::optional<VfStep> vf;
 };
 
 class Planner {
@@ -55,19 +66,21 @@ class Planner {
   // `node` is the node config (declared rails, the node's addresses).
   // `allocations` is where the device plugin records which slots went to a container together
   // (podenv/allocation.h): a rail's network takes its rail's HCA out of them.
+  // `vfs` reads the PFs' view of their VFs (mode vf; nullptr: mode vf is refused).
   Planner(link::LinkOps& links, rdma::RdmaOps& rdma, link::AddrOps& addrs, sysfs::SysfsRoot root,
-          rails::NodeConfig node = {}, std::string allocations = "")
+          rails::NodeConfig node = {}, std::string allocations = "", link::VfOps* vfs = nullptr)
       : links_(links),
         rdma_(rdma),
         addrs_(addrs),
         root_(std::move(root)),
         node_(std::move(node)),
-        allocations_(std::move(allocations)) {}
+        allocations_(std::move(allocations)),
+        vfs_(vfs) {}
 
   // The plan for attaching `req` with `conf`, or the CNI error that stops it (7 for a config that
   // cannot apply, no free device or a device on another rail than the network's, 100 for a device
   // attached elsewhere, 102 for shared mode under sharedNetnsPolicy "error", 107 for the node's
-  // own NIC, 4 for an ifname already in the pod).
+  // own NIC or a VF of it, 4 for an ifname already in the pod).
   CniResult<AttachPlan> Plan(const Request& req, const NetConf& conf, const StateStore& store,
                              const netns::NetNs& host, const netns::NetNs& pod);
 
@@ -82,6 +95,8 @@ class Planner {
   struct Claims {
     std::map<std::string, std::string> moved;
     std::map<std::string, int> children;
+    // PF address -> an attachment holding one of its VFs (mode vf): the PF cannot move then.
+    std::map<std::string, std::string> vf_pfs;
   };
 
   static CniResult<Claims> ClaimsOf(const StateStore& store, const NetConf& conf,
@@ -147,12 +162,25 @@ class Planner {
                                    const Selected& selected, bool chained, const netns::NetNs& host,
                                    const netns::NetNs& pod);
 
+  // ---- Mode vf (vf_plan.cc) ----
+  // The PF-side step and record.vf for `plan`'s VF: its PF found and not the node's own, the VF's
+  // current settings read, the MAC or GUID chosen (unique on the node), the config checked
+  // against the link (rates). Error 7 for a PF where a VF is needed or a setting the fabric has
+  // not, 100 when the PF does not report the VF, 107 for a VF of the node's own NIC.
+  CniResult<void> PlanVf(const Request& req, const NetConf& conf, const link::LinkInfo& netdev,
+                         const netns::NetNs& host, AttachPlan* plan);
+  // The VF's PF on the host: its HCA and netdev; error 100 when it has none there, 107 when it is
+  // the node's own NIC.
+  CniResult<std::pair<sysfs::Hca, link::LinkInfo>> VfPf(const sysfs::Hca& vf,
+                                                        const netns::NetNs& host);
+
   link::LinkOps& links_;
   rdma::RdmaOps& rdma_;
   link::AddrOps& addrs_;
   sysfs::SysfsRoot root_;
   rails::NodeConfig node_;
   std::string allocations_;
+  link::VfOps* vfs_ = nullptr;
   std::optional<rails::HostNet> host_net_;
   std::optional<rails::NodeRoles> roles_;
 };

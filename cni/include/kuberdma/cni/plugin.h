@@ -22,6 +22,7 @@
 #include "kuberdma/cni/types.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
+#include "kuberdma/link/vf_ops.h"
 #include "kuberdma/netns/namespace_ops.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rdma/rdma_ops.h"
@@ -69,6 +70,11 @@ struct Deps {
   // Checks every HCA ADD attaches is the pod's (unless the node config allows unallocated ones);
   // nullptr: no check.
   PodAllocations* pod_allocations = nullptr;
+  // The PFs' view of their VFs (mode vf); nullptr: mode vf is refused, and undo leaves a
+  // recorded VF's PF-side settings as they are (logged).
+  link::VfOps* vfs = nullptr;
+  // How long a rebound VF may take to have its driver and netdev back.
+  std::chrono::milliseconds rebind_wait{15000};
 };
 
 // The IPAM an attachment uses: what its record says, else what the config says; nullopt for none.
@@ -142,8 +148,22 @@ class Plugin {
   // GC of one stale attachment: its devices back, its addresses released.
   CniResult<void> CollectRecord(const AttachmentRecord& r, const Request& req, const NetConf& conf,
                                 const netns::NetNs& host);
-  // Puts the netdev and RDMA device of `rec` back on the host, wherever they are now.
+  // Puts the netdev and RDMA device of `rec` back on the host, wherever they are now, and a VF's
+  // PF-side settings as they were.
   Result<void> Restore(const AttachmentRecord& rec, const netns::NetNs& host);
+
+  // ---- Mode vf (vf_steps.cc) ----
+  // The PF sets what `plan.vf` says (record.vf armed and saved first); the VF's netdev takes
+  // its new MAC, or its driver is rebound and the record follows the new netdev and RDMA device.
+  Result<void> ApplyVf(AttachPlan& plan, const StateStore& store, const netns::NetNs& host);
+  // After a rebind: the VF's netdev and RDMA device as they are now, into the record and plan.
+  Result<void> FollowRebound(AttachPlan& plan, const netns::NetNs& host);
+  // Every PF-side setting the record says ADD changed, back as the PF had it; the VF netdev's own
+  // MAC too. A PF that is gone is logged, not an error (nothing is left to restore on).
+  Result<void> RestoreVf(const AttachmentRecord& rec, const netns::NetNs& host);
+  // The recorded netdev in `ns`: by its MAC after ADD, or (a VF whose ADD stopped before its new
+  // MAC took) by the MAC it had on the host.
+  Result<link::LinkInfo> FindRecorded(const AttachmentRecord& rec, const netns::NetNs& ns);
   // Child modes: deletes the pod's child link when it is the one recorded (kind and MAC).
   Result<void> RemoveChild(const AttachmentRecord& rec, const netns::NetNs* pod);
   // DEL of a child-mode config without a record.

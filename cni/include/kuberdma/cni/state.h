@@ -32,15 +32,19 @@ std::string_view RdmaNetnsModeName(RdmaNetnsMode mode);
 RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name);
 
 // How an attachment gives the pod its interface: the HCA's own netdev moved into the pod (the HCA
-// is the pod's alone), or a child link of the netdev created in the pod (the netdev and its HCA
-// stay on the host and serve every pod given a child).
-enum class AttachMode { kMove, kMacvlan, kIpvlan };
-// "move", "macvlan", "ipvlan": the names configs and records use.
+// is the pod's alone), an SR-IOV VF's netdev moved into the pod after its PF set the VF's MAC,
+// VLAN, spoof-check, trust, link state, rates or GUIDs (the VF is the pod's alone; its PF and
+// sibling VFs serve other pods), or a child link of the netdev created in the pod (the netdev and
+// its HCA stay on the host and serve every pod given a child).
+enum class AttachMode { kMove, kMacvlan, kIpvlan, kVf };
+// "move", "macvlan", "ipvlan", "vf": the names configs and records use.
 std::string_view AttachModeName(AttachMode mode);
 // The mode `name` names; nullopt for any other name.
 std::optional<AttachMode> ParseAttachMode(std::string_view name);
 // Whether `mode` creates a child link (the HCA is shared).
-inline bool IsChildMode(AttachMode mode) { return mode != AttachMode::kMove; }
+inline bool IsChildMode(AttachMode mode) {
+  return mode == AttachMode::kMacvlan || mode == AttachMode::kIpvlan;
+}
 
 // Who an HCA is across records and rediscovery: its bus address, or, for a software HCA
 // (Soft-RoCE: no bus address), its name.
@@ -55,6 +59,20 @@ struct IpamState {
   nlohmann::json section;  // the `ipam` object ADD delegated with
   bool requested = false;  // IPAM ADD was started: every undo calls IPAM DEL
   nlohmann::json result;   // what IPAM ADD returned (IpamResult::ToJson), null until then
+};
+
+// Mode vf: the VF as its PF had it before ADD, restored through the PF on every undo path (DEL,
+// GC, a failed or crashed ADD), and what ADD set. The settings are kept as the CNI's JSON
+// (cni/vf.h), which the doctor shows as it is.
+struct VfRecord {
+  std::string pf_address;  // the PF's PCI address: its netdev is found from it on every undo
+  uint32_t index = 0;      // the VF's number on its PF
+  // Armed (saved) before the first PF-side change: every undo with it set restores `before`.
+  bool changed = false;
+  nlohmann::json before = nlohmann::json::object();  // the PF's report of the VF before ADD
+  std::string host_mac;  // the VF netdev's own MAC before ADD (set back with `before.mac`)
+  nlohmann::json set = nlohmann::json::object();  // what ADD set through the PF
+  bool rebound = false;  // the VF's driver was rebound to take a new MAC or GUID
 };
 
 struct AttachmentRecord {
@@ -84,6 +102,7 @@ struct AttachmentRecord {
   uint16_t pkey = 0xffff;
   int pkey_index = -1;  // index in the port's pkey table (InfiniBand), -1 if not applicable
   std::optional<IpamState> ipam;  // absent without an ipam section
+  std::optional<VfRecord> vf;     // mode vf only
 
   nlohmann::json ToJson() const;
   static Result<AttachmentRecord> FromJson(const nlohmann::json& j);

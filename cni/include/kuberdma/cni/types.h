@@ -109,6 +109,9 @@ struct Request {
 // temporary suffix, and one path component holds 255 bytes (runtimes use 64 hex digits).
 inline constexpr size_t kMaxContainerIdBytes = 200;
 
+// The value of `key` in CNI_ARGS ("K1=V1;K2=V2"), the last one when repeated; "" when absent.
+std::string CniArg(const std::string& args, const std::string& key);
+
 // Reads and validates CNI_* variables through `getenv` for the command they name.
 // Missing or invalid required variables are error 4, naming the variable (values are quoted
 // with unprintable bytes escaped). CNI_IFNAME must be a name the kernel takes literally: 1-15

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// Mode vf's own rules: which MAC or GUID a VF is given, what the PF is asked to set, and the
+// record's JSON form of a VF's settings. Planning (plan.cc) and the steps that change the PF
+// (plugin.cc) share them.
+//
+//   link::VfChange want = WantedVfChange(*conf.vf, index, "InfiniBand", mac, guid);
+//   rec.vf->before = VfConfigToJson(before);           // restored on every undo path
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "kuberdma/cni/config.h"
+#include "kuberdma/cni/types.h"
+#include "kuberdma/link/vf_ops.h"
+
+namespace kuberdma::cni {
+
+// A GUID a VF may be given (runtimeConfig.infinibandGUID, CNI_ARGS GUID): 8 octets in either of
+// `ip link`'s and sysfs' spellings, not zero, not all ones, not a group (multicast) identifier.
+// Error 7 naming `field` otherwise.
+CniResult<uint64_t> CheckVfGuid(std::string_view text, std::string_view field);
+
+// The MAC an Ethernet VF gets when the pod asked for none: locally administered, unicast,
+// derived from the attachment's identity and `salt` (tried again with the next salt while the
+// node already has the MAC), so no two pods' VFs on a node share one.
+std::string GeneratedVfMac(const std::string& network, const std::string& container_id,
+                           const std::string& ifname, uint32_t salt);
+
+// The GUID an InfiniBand VF gets when the pod asked for none: deterministic for the VF (the same
+// every time it is handed out), never zero, and unique in the cluster. 0x02 (locally
+// administered) in the top octet, VF index + 1 in the next, an 8-bit fold of the PF's OUI, then
+// the PF node GUID's low 40 bits (the vendor's serial): VFs of one PF differ in their index, VFs
+// of different PFs in the PF's serial. kInvalidArgument for a zero PF GUID or an index over 254.
+Result<uint64_t> GeneratedVfGuid(uint64_t pf_node_guid, uint32_t vf_index);
+
+// What the PF is asked to set on VF `index` for `vf`: on Ethernet the MAC, VLAN and QoS,
+// spoof-check, trust; on InfiniBand the node and port GUID (both `guid`); link state and rates
+// on both. Error 7 for a field the fabric has no such setting for (a VLAN on InfiniBand).
+CniResult<link::VfChange> WantedVfChange(const VfConf& vf, uint32_t index, bool infiniband,
+                                         const std::string& mac, uint64_t guid);
+
+// A VF's settings as a record keeps them, and back. FromJson reads only what ToJson wrote and
+// marks the rest as unreported (a hand-edited record never invents a setting to restore).
+nlohmann::json VfConfigToJson(const link::VfConfig& v);
+link::VfConfig VfConfigFromJson(const nlohmann::json& j);
+nlohmann::json VfChangeToJson(const link::VfChange& c);
+
+}  // namespace kuberdma::cni

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+// Mode vf's steps that change something: the PF's settings for the pod's VF (recorded before the
+// first change), the VF's netdev taking its new MAC or its driver rebound, and their undo.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "kuberdma/cni/plugin.h"
+#include "kuberdma/cni/vf.h"
+#include "kuberdma/sysfs/sriov.h"
+
+namespace kuberdma::cni {
+
+using link::LinkInfo;
+using link::VfConfig;
+using netns::NetNs;
+
+namespace {
+
+bool IsInfiniBand(const AttachmentRecord& rec) { return rec.link_layer == "InfiniBand"; }
+
+// The VF `index` of PF `pf_ifindex`, as the PF reports it now.
+Result<VfConfig> ReadVf(link::VfOps& vfs, const NetNs& host, int pf_ifindex, uint32_t index) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto all, vfs.List(host, pf_ifindex));
+  auto it = std::find_if(all.begin(), all.end(), [&](const VfConfig& v) { return v.vf == index; });
+  if (it == all.end()) {
+    return Fail(ErrorCode::kNotFound, "the PF reports no VF " + std::to_string(index));
+  }
+  return *it;
+}
+
+// The netdev of the PCI function at `address` on the host, waiting up to `wait` for one to
+// appear (a rebound driver creates it anew).
+Result<LinkInfo> NetdevOf(link::LinkOps& links, const sysfs::SysfsRoot& root,
+                          const std::string& address, const NetNs& host,
+                          std::chrono::milliseconds wait) {
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    if (auto names = sysfs::NetdevsAtAddress(root, address); names && !names->empty()) {
+      if (auto l = links.GetByName(host, names->front())) return *l;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Fail(ErrorCode::kTimeout, address + " has no netdev on the host " +
+                                           std::to_string(wait.count()) +
+                                           " ms after its driver was rebound");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+Result<LinkInfo> Plugin::FindRecorded(const AttachmentRecord& rec, const NetNs& ns) {
+  auto l = link::FindByMac(d_.links, ns, rec.mac);
+  if (l || !rec.vf || rec.vf->host_mac.empty() || rec.vf->host_mac == rec.mac) return l;
+  return link::FindByMac(d_.links, ns, rec.vf->host_mac);
+}
+
+Result<void> Plugin::ApplyVf(AttachPlan& plan, const StateStore& store, const NetNs& host) {
+  if (!plan.vf) return {};
+  if (d_.vfs == nullptr) return Fail(ErrorCode::kInternal, "mode vf without VF operations");
+  AttachmentRecord& rec = plan.record;
+  rec.vf->changed = true;  // armed before the call: a PF that took part of it is restored
+  KUBERDMA_TRY(store.Save(rec));
+  if (auto set = d_.vfs->Set(host, plan.vf->pf_ifindex, plan.vf->change); !set) {
+    return Fail(set.error().Wrap("set VF " + std::to_string(rec.vf->index) + " (" + rec.hca +
+                                 ") through its PF " + plan.vf->pf_name));
+  }
+  bool rebind = plan.vf->rebind;
+  if (!rebind && plan.vf->change.mac && link::NormalizeMac(rec.vf->host_mac) != rec.mac) {
+    // mlx5 VFs take a MAC their PF set at once; a driver that holds its own (igbvf) refuses the
+    // VF-side change while trust is off, and takes the PF's on its next probe.
+    auto own = d_.links.Change(host, rec.host_ifindex, {.mac = rec.mac});
+    if (!own) {
+      spdlog::info("{} refused its new MAC {} ({}): rebinding its driver to take the PF's",
+                   rec.host_name, rec.mac, own.error().message());
+      rebind = true;
+    }
+  }
+  if (!rebind) return {};
+  KUBERDMA_TRY(sysfs::RebindDriver(d_.sysfs, rec.hca_address, d_.rebind_wait));
+  rec.vf->rebound = true;
+  KUBERDMA_TRY(FollowRebound(plan, host));
+  return store.Save(rec);
+}
+
+Result<void> Plugin::FollowRebound(AttachPlan& plan, const NetNs& host) {
+  AttachmentRecord& rec = plan.record;
+  KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l,
+                            NetdevOf(d_.links, d_.sysfs, rec.hca_address, host, d_.rebind_wait));
+  rec.host_ifindex = l.ifindex;
+  rec.mac = l.mac;  // IPoIB's hardware address carries the port GID, so the new GUID
+  // The RDMA device is created anew with its driver: the lowest free name, maybe another one.
+  auto deadline = std::chrono::steady_clock::now() + d_.rebind_wait;
+  for (;;) {
+    auto hca = sysfs::HcaForAddress(d_.sysfs, rec.hca_address, sysfs::HcaDetail::kPorts);
+    if (hca) {
+      rec.hca = hca->name;
+      plan.hca = std::move(*hca);
+      return {};
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Fail(hca.error().Wrap(rec.hca_address + " has no RDMA device after its rebind"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Result<void> Plugin::RestoreVf(const AttachmentRecord& rec, const NetNs& host) {
+  if (!rec.vf || !rec.vf->changed) return {};
+  if (d_.vfs == nullptr) {
+    spdlog::warn("{}: no VF operations here; VF {} of {} keeps what ADD set", rec.ifname,
+                 rec.vf->index, rec.vf->pf_address);
+    return {};
+  }
+  auto names = sysfs::NetdevsAtAddress(d_.sysfs, rec.vf->pf_address);
+  auto pf = names && !names->empty() ? d_.links.GetByName(host, names->front())
+                                     : Result<LinkInfo>(Fail(ErrorCode::kNotFound, "no netdev"));
+  if (!pf) {
+    spdlog::warn("{}: PF {} of VF {} is gone ({}): nothing to restore its settings on", rec.ifname,
+                 rec.vf->pf_address, rec.vf->index, pf.error().message());
+    return {};
+  }
+  KUBERDMA_ASSIGN_OR_RETURN(VfConfig now, ReadVf(*d_.vfs, host, pf->ifindex, rec.vf->index));
+  VfConfig before = VfConfigFromJson(rec.vf->before);
+  link::VfChange back = link::RestoreChange(before, now);
+  // An unset GUID (zero) cannot be set again; the VF keeps its derived one, unique to it.
+  if (before.node_guid == 0) back.node_guid.reset();
+  if (before.port_guid == 0) back.port_guid.reset();
+  if (auto r = d_.vfs->Set(host, pf->ifindex, back); !r) {
+    return Fail(r.error().Wrap("restore VF " + std::to_string(rec.vf->index) + " of " + pf->name +
+                               " as it was before " + rec.container_id + "/" + rec.ifname));
+  }
+  if (IsInfiniBand(rec) || rec.vf->host_mac.empty()) return {};
+  auto l = FindRecorded(rec, host);
+  if (!l || link::NormalizeMac(l->mac) == link::NormalizeMac(rec.vf->host_mac)) return {};
+  if (auto r = d_.links.Change(host, l->ifindex, {.mac = rec.vf->host_mac}); !r) {
+    spdlog::warn("{} keeps MAC {} ({}); its PF has {} again, which its next probe takes", l->name,
+                 l->mac, r.error().message(), rec.vf->host_mac);
+  }
+  return {};
+}
+
+}  // namespace kuberdma::cni
