@@ -26,6 +26,7 @@
 #include "kuberdma/dra/slices.h"
 #include "kuberdma/rails/node_config.h"
 #include "kuberdma/rails/rails.h"
+#include "kuberdma/sriov/vfs.h"
 
 namespace {
 
@@ -45,6 +46,7 @@ struct Cli {
   std::string node_name = EnvOr("NODE_NAME", "");
   std::string node_ip = EnvOr("NODE_IP", "");
   std::string write_node_config;
+  bool configure_vfs = false;
   kuberdma::deviceplugin::Options opts;
   // The DRA driver beside the device plugin (docs/dra.md).
   bool dra = false;
@@ -81,6 +83,11 @@ void AddOptions(CLI::App& app, Cli& c) {
   app.add_option("--write-node-config", c.write_node_config,
                  "write the node config resolved for this node (with --node-ip) to this path, "
                  "where the CNI reads it, and exit (0 written, 2 bad config)");
+  app.add_flag("--configure-vfs", c.configure_vfs,
+               "create the SR-IOV VFs the node config's \"sriov\" asks for (sriov_numvfs), "
+               "never past the firmware's total or while a VF is in a pod, say what was done, "
+               "and exit (0, also when an entry is blocked: rdma-doctor node shows why; 2 bad "
+               "config, 1 a write the kernel refused)");
   app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
@@ -283,6 +290,26 @@ int WriteNodeConfig(const Cli& c, const kuberdma::rails::NodeConfig& node) {
   return 0;
 }
 
+// --configure-vfs: every "sriov" entry of the node config planned and, where safe, applied.
+int ConfigureVfs(const Cli& c, const kuberdma::rails::NodeConfig& node) {
+  NodeView v = ViewNode(c, node);
+  if (!v.roles) return 1;
+  kuberdma::sysfs::SysfsRoot root(c.sysfs_root);
+  int rc = 0;
+  for (auto& plan : kuberdma::sriov::PlanVfCounts(root, node, *v.roles, v.hcas)) {
+    auto line = kuberdma::sriov::ApplyVfCount(root, plan);
+    if (!line) {
+      std::fprintf(stderr, "rdma-device-plugin: sriov %s: %s\n", plan.want.Target().c_str(),
+                   line.error().message().c_str());
+      rc = 1;
+      continue;
+    }
+    std::printf("sriov %s\n", line->c_str());
+  }
+  if (node.sriov.empty()) std::printf("sriov: the node config asks for no VFs; none changed\n");
+  return rc;
+}
+
 // Serves until SIGTERM/SIGINT; its exit code.
 int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
   c.opts.config_path = c.config;
@@ -347,6 +374,7 @@ int Run(int argc, char** argv) {
     return 2;
   }
   if (!c.write_node_config.empty()) return WriteNodeConfig(c, *node);
+  if (c.configure_vfs) return ConfigureVfs(c, *node);
   if (c.check_only) {
     PrintResources(*cfg, c, *node);
     return 0;

@@ -41,16 +41,64 @@ Result<std::vector<std::string>> Names(const json& obj, const char* key, const s
   return out;
 }
 
+Result<VfCount> ParseVfCount(const json& e, const std::string& where) {
+  if (!e.is_object()) return Bad(where, "must be an object {\"pf\" or \"rail\", \"numVfs\"}");
+  VfCount v;
+  for (const auto& [key, value] : e.items()) {
+    if (key != "pf" && key != "rail" && key != "numVfs") {
+      return Bad(where + "." + key, "unknown field (known: pf, rail, numVfs)");
+    }
+  }
+  if (auto it = e.find("pf"); it != e.end()) {
+    if (!it->is_string() || it->get<std::string>().empty() || it->get<std::string>().size() > 255)
+      return Bad(where + ".pf", "must be a netdev, PCI address or HCA name");
+    v.pf = it->get<std::string>();
+  }
+  if (auto it = e.find("rail"); it != e.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 ||
+        it->get<int64_t>() > static_cast<int64_t>(kMaxRails))
+      return Bad(where + ".rail", "must be a rail number, 1.." + std::to_string(kMaxRails));
+    v.rail = static_cast<int>(it->get<int64_t>());
+  }
+  if (v.pf.empty() == (v.rail == 0))
+    return Bad(where, "names its PF by \"pf\" or by \"rail\", one");
+  auto n = e.find("numVfs");
+  if (n == e.end() || !n->is_number_integer() || n->get<int64_t>() < 0 ||
+      n->get<int64_t>() > kMaxVfs) {
+    return Bad(where + ".numVfs", "must be a count of VFs, 0.." + std::to_string(kMaxVfs));
+  }
+  v.num_vfs = static_cast<int>(n->get<int64_t>());
+  return v;
+}
+
+Result<std::vector<VfCount>> VfCounts(const json& obj, const std::string& where) {
+  const json& list = obj.at("sriov");
+  if (!list.is_array()) return Bad(where + "sriov", "must be an array");
+  if (list.size() > kMaxRails) {
+    return Bad(where + "sriov", "has " + std::to_string(list.size()) + " entries; at most " +
+                                    std::to_string(kMaxRails));
+  }
+  std::vector<VfCount> out;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string at = where + "sriov[" + std::to_string(i) + "]";
+    KUBERDMA_ASSIGN_OR_RETURN(VfCount v, ParseVfCount(list[i], at));
+    if (!seen.insert(v.Target()).second) return Bad(at, v.Target() + " is listed twice");
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 // The fields of one level ("" the top, "nodes.<name>." a node's); unknown keys are errors.
 Result<void> ParseLevel(const json& obj, const std::string& where, bool top, NodeConfig* out) {
   if (!obj.is_object()) return Bad(where.empty() ? "(top level)" : where, "must be an object");
   for (const auto& [key, value] : obj.items()) {
-    if (key == "rails" || key == "nodeAddresses" || key == "allowUnallocated" ||
+    if (key == "rails" || key == "nodeAddresses" || key == "allowUnallocated" || key == "sriov" ||
         (top && key == "nodes")) {
       continue;
     }
     return Bad(where + key, std::string("unknown field (known: rails, nodeAddresses, "
-                                        "allowUnallocated") +
+                                        "allowUnallocated, sriov") +
                                 (top ? ", nodes" : "") + ")");
   }
   if (auto it = obj.find("allowUnallocated"); it != obj.end() && !it->is_null()) {
@@ -63,6 +111,9 @@ Result<void> ParseLevel(const json& obj, const std::string& where, bool top, Nod
   }
   if (obj.contains("nodeAddresses")) {
     KUBERDMA_ASSIGN_OR_RETURN(out->node_addresses, Names(obj, "nodeAddresses", where));
+  }
+  if (obj.contains("sriov") && !obj["sriov"].is_null()) {
+    KUBERDMA_ASSIGN_OR_RETURN(out->sriov, VfCounts(obj, where));
   }
   return {};
 }
@@ -104,6 +155,18 @@ std::string FormatNodeConfig(const NodeConfig& config) {
   json j = {{"rails", config.rails},
             {"nodeAddresses", config.node_addresses},
             {"allowUnallocated", config.allow_unallocated}};
+  if (!config.sriov.empty()) {
+    j["sriov"] = json::array();
+    for (const auto& v : config.sriov) {
+      json e = {{"numVfs", v.num_vfs}};
+      if (v.pf.empty()) {
+        e["rail"] = v.rail;
+      } else {
+        e["pf"] = v.pf;
+      }
+      j["sriov"].push_back(e);
+    }
+  }
   return j.dump(2) + "\n";
 }
 

@@ -10,6 +10,7 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
+#include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/podenv/allocation.h"
 
@@ -494,6 +495,38 @@ TEST_CASE("The node view names each SR-IOV VF's PF") {
   CHECK_FALSE(v.doc["hcas"][0].contains("pf"));
   CHECK(v.doc["hcas"][1]["pf"] == "0000:1b:00.0");
   CHECK(v.doc["hcas"][9]["pf"] == "0000:3c:00.0");
+}
+
+TEST_CASE(
+    "The node view shows the node config's VF counts and the firmware fix where they cannot") {
+  Fixture f;
+  link::NetlinkAddrOps addrs;
+  f.in.addrs = &addrs;
+  f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/sriov-ib");
+  f.in.node_config = f.dir + "/node.json";
+  REQUIRE(WriteFileAtomic(f.in.node_config, R"({"sriov":[{"rail":1,"numVfs":4},
+      {"pf":"ibp60s0","numVfs":32},{"pf":"0000:5d:00.0","numVfs":8}]})"));
+  View v = NodeView(f.in);
+  REQUIRE(v.doc["sriov"].size() == 3);
+  CHECK(v.doc["sriov"][0]["pf"] == "0000:1b:00.0");
+  CHECK(v.doc["sriov"][0]["numVfs"] == 4);
+  const Finding* ok = f.Find(v, "sriov-vfs", Status::kOk);
+  REQUIRE(ok);
+  CHECK_THAT(ok->message, Catch::Contains("rail 1 (mlx5_0): 4 VFs"));
+  int firmware = 0;
+  for (const auto& fd : v.findings) {
+    if (fd.check != "sriov-vfs" || fd.status != Status::kFail) continue;
+    ++firmware;
+    CHECK_THAT(fd.fix, Catch::Contains("mlxconfig -d 0000:") && Catch::Contains("SRIOV_EN=1") &&
+                           Catch::Contains("never does for you"));
+  }
+  CHECK(firmware == 2);  // 32 over the 16 the firmware offers; SR-IOV off on the third PF
+  const Finding* off = nullptr;
+  for (const auto& fd : v.findings) {
+    if (fd.message.find("SR-IOV is off") != std::string::npos) off = &fd;
+  }
+  REQUIRE(off);
+  CHECK_THAT(off->fix, Catch::Contains("NUM_OF_VFS=8"));
 }
 
 TEST_CASE("One corrupt CNI record is a named finding and the good records beside it are shown") {

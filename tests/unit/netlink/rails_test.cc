@@ -174,3 +174,43 @@ TEST_CASE("Only addresses beyond their link count: link-local, loopback and mult
     CHECK_FALSE(IsRoutable({.family = 6, .address = ip, .prefix_len = 64}));
   }
 }
+
+TEST_CASE("The node config's sriov names each PF once, by name or by rail, with a bounded count") {
+  auto ok = ParseNodeConfig(R"({"sriov":[{"rail":1,"numVfs":8},{"pf":"ens2np0","numVfs":0}],
+      "nodes":{"gpu-2":{"sriov":[{"pf":"0000:1a:00.0","numVfs":4}]}}})",
+                            "gpu-1");
+  REQUIRE(ok);
+  REQUIRE(ok->sriov.size() == 2);
+  CHECK(ok->sriov[0].rail == 1);
+  CHECK(ok->sriov[0].num_vfs == 8);
+  CHECK(ok->sriov[1].Target() == "ens2np0");
+  auto other = ParseNodeConfig(R"({"sriov":[{"rail":1,"numVfs":8}],
+      "nodes":{"gpu-2":{"sriov":[{"pf":"0000:1a:00.0","numVfs":4}]}}})",
+                               "gpu-2");
+  REQUIRE(other);
+  REQUIRE(other->sriov.size() == 1);  // a node's entry replaces the list
+  CHECK(other->sriov[0].pf == "0000:1a:00.0");
+  // The resolved file keeps it, and reads back the same.
+  auto again = ParseNodeConfig(FormatNodeConfig(*ok), "");
+  REQUIRE(again);
+  CHECK(again->sriov.size() == 2);
+  CHECK(again->sriov[0].rail == 1);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"sriov":{"rail":1}})", "sriov: must be an array"},
+      {R"({"sriov":[{"rail":1}]})", "numVfs"},
+      {R"({"sriov":[{"rail":1,"numVfs":257}]})", "0..256"},
+      {R"({"sriov":[{"rail":1,"numVfs":-1}]})", "0..256"},
+      {R"({"sriov":[{"numVfs":2}]})", "by \"pf\" or by \"rail\""},
+      {R"({"sriov":[{"pf":"a","rail":2,"numVfs":2}]})", "by \"pf\" or by \"rail\""},
+      {R"({"sriov":[{"rail":0,"numVfs":2}]})", "rail number"},
+      {R"({"sriov":[{"pf":"a","numVfs":2},{"pf":"a","numVfs":3}]})", "listed twice"},
+      {R"({"sriov":[{"pf":"a","numvfs":2}]})", "unknown field"},
+      {R"({"nodes":{"x":{"sriov":[{"pf":"","numVfs":2}]}}})", "nodes.x.sriov[0].pf"},
+  };
+  for (const auto& [text, why] : bad) {
+    INFO(text);
+    auto r = ParseNodeConfig(text, "");
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message(), Catch::Contains(why));
+  }
+}

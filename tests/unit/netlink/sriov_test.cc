@@ -9,14 +9,11 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "kuberdma/rails/rails.h"
+#include "kuberdma/sriov/vfs.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::sysfs {
-namespace {
-
-SysfsRoot Fixture(const std::string& name) {
-  return SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + name);
-}
 
 // A fixture copied to a temporary directory, removed with it.
 struct Copy {
@@ -30,6 +27,12 @@ struct Copy {
   ~Copy() { std::filesystem::remove_all(dir); }
   std::string dir;
 };
+
+namespace {
+
+SysfsRoot Fixture(const std::string& name) {
+  return SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + name);
+}
 
 TEST_CASE("A PF reports its VF capacity and VFs; a VF knows its PF and its number on it") {
   auto pf = ReadSriovPf(Fixture("sriov"), "0000:1b:00.0");
@@ -95,3 +98,58 @@ TEST_CASE("A rebind unbinds the function from its driver and probes it again") {
 
 }  // namespace
 }  // namespace kuberdma::sysfs
+
+namespace kuberdma::sriov {
+namespace {
+
+// The sriov fixture's HCAs judged with no host network: rails by PCI order (rail 1 1b:00.0).
+struct Planned {
+  explicit Planned(const std::string& root_dir) : root(root_dir) {
+    hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kIdentity);
+    roles = rails::JudgeHcas(hcas, rails::HostNet{}, rails::NodeConfig{});
+  }
+  std::vector<VfCountPlan> Plan(const std::string& json) {
+    auto config = rails::ParseNodeConfig(json, "");
+    REQUIRE(config);
+    return PlanVfCounts(root, *config, roles, hcas);
+  }
+  sysfs::SysfsRoot root;
+  std::vector<sysfs::Hca> hcas;
+  rails::NodeRoles roles;
+};
+
+TEST_CASE("VF counts: applied by rail or name, blocked by firmware, a pod, or a missing PF") {
+  sysfs::Copy c("sriov");
+  Planned n(c.dir);
+  auto plan = n.Plan(R"({"sriov":[{"rail":1,"numVfs":8},{"pf":"ens2f0np0","numVfs":4},
+      {"pf":"mlx5_0x","numVfs":1}]})");
+  REQUIRE(plan.size() == 3);
+  CHECK(plan[0].pf_address == "0000:1b:00.0");
+  CHECK(plan[0].blocked == Blocked::kNone);
+  CHECK(plan[1].Done());  // already has its 4
+  CHECK(plan[2].blocked == Blocked::kNoSuchPf);
+  auto line = ApplyVfCount(n.root, plan[0]);
+  REQUIRE(line);
+  CHECK_THAT(*line, Catch::Contains("4 -> 8 VFs"));
+  CHECK(n.root.ReadAttrOr("bus/pci/devices/0000:1b:00.0/sriov_numvfs", "") == "8");
+  auto kept = ApplyVfCount(n.root, plan[1]);
+  CHECK_THAT(*kept, Catch::Contains("has its 4 VFs"));
+  CHECK(n.root.ReadAttrOr("bus/pci/devices/0000:3c:00.0/sriov_numvfs", "") == "4");
+  // More than the firmware offers: the mlxconfig fix, nothing written.
+  auto over = n.Plan(R"({"sriov":[{"pf":"0000:3c:00.0","numVfs":17}]})");
+  CHECK(over[0].blocked == Blocked::kFirmware);
+  CHECK_THAT(over[0].fix,
+             Catch::Contains("mlxconfig -d 0000:3c:00.0 set SRIOV_EN=1 NUM_OF_VFS=17"));
+  CHECK_THAT(*ApplyVfCount(n.root, over[0]), Catch::Contains("not changed"));
+  CHECK(n.root.ReadAttrOr("bus/pci/devices/0000:3c:00.0/sriov_numvfs", "") == "4");
+  // A VF whose netdev left the host is in a pod: its PF's VFs are never re-created.
+  std::filesystem::remove_all(c.dir + "/sys/devices/pci0000:3b/0000:3b:01.0/0000:3c:00.3/net");
+  auto busy = n.Plan(R"({"sriov":[{"rail":2,"numVfs":2}]})");
+  REQUIRE(busy[0].blocked == Blocked::kInUse);
+  CHECK_THAT(busy[0].why, Catch::Contains("VF 0000:3c:00.3") && Catch::Contains("in a pod"));
+  CHECK_THAT(*ApplyVfCount(n.root, busy[0]), Catch::Contains("not changed"));
+  CHECK(n.root.ReadAttrOr("bus/pci/devices/0000:3c:00.0/sriov_numvfs", "") == "4");
+}
+
+}  // namespace
+}  // namespace kuberdma::sriov

@@ -12,6 +12,7 @@
 #include "kuberdma/deviceplugin/podresources.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
+#include "kuberdma/sriov/vfs.h"
 
 namespace kuberdma::doctor {
 
@@ -248,6 +249,43 @@ void CheckRenamed(const Inputs& in, const Result<netns::NetNs>& host, View& v) {
 
 namespace {
 
+// The node config's VF counts against the node: what each PF has, what its firmware allows, and
+// for each that the install step could not apply, why and the admin's fix (the firmware's
+// mlxconfig command and its reset, which kube-rdma never does).
+void Sriov(const Inputs& in, const rails::NodeConfig& config, const rails::NodeRoles& roles,
+           const std::vector<sysfs::Hca>& hcas, View& v) {
+  if (config.sriov.empty()) return;
+  json list = json::array();
+  std::vector<std::string> done;
+  for (const auto& p : sriov::PlanVfCounts(in.root, config, roles, hcas)) {
+    list.push_back({{"target", p.want.Target()},
+                    {"pf", p.pf_address},
+                    {"hca", p.hca},
+                    {"netdev", p.netdev},
+                    {"wantVfs", p.want.num_vfs},
+                    {"numVfs", p.num_vfs},
+                    {"totalVfs", p.total_vfs},
+                    {"blocked", p.why}});
+    std::string who = p.want.Target() + (p.hca.empty() ? "" : " (" + p.hca + ")");
+    if (p.Done()) {
+      done.push_back(who + ": " + std::to_string(p.num_vfs) + " VFs");
+    } else if (p.blocked == sriov::Blocked::kNone) {
+      Add(v, "sriov-vfs", Status::kWarn,
+          who + " has " + std::to_string(p.num_vfs) + " VFs, the node config asks for " +
+              std::to_string(p.want.num_vfs),
+          "the DaemonSet's configure-vfs step applies it when its pod starts on this node "
+          "(kubectl -n <namespace> logs <the node's kube-rdma pod> -c configure-vfs)");
+    } else {
+      Add(v, "sriov-vfs", Status::kFail, who + ": " + p.why,
+          p.fix.empty()
+              ? "name a PF of this node (rdma-doctor node lists them) in " + in.node_config
+              : p.fix);
+    }
+  }
+  v.doc["sriov"] = list;
+  if (!done.empty()) Add(v, "sriov-vfs", Status::kOk, Join(done, "; "), "");
+}
+
 // Each HCA's rail and whether it is the node's own NIC, as the CNI and the device plugin judge
 // them: the same node config, the same host namespace.
 void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
@@ -286,6 +324,7 @@ void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
             in.node_config);
   }
   v.doc["railsDeclared"] = config->Declared();
+  Sriov(in, *config, roles, hcas, v);
 }
 
 // Which CNI binaries are kube-rdma's: the DaemonSet installs ours as kube-rdma (cni.binaryName)

@@ -8,6 +8,7 @@
 //   {"rails": ["ens1f0np0", "0000:1b:00.0", "mlx5_2"],      // netdev, PCI address or HCA name
 //    "nodeAddresses": ["10.0.0.5"],
 //    "allowUnallocated": false,                              // HCAs outside the pod's allocation
+//    "sriov": [{"rail": 1, "numVfs": 8}, {"pf": "ens9f0np0", "numVfs": 4}],  // VFs to create
 //    "nodes": {"gpu-17": {"rails": ["ens2f0np0", "..."]}}}  // replaces the fields it names
 //
 //   KUBERDMA_ASSIGN_OR_RETURN(NodeConfig nc, LoadNodeConfig(NodeConfigPath(), node_name));
@@ -26,6 +27,18 @@ inline constexpr char kNodeConfigEnv[] = "KUBERDMA_NODE_CONFIG";
 inline constexpr char kNodeConfigPath[] = "/etc/kube-rdma/node.json";
 // At most this many rails (and node addresses): a bound on what a file can make us hold.
 inline constexpr size_t kMaxRails = 64;
+// The most VFs one PF is asked for (PCIe's ARI allows 256 functions; mlx5 offers at most 127).
+inline constexpr int kMaxVfs = 256;
+
+// One "sriov" entry: how many VFs a PF should have, the PF named by netdev, PCI address or HCA
+// name (`pf`) or by its physical rail (`rail`, 1-based), exactly one of the two.
+struct VfCount {
+  std::string pf;
+  int rail = 0;
+  int num_vfs = 0;
+  // "rail 3" or the name, as messages say it.
+  std::string Target() const { return pf.empty() ? "rail " + std::to_string(rail) : pf; }
+};
 
 struct NodeConfig {
   // The declared rails in rail order; each a netdev name, a PCI address or an HCA name. Empty: no
@@ -37,6 +50,9 @@ struct NodeConfig {
   // "allowUnallocated": the CNI may attach an HCA the kubelet did not allocate to the pod (a node
   // without rdma-device-plugin, or a NAD naming HCAs by hand). Off: every HCA must be the pod's.
   bool allow_unallocated = false;
+  // "sriov": the VFs the DaemonSet's install step creates (sriov/vfs.h); empty: it leaves every
+  // PF's VFs as they are.
+  std::vector<VfCount> sriov;
   bool Declared() const { return !rails.empty(); }
 };
 
