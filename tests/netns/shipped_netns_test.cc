@@ -12,6 +12,7 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/cni/config.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
@@ -305,9 +306,46 @@ void RunPods(const Shipped& s, const std::vector<MultusPod>& pods) {
 
 void RunPod(const Shipped& s, const MultusPod& pod) { RunPods(s, {pod}); }
 
+// A rendering whose NADs attach SR-IOV VFs (mode vf).
+bool AttachesVfs(const Shipped& s) {
+  return std::any_of(s.nads.begin(), s.nads.end(),
+                     [](const Nad& n) { return n.config.value("mode", "") == "vf"; });
+}
+
+// An SR-IOV rendering on the node it is for: every NAD parses as mode vf, and the resource it
+// names offers the VFs of an SR-IOV node (the sriov / sriov-ib fixtures) and nothing else, one
+// slot each. Attaching needs a PF driver that sets VFs, which this tier's veths lack: the attach
+// is proven on FakeWorld's PF table (tests/unit/cni/vf_test.cc) and igb's in the VM tier.
+void CheckVfRendering(const Shipped& s) {
+  bool ib = std::any_of(s.nads.begin(), s.nads.end(),
+                        [](const Nad& n) { return n.name.find("ib") != std::string::npos; });
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + (ib ? "sriov-ib" : "sriov"));
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  for (const auto& nad : s.nads) {
+    INFO(nad.ns << "/" << nad.name);
+    auto conf = cni::ParseConfig(nad.config.dump(), cni::Command::kAdd);
+    REQUIRE(conf);
+    CHECK(conf->mode == cni::AttachMode::kVf);
+    REQUIRE(conf->vf);
+    CHECK(conf->vf->spoofchk);
+    auto rc = std::find_if(s.resources.begin(), s.resources.end(),
+                           [&](const auto& r) { return r.FullName() == nad.resource; });
+    REQUIRE(rc != s.resources.end());
+    deviceplugin::Resource r(*rc, root);
+    r.Refresh(hcas);
+    CHECK(r.slots() == 8);  // two PFs' four VFs each, one slot per VF
+    for (const auto& h : hcas) CHECK(r.Selects(h, hcas) == !h.pf_address.empty());
+  }
+}
+
 TEST_CASE("Every shipped rendering's pods get the HCAs the kubelet allocated, as Multus calls") {
   for (const auto& path : Renderings()) {
     Shipped s(path);
+    if (AttachesVfs(s)) {
+      INFO(path);
+      CheckVfRendering(s);
+      continue;
+    }
     for (const auto& [what, pod] : PodsOf(s)) {
       INFO(path << ": " << what << " (" << s.rendered.Summary() << ")");
       if (!SharesHcas(s)) {

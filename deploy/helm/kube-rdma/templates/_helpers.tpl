@@ -329,3 +329,16 @@ and the address the node is known by (never moved into a pod).
     fieldRef:
       fieldPath: status.hostIP
 {{- end }}
+
+{{/*
+rdma-device-plugin's config: devicePlugin.config, and with sriov.enabled a per-VF resource
+(rdma/<sriov.resourceName>, one slot per VF) beside it; its PF-only resources never hold a VF.
+*/}}
+{{- define "kube-rdma.devicePluginConfig" -}}
+{{- $cfg := deepCopy .Values.devicePlugin.config -}}
+{{- if .Values.sriov.enabled -}}
+{{- $vf := dict "resourceName" .Values.sriov.resourceName "resourcePrefix" "rdma" "rdmaHcaMax" 1 "policy" "per-hca" "selectors" (dict "vendors" (list "15b3") "drivers" (list "mlx5_core") "functions" (list "vf")) -}}
+{{- $_ := set $cfg "configList" (append ($cfg.configList | default list) $vf) -}}
+{{- end -}}
+{{- toJson $cfg -}}
+{{- end }}
