@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
     double busbw = static_cast<double>(n * sizeof(float)) / sec / 1e9 * BusFactor(c, world);
     std::printf(
-        "{\"rank\":%d,\"collective\":\"%s\",\"bytes\":%zu,\"busbw\":%.4f,\"seconds\":%.6f}\n",
-        rank, c.c_str(), bytes, busbw, sec);
+        "{\"rank\":%d,\"collective\":\"%s\",\"bytes\":%zu,\"busbw\":%.4f,\"seconds\":%.6f}\n", rank,
+        c.c_str(), bytes, busbw, sec);
     std::fflush(stdout);
   }
   ncclCommDestroy(comm);

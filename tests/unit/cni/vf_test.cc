@@ -147,8 +147,7 @@ TEST_CASE("A RoCE VF is set through its PF (MAC, VLAN, QoS, spoof-check), moved,
   CHECK(n.Records().empty());
 }
 
-TEST_CASE(
-    "A VF's MAC: the pod's own when no other VF has it, else error 7; generated ones differ") {
+TEST_CASE("A VF's MAC: the pod's own unless another VF has it (error 7), generated ones differ") {
   VfNode n;
   Plugin p = n.MakePlugin();
   auto given = n.Conf(std::string(kVf1) + R"(,"runtimeConfig":{"mac":"0A:11:22:33:44:55"})");
@@ -214,7 +213,8 @@ TEST_CASE("Mode vf refuses bad input with error 7 naming it, before anything cha
   CHECK(n.Records().empty());
 }
 
-TEST_CASE("Never a VF and its PF to two pods; a VF in use is refused, never reset under its pod") {
+TEST_CASE(
+    "Never a VF and its PF to two pods, and a VF in use is refused, never reset under its pod") {
   VfNode n;
   Plugin p = n.MakePlugin();
   auto move_pf = ParseConfig(R"({"cniVersion":"1.1.0","name":"pf-net","type":"rdma",

@@ -34,7 +34,7 @@ SysfsRoot Fixture(const std::string& name) {
   return SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/" + name);
 }
 
-TEST_CASE("A PF reports its VF capacity and VFs; a VF knows its PF and its number on it") {
+TEST_CASE("A PF reports its VF capacity and VFs, and a VF knows its PF and its number on it") {
   auto pf = ReadSriovPf(Fixture("sriov"), "0000:1b:00.0");
   REQUIRE(pf);
   REQUIRE(*pf);
@@ -90,7 +90,7 @@ TEST_CASE("A rebind unbinds the function from its driver and probes it again") {
   REQUIRE(RebindDriver(root, "0000:1b:00.3", std::chrono::milliseconds(100)));
   CHECK(root.ReadAttrOr("bus/pci/drivers/mlx5_core/unbind", "") == "0000:1b:00.3");
   CHECK(root.ReadAttrOr("bus/pci/drivers_probe", "") == "0000:1b:00.3");
-  std::filesystem::remove(c.dir + "/sys/devices/pci0000:1a/0000:1a:01.0/0000:1b:00.3/driver");
+  std::filesystem::remove(root.Sys("devices/pci0000:1a/0000:1a:01.0/0000:1b:00.3/driver"));
   auto none = RebindDriver(root, "0000:1b:00.3", std::chrono::milliseconds(100));
   REQUIRE_FALSE(none);
   CHECK(none.error().code() == ErrorCode::kNotFound);
@@ -143,7 +143,7 @@ TEST_CASE("VF counts: applied by rail or name, blocked by firmware, a pod, or a 
   CHECK_THAT(*ApplyVfCount(n.root, over[0]), Catch::Contains("not changed"));
   CHECK(n.root.ReadAttrOr("bus/pci/devices/0000:3c:00.0/sriov_numvfs", "") == "4");
   // A VF whose netdev left the host is in a pod: its PF's VFs are never re-created.
-  std::filesystem::remove_all(c.dir + "/sys/devices/pci0000:3b/0000:3b:01.0/0000:3c:00.3/net");
+  std::filesystem::remove_all(n.root.Sys("devices/pci0000:3b/0000:3b:01.0/0000:3c:00.3/net"));
   auto busy = n.Plan(R"({"sriov":[{"rail":2,"numVfs":2}]})");
   REQUIRE(busy[0].blocked == Blocked::kInUse);
   CHECK_THAT(busy[0].why, Catch::Contains("VF 0000:3c:00.3") && Catch::Contains("in a pod"));

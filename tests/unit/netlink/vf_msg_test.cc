@@ -4,10 +4,7 @@
 // out as the kernel's rtnl_fill_vfinfo writes them (no kernel here has VFs).
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
-#include <netlink/attr.h>
-#include <netlink/msg.h>
-#include <netlink/route/link.h>
-#include <netlink/route/link/sriov.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -15,6 +12,7 @@
 #include <map>
 
 #include "kuberdma/link/netlink_vf_ops.h"
+#include "kuberdma/testing/libnl_reference.h"
 #include "nl_bytes.h"
 
 namespace kuberdma::link {
@@ -76,38 +74,15 @@ TEST_CASE("A VF change is one RTM_NEWLINK on the PF, its attributes in the kerne
   CHECK_FALSE(EncodeVfChange(12, {.vf = 3, .mac = "06:11:22"}));
 }
 
-// The attributes of the first IFLA_VF_INFO in `msg`, by type, as raw payloads.
-std::map<int, std::vector<uint8_t>> VfInfoOf(nlmsghdr* hdr) {
-  std::map<int, std::vector<uint8_t>> out;
-  nlattr* tb[IFLA_MAX + 1] = {};
-  REQUIRE(nlmsg_parse(hdr, sizeof(ifinfomsg), tb, IFLA_MAX, nullptr) == 0);
-  REQUIRE(tb[IFLA_VFINFO_LIST] != nullptr);
-  nlattr* info = static_cast<nlattr*>(nla_data(tb[IFLA_VFINFO_LIST]));
-  nlattr* a = nullptr;
-  int rem = 0;
-  nla_for_each_nested(a, info, rem) {
-    const auto* p = static_cast<const uint8_t*>(nla_data(a));
-    out[nla_type(a)] = std::vector<uint8_t>(p, p + nla_len(a));
-  }
-  return out;
-}
-
 TEST_CASE("An IB VF's node and port GUID are encoded as libnl's own VF API encodes them") {
   const uint64_t guid = 0x0203aa0000001234ULL;
   // libnl: a link carrying one VF with both GUIDs, built into RTM_NEWLINK by libnl itself.
-  rtnl_link* link = rtnl_link_alloc();
-  rtnl_link_set_ifindex(link, 12);
-  rtnl_link_vf* vf = rtnl_link_vf_alloc();
-  rtnl_link_vf_set_index(vf, 2);
-  rtnl_link_vf_set_ib_node_guid(vf, guid);
-  rtnl_link_vf_set_ib_port_guid(vf, guid);
-  REQUIRE(rtnl_link_vf_add(link, vf) == 0);
-  nl_msg* theirs = nullptr;
-  REQUIRE(rtnl_link_build_add_request(link, 0, &theirs) == 0);
+  auto theirs = testing::LibnlVfGuidChange(12, 2, guid, guid);
+  REQUIRE_FALSE(theirs.empty());
   auto ours = EncodeVfChange(12, {.vf = 2, .node_guid = guid, .port_guid = guid});
   REQUIRE(ours);
-  auto want = VfInfoOf(nlmsg_hdr(theirs));
-  auto got = VfInfoOf(reinterpret_cast<nlmsghdr*>(ours->data()));
+  auto want = testing::VfInfoAttributes(theirs);
+  auto got = testing::VfInfoAttributes(*ours);
   // Field by field: libnl 3.7 leaves the 4 bytes of padding after `vf` uninitialised (seen as
   // garbage here), so whole payloads differ; ours are zero.
   for (int type : {IFLA_VF_IB_NODE_GUID, IFLA_VF_IB_PORT_GUID}) {
@@ -125,12 +100,9 @@ TEST_CASE("An IB VF's node and port GUID are encoded as libnl's own VF API encod
     CHECK(std::all_of(got.at(type).begin() + 4, got.at(type).begin() + 8,
                       [](uint8_t b) { return b == 0; }));
   }
-  nlmsg_free(theirs);
-  rtnl_link_vf_put(vf);
-  rtnl_link_put(link);
 }
 
-TEST_CASE("The PF's answer is read VF by VF; what a driver does not report stays unreported") {
+TEST_CASE("The PF's answer is read VF by VF, and what a driver does not report stays unreported") {
   ifinfomsg ifi = Ifi(12);
   auto vf_info = [](NlBytes& b, uint32_t vf, bool reports_spoofchk, bool ib) {
     ifla_vf_mac mac{};
