@@ -100,19 +100,23 @@ void PlanInterface(const Request& req, const NetConf& conf, bool host_admin_up, 
 
 }  // namespace
 
-std::string ChildMac(const std::string& network, const std::string& container_id,
-                     const std::string& ifname) {
-  // FNV-1a over the attachment's identity; 0x02 in the first byte: locally administered, unicast.
-  uint64_t h = 14695981039346656037ULL;
-  for (const std::string* part : {&network, &container_id, &ifname}) {
-    for (char c : *part + '\0') h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+std::string DerivedMac(uint8_t first_octet, std::initializer_list<std::string_view> parts) {
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a, each part ended by a NUL
+  for (std::string_view part : parts) {
+    for (char c : part) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    h = h * 1099511628211ULL;
   }
   char buf[18];
-  std::snprintf(buf, sizeof buf, "02:%02x:%02x:%02x:%02x:%02x",
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", first_octet,
                 static_cast<unsigned>(h >> 32) & 0xff, static_cast<unsigned>(h >> 24) & 0xff,
                 static_cast<unsigned>(h >> 16) & 0xff, static_cast<unsigned>(h >> 8) & 0xff,
                 static_cast<unsigned>(h) & 0xff);
   return buf;
+}
+
+std::string ChildMac(const std::string& network, const std::string& container_id,
+                     const std::string& ifname) {
+  return DerivedMac(0x02, {network, container_id, ifname});
 }
 
 std::string AttachmentKey(const std::string& container_id, const std::string& ifname) {

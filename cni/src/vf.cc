@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "kuberdma/cni/plan.h"
+
 namespace kuberdma::cni {
 
 using json = nlohmann::json;
@@ -31,19 +33,8 @@ CniResult<uint64_t> CheckVfGuid(std::string_view text, std::string_view field) {
 
 std::string GeneratedVfMac(const std::string& network, const std::string& container_id,
                            const std::string& ifname, uint32_t salt) {
-  // FNV-1a over the attachment's identity and the salt. 0x06 in the first byte: locally
-  // administered and unicast, and apart from the children's 0x02 (plan.h ChildMac).
-  uint64_t h = 14695981039346656037ULL;
-  const std::string salt_text = std::to_string(salt);
-  for (const std::string* part : {&network, &container_id, &ifname, &salt_text}) {
-    for (char c : *part + '\0') h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-  }
-  char buf[18];
-  std::snprintf(buf, sizeof buf, "06:%02x:%02x:%02x:%02x:%02x",
-                static_cast<unsigned>(h >> 32) & 0xff, static_cast<unsigned>(h >> 24) & 0xff,
-                static_cast<unsigned>(h >> 16) & 0xff, static_cast<unsigned>(h >> 8) & 0xff,
-                static_cast<unsigned>(h) & 0xff);
-  return buf;
+  // 0x06: locally administered and unicast, apart from the children's 0x02 (ChildMac).
+  return DerivedMac(0x06, {network, container_id, ifname, std::to_string(salt)});
 }
 
 Result<uint64_t> GeneratedVfGuid(uint64_t pf_node_guid, uint32_t vf_index) {

@@ -94,10 +94,6 @@ Result<uint32_t> ReadMaxMtu(nl_sock* sock, int ifindex, const std::string& what,
 
 }  // namespace
 
-namespace {
-Result<std::vector<uint8_t>> ParseMac(const std::string& mac);
-}  // namespace
-
 std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
                                       std::optional<int> netns_fd) {
   MsgPtr m(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK));
@@ -115,29 +111,12 @@ std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
   if (change.alias) nla_put_string(m.get(), IFLA_IFALIAS, change.alias->c_str());
   // A MAC that does not parse is left out: NetlinkLinkOps::Change refuses it before encoding.
   if (change.mac) {
-    if (auto mac = ParseMac(*change.mac)) {
+    if (auto mac = MacBytes(*change.mac)) {
       nla_put(m.get(), IFLA_ADDRESS, static_cast<int>(mac->size()), mac->data());
     }
   }
   return nl::MsgBytes(m.get());
 }
-
-namespace {
-
-// "aa:bb:cc:dd:ee:ff" as six bytes.
-Result<std::vector<uint8_t>> ParseMac(const std::string& mac) {
-  std::vector<uint8_t> out;
-  unsigned int b[6];
-  char tail = 0;
-  if (std::sscanf(mac.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
-                  &b[5], &tail) != 6) {
-    return Fail(ErrorCode::kInvalidArgument, "MAC '" + mac + "' is not aa:bb:cc:dd:ee:ff");
-  }
-  for (unsigned int v : b) out.push_back(static_cast<uint8_t>(v));
-  return out;
-}
-
-}  // namespace
 
 Result<std::vector<uint8_t>> EncodeChildLink(int parent_ifindex, const ChildLink& child,
                                              int netns_fd) {
@@ -150,7 +129,7 @@ Result<std::vector<uint8_t>> EncodeChildLink(int parent_ifindex, const ChildLink
   nla_put_u32(m.get(), IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
   if (child.mtu) nla_put_u32(m.get(), IFLA_MTU, *child.mtu);
   if (child.kind == ChildKind::kMacvlan && !child.mac.empty()) {
-    KUBERDMA_ASSIGN_OR_RETURN(auto mac, ParseMac(child.mac));
+    KUBERDMA_ASSIGN_OR_RETURN(auto mac, MacBytes(child.mac));
     nla_put(m.get(), IFLA_ADDRESS, static_cast<int>(mac.size()), mac.data());
   }
   nlattr* info = nla_nest_start(m.get(), IFLA_LINKINFO);
@@ -226,7 +205,7 @@ Result<void> NetlinkLinkOps::Send(const NetNs& ns, const std::vector<uint8_t>& m
 }
 
 Result<void> NetlinkLinkOps::Change(const NetNs& ns, int ifindex, const LinkChange& change) {
-  if (change.mac) KUBERDMA_TRY(ParseMac(*change.mac));
+  if (change.mac) KUBERDMA_TRY(MacBytes(*change.mac));
   return Send(ns, EncodeLinkChange(ifindex, change, std::nullopt),
               "change ifindex " + std::to_string(ifindex) + " in netns " + ns.path());
 }

@@ -61,18 +61,6 @@ VfChange RestoreChange(const VfConfig& was, const VfConfig& now) {
 
 namespace {
 
-Result<std::vector<uint8_t>> MacBytes(const std::string& mac) {
-  unsigned int b[6];
-  char tail = 0;
-  if (std::sscanf(mac.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
-                  &b[5], &tail) != 6) {
-    return Fail(ErrorCode::kInvalidArgument, "MAC '" + mac + "' is not aa:bb:cc:dd:ee:ff");
-  }
-  std::vector<uint8_t> out;
-  for (unsigned int v : b) out.push_back(static_cast<uint8_t>(v));
-  return out;
-}
-
 std::string MacText(const uint8_t* b) {
   char buf[18];
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4],

@@ -9,6 +9,7 @@
 //   // plan.record: what to save before the first change; plan.into: what the move applies
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -188,6 +189,10 @@ class Planner {
 // The admin state `conf` wants in the pod for a netdev that was `host_admin_up` on the host (a
 // child, new, is up unless the config says down).
 std::optional<bool> WantedAdminUp(const NetConf& conf, bool host_admin_up);
+
+// A locally administered, unicast MAC: `first_octet` (0x02, 0x06, ...: bit 1 set, bit 0 clear),
+// then five bytes of FNV-1a over `parts`. The same parts give the same MAC.
+std::string DerivedMac(uint8_t first_octet, std::initializer_list<std::string_view> parts);
 
 // The MAC a macvlan child of this attachment gets: locally administered, unicast, derived from
 // the network, container ID and ifname, so a retried ADD and DEL without a record know it.

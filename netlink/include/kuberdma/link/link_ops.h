@@ -105,4 +105,7 @@ Result<LinkInfo> FindByMac(LinkOps& ops, const NetNs& ns, std::string_view mac);
 // Lower-cases a MAC for comparisons.
 std::string NormalizeMac(std::string_view mac);
 
+// "aa:bb:cc:dd:ee:ff" as its six bytes; kInvalidArgument for anything else.
+Result<std::vector<uint8_t>> MacBytes(std::string_view mac);
+
 }  // namespace kuberdma::link
