@@ -138,6 +138,37 @@ CniResult<void> CheckRates(const VfConf& vf, const Hca& hca) {
   return {};
 }
 
+// What mode vf cannot plan at all: no VF operations, a chained attachment (sriov-cni put the
+// netdev in the pod), a VF its PF does not list.
+CniResult<void> CheckPlannable(const AttachPlan& plan, bool have_vf_ops) {
+  const Hca& vf = plan.hca;
+  if (!have_vf_ops) return CniFail(kInternalError, "mode vf without the PF's VF operations");
+  if (plan.chained) {
+    return CniFail(kInvalidConfig,
+                   "mode vf moves the VF's netdev itself; it cannot follow a plugin (sriov) whose "
+                   "prevResult already has it in the pod");
+  }
+  if (vf.vf_index < 0) {
+    return CniFail(kDeviceUnavailable, vf.name + " (" + vf.address +
+                                           ") is not among the virtfnN of " + vf.pf_address +
+                                           "; nothing was changed");
+  }
+  return {};
+}
+
+// The VF as its PF reports it now: what every undo restores.
+CniResult<VfConfig> VfBefore(link::VfOps& vfs, const NetNs& host, const LinkInfo& pf,
+                             const Hca& vf) {
+  const auto index = static_cast<uint32_t>(vf.vf_index);
+  auto listed = vfs.List(host, pf.ifindex);
+  if (!listed) return tl::unexpected(FromError(listed.error(), kKernelRefused));
+  for (const auto& v : *listed) {
+    if (v.vf == index) return v;
+  }
+  return CniFail(kDeviceUnavailable, pf.name + " reports no VF " + std::to_string(index) + " (" +
+                                         vf.name + "); nothing was changed");
+}
+
 }  // namespace
 
 CniResult<std::pair<Hca, LinkInfo>> Planner::VfPf(const Hca& vf, const NetNs& host) {
@@ -167,27 +198,10 @@ CniResult<std::pair<Hca, LinkInfo>> Planner::VfPf(const Hca& vf, const NetNs& ho
 CniResult<void> Planner::PlanVf(const Request& req, const NetConf& conf, const LinkInfo& netdev,
                                 const NetNs& host, AttachPlan* plan) {
   const Hca& vf = plan->hca;
-  if (vfs_ == nullptr) return CniFail(kInternalError, "mode vf without the PF's VF operations");
-  if (plan->chained) {
-    return CniFail(kInvalidConfig,
-                   "mode vf moves the VF's netdev itself; it cannot follow a plugin (sriov) whose "
-                   "prevResult already has it in the pod");
-  }
-  if (vf.vf_index < 0) {
-    return CniFail(kDeviceUnavailable, vf.name + " (" + vf.address +
-                                           ") is not among the virtfnN of " + vf.pf_address +
-                                           "; nothing was changed");
-  }
+  KUBERDMA_CNI_TRY(CheckPlannable(*plan, vfs_ != nullptr), 0);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(auto pf, VfPf(vf, host), 0);
   const auto index = static_cast<uint32_t>(vf.vf_index);
-  auto listed = vfs_->List(host, pf.second.ifindex);
-  if (!listed) return tl::unexpected(FromError(listed.error(), kKernelRefused));
-  auto before = std::find_if(listed->begin(), listed->end(),
-                             [&](const VfConfig& v) { return v.vf == index; });
-  if (before == listed->end()) {
-    return CniFail(kDeviceUnavailable, pf.second.name + " reports no VF " + std::to_string(index) +
-                                           " (" + vf.name + "); nothing was changed");
-  }
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(VfConfig before, VfBefore(*vfs_, host, pf.second, vf), 0);
   KUBERDMA_CNI_TRY(CheckRates(*conf.vf, vf), 0);
   const bool ib = vf.link_layer() == sysfs::LinkLayer::kInfiniBand;
   std::vector<NodeVf> node_vfs = NodeVfs(links_, *vfs_, root_, host);
@@ -200,15 +214,15 @@ CniResult<void> Planner::PlanVf(const Request& req, const NetConf& conf, const L
   }
   KUBERDMA_CNI_ASSIGN_OR_RETURN(link::VfChange change,
                                 WantedVfChange(*conf.vf, index, ib, mac, guid), 0);
-  bool guid_changes =
-      ib && !(before->has_guids && before->node_guid == guid && before->port_guid == guid);
-  plan->vf = AttachPlan::VfStep{.pf_ifindex = pf.second.ifindex,
-                                .pf_name = pf.second.name,
-                                .change = change,
-                                .rebind = guid_changes};
+  plan->vf = AttachPlan::VfStep{
+      .pf_ifindex = pf.second.ifindex,
+      .pf_name = pf.second.name,
+      .change = change,
+      // The port reports a new GUID only once the VF's driver has probed it again.
+      .rebind = ib && !(before.has_guids && before.node_guid == guid && before.port_guid == guid)};
   plan->record.vf = VfRecord{.pf_address = vf.pf_address,
                              .index = index,
-                             .before = VfConfigToJson(*before),
+                             .before = VfConfigToJson(before),
                              .host_mac = netdev.mac,
                              .set = VfChangeToJson(change)};
   if (!ib) plan->record.mac = mac;  // how the netdev is found once it has its new MAC

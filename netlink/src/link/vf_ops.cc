@@ -70,7 +70,7 @@ std::string MacText(const uint8_t* b) {
 
 // The VF attributes in the order the kernel's do_setvfinfo applies them (MAC, VLAN, rate,
 // spoof-check, link state, trust, GUIDs): a driver's refusal stops it there.
-Result<void> PutVf(nl_msg* m, const VfChange& c) {
+Result<void> PutVfAddressing(nl_msg* m, const VfChange& c) {
   if (c.mac) {
     KUBERDMA_ASSIGN_OR_RETURN(auto bytes, MacBytes(*c.mac));
     ifla_vf_mac v{};
@@ -88,6 +88,10 @@ Result<void> PutVf(nl_msg* m, const VfChange& c) {
                    .max_tx_rate = c.max_tx_rate.value_or(0)};
     nla_put(m, IFLA_VF_RATE, sizeof v, &v);
   }
+  return {};
+}
+
+void PutVfPolicy(nl_msg* m, const VfChange& c) {
   if (c.spoofchk) {
     ifla_vf_spoofchk v{.vf = c.vf, .setting = *c.spoofchk ? 1U : 0U};
     nla_put(m, IFLA_VF_SPOOFCHK, sizeof v, &v);
@@ -100,7 +104,8 @@ Result<void> PutVf(nl_msg* m, const VfChange& c) {
     ifla_vf_trust v{.vf = c.vf, .setting = *c.trust ? 1U : 0U};
     nla_put(m, IFLA_VF_TRUST, sizeof v, &v);
   }
-  // struct ifla_vf_guid has 4 bytes of padding between vf and guid: zeroed, as libnl sends them.
+  // struct ifla_vf_guid has 4 bytes of padding between vf and guid: zeroed, as the kernel reads
+  // only the fields (libnl leaves them as they were).
   for (auto [type, guid] : {std::pair{IFLA_VF_IB_NODE_GUID, c.node_guid},
                             std::pair{IFLA_VF_IB_PORT_GUID, c.port_guid}}) {
     if (!guid) continue;
@@ -110,6 +115,11 @@ Result<void> PutVf(nl_msg* m, const VfChange& c) {
     v.guid = *guid;
     nla_put(m, type, sizeof v, &v);
   }
+}
+
+Result<void> PutVf(nl_msg* m, const VfChange& c) {
+  KUBERDMA_TRY(PutVfAddressing(m, c));
+  PutVfPolicy(m, c);
   return {};
 }
 
@@ -190,7 +200,7 @@ Result<std::vector<uint8_t>> EncodeVfChange(int pf_ifindex, const VfChange& chan
 Result<std::vector<VfConfig>> DecodeVfList(const std::vector<uint8_t>& msg) {
   const auto* hdr = reinterpret_cast<const nlmsghdr*>(msg.data());
   if (msg.size() < NLMSG_HDRLEN || hdr->nlmsg_len > msg.size() ||
-      !nlmsg_valid_hdr(hdr, sizeof(ifinfomsg))) {
+      nlmsg_valid_hdr(hdr, sizeof(ifinfomsg)) == 0) {
     return Fail(ErrorCode::kInvalidArgument, "the link answer is not an RTM_NEWLINK message");
   }
   nlattr* tb[IFLA_MAX + 1] = {};

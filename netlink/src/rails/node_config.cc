@@ -42,7 +42,7 @@ Result<std::vector<std::string>> Names(const json& obj, const char* key, const s
 }
 
 Result<VfCount> ParseVfCount(const json& e, const std::string& where) {
-  if (!e.is_object()) return Bad(where, "must be an object {\"pf\" or \"rail\", \"numVfs\"}");
+  if (!e.is_object()) return Bad(where, R"(must be an object {"pf" or "rail", "numVfs"})");
   VfCount v;
   for (const auto& [key, value] : e.items()) {
     if (key != "pf" && key != "rail" && key != "numVfs") {
@@ -60,8 +60,7 @@ Result<VfCount> ParseVfCount(const json& e, const std::string& where) {
       return Bad(where + ".rail", "must be a rail number, 1.." + std::to_string(kMaxRails));
     v.rail = static_cast<int>(it->get<int64_t>());
   }
-  if (v.pf.empty() == (v.rail == 0))
-    return Bad(where, "names its PF by \"pf\" or by \"rail\", one");
+  if (v.pf.empty() == (v.rail == 0)) return Bad(where, R"(names its PF by "pf" or by "rail", one)");
   auto n = e.find("numVfs");
   if (n == e.end() || !n->is_number_integer() || n->get<int64_t>() < 0 ||
       n->get<int64_t>() > kMaxVfs) {

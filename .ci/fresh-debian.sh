@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Proves the README's commands on a freshly installed Debian 12: a debootstrap chroot holding only
+# git, make and CA certificates (no kubectl, Helm, compiler or library), this repository's HEAD
+# cloned into it, and `make demo` or `make test` run there as root, timed. What a green run in a
+# developer's tree can hide (a missing install step, a tool only our machines carry) fails here.
+# Needs root and Debian's mirror; not run by CI (CI is such a machine already).
+#   .ci/fresh-debian.sh demo|test [CHROOT] [LOG]     (defaults: /srv/kuberdma-fresh, CHROOT.log)
+set -euo pipefail
+what=${1:?usage: fresh-debian.sh demo|test [CHROOT] [LOG]}
+root=${2:-/srv/kuberdma-fresh}
+log=${3:-$root.$what.log}
+repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
+[ "$(id -u)" -eq 0 ] || { echo "fresh-debian.sh: needs root (debootstrap, mounts)" >&2; exit 2; }
+if [ ! -x "$root/usr/bin/git" ]; then
+  command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
+  debootstrap --include=git,make,ca-certificates bookworm "$root" >/dev/null
+fi
+mounted=()
+cleanup() {
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+for m in proc sys dev dev/pts run tmp; do
+  mountpoint -q "$root/$m" && continue
+  case $m in
+    proc) mount -t proc proc "$root/proc" ;;
+    run|tmp) mount -t tmpfs "$m" "$root/$m" ;;
+    *) mount --rbind "/$m" "$root/$m" ;;
+  esac
+  mounted+=("$root/$m")
+done
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+rm -rf "$root/root/kube-rdma"
+git clone -q "$repo" "$root/root/kube-rdma"
+start=$(date +%s)
+set +e
+chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  CI=true bash -c "cd /root/kube-rdma && make $what" > "$log" 2>&1
+rc=$?
+set -e
+echo "fresh Debian 12: make $what exited $rc in $(( $(date +%s) - start )) s (log: $log)"
+exit $rc
