@@ -31,6 +31,12 @@ for m in proc sys dev dev/pts run tmp; do
   mounted+=("$root/$m")
 done
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The site's own CAs (a TLS-inspecting proxy to the package registries, say): a machine of this
+# site trusts them, so the chroot does too; Debian's public CAs are there already.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null 2>&1 || true
+fi
 rm -rf "$root/root/kube-rdma"
 git clone -q "$repo" "$root/root/kube-rdma"
 start=$(date +%s)
