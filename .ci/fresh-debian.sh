@@ -6,6 +6,7 @@
 # developer's tree can hide (a missing install step, a tool only our machines carry) fails here.
 # Needs root and Debian's mirror; not run by CI (CI is such a machine already).
 #   .ci/fresh-debian.sh demo|test [CHROOT] [LOG]     (defaults: /srv/kuberdma-fresh, CHROOT.log)
+# KEEP_CLONE=1 runs again in the clone the last run made (its build directory kept).
 set -euo pipefail
 what=${1:?usage: fresh-debian.sh demo|test [CHROOT] [LOG]}
 root=${2:-/srv/kuberdma-fresh}
@@ -21,6 +22,11 @@ cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+# The chroot's root a mount point of its own, as / is on a machine: `ip -n` makes it rslave.
+if ! mountpoint -q "$root"; then
+  mount --bind "$root" "$root"
+  mounted+=("$root")
+fi
 for m in proc sys dev dev/pts run tmp; do
   mountpoint -q "$root/$m" && continue
   case $m in
@@ -37,8 +43,10 @@ if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
   chroot "$root" update-ca-certificates >/dev/null 2>&1 || true
 fi
-rm -rf "$root/root/kube-rdma"
-git clone -q "$repo" "$root/root/kube-rdma"
+if [ "${KEEP_CLONE:-0}" != 1 ] || [ ! -d "$root/root/kube-rdma" ]; then
+  rm -rf "$root/root/kube-rdma"
+  git clone -q "$repo" "$root/root/kube-rdma"
+fi
 start=$(date +%s)
 set +e
 chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
