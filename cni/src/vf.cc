@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kuberdma/cni/plan.h"
+#include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::cni {
 
@@ -78,6 +79,24 @@ CniResult<VfChange> WantedVfChange(const VfConf& vf, uint32_t index, bool infini
   c.spoofchk = vf.spoofchk;
   c.trust = vf.trust;
   return c;
+}
+
+Result<link::LinkInfo> HostNetdevAt(link::LinkOps& links, const sysfs::SysfsRoot& root,
+                                    const std::string& address, const link::NetNs& host) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto names, sysfs::NetdevsAtAddress(root, address));
+  for (const auto& n : names) {
+    if (auto l = links.GetByName(host, n)) return *l;
+  }
+  return Fail(ErrorCode::kNotFound, address + " has no netdev in the host namespace");
+}
+
+Result<std::optional<VfConfig>> ReportedVf(link::VfOps& vfs, const link::NetNs& host,
+                                           int pf_ifindex, uint32_t index) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto all, vfs.List(host, pf_ifindex));
+  for (auto& v : all) {
+    if (v.vf == index) return std::optional<VfConfig>(std::move(v));
+  }
+  return std::optional<VfConfig>{};
 }
 
 json VfConfigToJson(const VfConfig& v) {

@@ -27,16 +27,6 @@ std::string Owner(const NodeVf& v) {
   return "VF " + std::to_string(v.vf.vf) + " of PF " + v.pf_address;
 }
 
-// The PF's netdev in the host namespace, or kNotFound.
-Result<LinkInfo> PfNetdev(link::LinkOps& links, const sysfs::SysfsRoot& root,
-                          const std::string& pf_address, const NetNs& host) {
-  KUBERDMA_ASSIGN_OR_RETURN(auto names, sysfs::NetdevsAtAddress(root, pf_address));
-  for (const auto& n : names) {
-    if (auto l = links.GetByName(host, n)) return *l;
-  }
-  return Fail(ErrorCode::kNotFound, "PF " + pf_address + " has no netdev in the host namespace");
-}
-
 // Every VF of every PF on the node that has VFs with an RDMA device, as the PFs report them.
 // A PF that cannot be read is left out (its VFs' MACs cannot be compared, nothing else).
 std::vector<NodeVf> NodeVfs(link::LinkOps& links, link::VfOps& vfs, const sysfs::SysfsRoot& root,
@@ -49,7 +39,7 @@ std::vector<NodeVf> NodeVfs(link::LinkOps& links, link::VfOps& vfs, const sysfs:
     if (!h.pf_address.empty()) pfs.insert(h.pf_address);
   }
   for (const auto& pf : pfs) {
-    auto l = PfNetdev(links, root, pf, host);
+    auto l = HostNetdevAt(links, root, pf, host);
     if (!l) continue;
     auto list = vfs.List(host, l->ifindex);
     if (!list) continue;
@@ -159,14 +149,11 @@ CniResult<void> CheckPlannable(const AttachPlan& plan, bool have_vf_ops) {
 // The VF as its PF reports it now: what every undo restores.
 CniResult<VfConfig> VfBefore(link::VfOps& vfs, const NetNs& host, const LinkInfo& pf,
                              const Hca& vf) {
-  const auto index = static_cast<uint32_t>(vf.vf_index);
-  auto listed = vfs.List(host, pf.ifindex);
-  if (!listed) return tl::unexpected(FromError(listed.error(), kKernelRefused));
-  for (const auto& v : *listed) {
-    if (v.vf == index) return v;
-  }
-  return CniFail(kDeviceUnavailable, pf.name + " reports no VF " + std::to_string(index) + " (" +
-                                         vf.name + "); nothing was changed");
+  auto v = ReportedVf(vfs, host, pf.ifindex, static_cast<uint32_t>(vf.vf_index));
+  if (!v) return tl::unexpected(FromError(v.error(), kKernelRefused));
+  if (*v) return **v;
+  return CniFail(kDeviceUnavailable, pf.name + " reports no VF " + std::to_string(vf.vf_index) +
+                                         " (" + vf.name + "); nothing was changed");
 }
 
 }  // namespace
@@ -178,7 +165,7 @@ CniResult<std::pair<Hca, LinkInfo>> Planner::VfPf(const Hca& vf, const NetNs& ho
                                            ", whose RDMA device is not on the host: " +
                                            pf.error().message() + "; nothing was changed");
   }
-  auto pf_link = PfNetdev(links_, root_, vf.pf_address, host);
+  auto pf_link = HostNetdevAt(links_, root_, vf.pf_address, host);
   if (!pf_link) {
     return CniFail(kDeviceUnavailable, vf.name + "'s PF " + pf->name + ": " +
                                            pf_link.error().message() +

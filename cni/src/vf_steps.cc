@@ -20,16 +20,6 @@ namespace {
 
 bool IsInfiniBand(const AttachmentRecord& rec) { return rec.link_layer == "InfiniBand"; }
 
-// The VF `index` of PF `pf_ifindex`, as the PF reports it now.
-Result<VfConfig> ReadVf(link::VfOps& vfs, const NetNs& host, int pf_ifindex, uint32_t index) {
-  KUBERDMA_ASSIGN_OR_RETURN(auto all, vfs.List(host, pf_ifindex));
-  auto it = std::find_if(all.begin(), all.end(), [&](const VfConfig& v) { return v.vf == index; });
-  if (it == all.end()) {
-    return Fail(ErrorCode::kNotFound, "the PF reports no VF " + std::to_string(index));
-  }
-  return *it;
-}
-
 // The netdev of the PCI function at `address` on the host, waiting up to `wait` for one to
 // appear (a rebound driver creates it anew).
 Result<LinkInfo> NetdevOf(link::LinkOps& links, const sysfs::SysfsRoot& root,
@@ -37,9 +27,7 @@ Result<LinkInfo> NetdevOf(link::LinkOps& links, const sysfs::SysfsRoot& root,
                           std::chrono::milliseconds wait) {
   auto deadline = std::chrono::steady_clock::now() + wait;
   for (;;) {
-    if (auto names = sysfs::NetdevsAtAddress(root, address); names && !names->empty()) {
-      if (auto l = links.GetByName(host, names->front())) return *l;
-    }
+    if (auto l = HostNetdevAt(links, root, address, host)) return *l;
     if (std::chrono::steady_clock::now() >= deadline) {
       return Fail(ErrorCode::kTimeout, address + " has no netdev on the host " +
                                            std::to_string(wait.count()) +
@@ -114,15 +102,17 @@ Result<void> Plugin::RestoreVf(const AttachmentRecord& rec, const NetNs& host) {
                  rec.vf->index, rec.vf->pf_address);
     return {};
   }
-  auto names = sysfs::NetdevsAtAddress(d_.sysfs, rec.vf->pf_address);
-  auto pf = names && !names->empty() ? d_.links.GetByName(host, names->front())
-                                     : Result<LinkInfo>(Fail(ErrorCode::kNotFound, "no netdev"));
+  auto pf = HostNetdevAt(d_.links, d_.sysfs, rec.vf->pf_address, host);
   if (!pf) {
     spdlog::warn("{}: PF {} of VF {} is gone ({}): nothing to restore its settings on", rec.ifname,
                  rec.vf->pf_address, rec.vf->index, pf.error().message());
     return {};
   }
-  KUBERDMA_ASSIGN_OR_RETURN(VfConfig now, ReadVf(*d_.vfs, host, pf->ifindex, rec.vf->index));
+  KUBERDMA_ASSIGN_OR_RETURN(auto reported, ReportedVf(*d_.vfs, host, pf->ifindex, rec.vf->index));
+  if (!reported) {
+    return Fail(ErrorCode::kNotFound, "the PF reports no VF " + std::to_string(rec.vf->index));
+  }
+  const VfConfig& now = *reported;
   VfConfig before = VfConfigFromJson(rec.vf->before);
   link::VfChange back = link::RestoreChange(before, now);
   // An unset GUID (zero) cannot be set again; the VF keeps its derived one, unique to it.

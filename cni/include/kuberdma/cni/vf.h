@@ -9,12 +9,15 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/link/link_ops.h"
 #include "kuberdma/link/vf_ops.h"
+#include "kuberdma/sysfs/sysfs.h"
 
 namespace kuberdma::cni {
 
@@ -41,6 +44,16 @@ Result<uint64_t> GeneratedVfGuid(uint64_t pf_node_guid, uint32_t vf_index);
 // on both. Error 7 for a field the fabric has no such setting for (a VLAN on InfiniBand).
 CniResult<link::VfChange> WantedVfChange(const VfConf& vf, uint32_t index, bool infiniband,
                                          const std::string& mac, uint64_t guid);
+
+// The netdev in `host` of the PCI function at `address` (a PF, or a VF back from its rebind):
+// the first name sysfs lists that rtnetlink finds there. kNotFound naming the address otherwise.
+Result<link::LinkInfo> HostNetdevAt(link::LinkOps& links, const sysfs::SysfsRoot& root,
+                                    const std::string& address, const link::NetNs& host);
+
+// VF `index` as the PF `pf_ifindex` of `host` reports it now; nullopt when the PF reports no
+// such VF, the listing's own error when the PF cannot be read.
+Result<std::optional<link::VfConfig>> ReportedVf(link::VfOps& vfs, const link::NetNs& host,
+                                                 int pf_ifindex, uint32_t index);
 
 // A VF's settings as a record keeps them, and back. FromJson reads only what ToJson wrote and
 // marks the rest as unreported (a hand-edited record never invents a setting to restore).
