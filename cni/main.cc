@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -226,11 +227,15 @@ class VerbTimer {
   const TimedLinkOps& links_;
 };
 
-// The node config as the DaemonSet resolved it for this node (ADD only: DEL never needs it, and
-// must work whatever the file holds). Error 7 when it does not parse.
+// The node config as the DaemonSet resolved it for this node. Error 7 when it does not parse on
+// ADD; the other verbs must work whatever the file holds, and use what parses (DEL tells the
+// partition hook).
 CniResult<kuberdma::rails::NodeConfig> NodeConfigFor(Command command) {
-  if (command != Command::kAdd) return kuberdma::rails::NodeConfig{};
   auto loaded = kuberdma::rails::LoadNodeConfig(kuberdma::rails::NodeConfigPath(), "");
+  if (!loaded && command != Command::kAdd) {
+    spdlog::warn("node config: {}; going on without it", loaded.error().message());
+    return kuberdma::rails::NodeConfig{};
+  }
   if (!loaded) {
     return CniFail(kInvalidConfig, loaded.error().message() +
                                        ": fix the node config (docs/install.md); nothing was "
@@ -238,6 +243,16 @@ CniResult<kuberdma::rails::NodeConfig> NodeConfigFor(Command command) {
   }
   return std::move(*loaded);
 }
+
+// The node's name as the partition hook is told it: the host's name (the CNI runs in the node's
+// UTS namespace).
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+int RunVerb(Plugin& plugin, const Request& req, const NetConf& conf);
 
 // Runs one verb on the real kernel; its exit code, the result or error already printed.
 int Dispatch(const Request& req, const NetConf& conf) {
@@ -254,9 +269,17 @@ int Dispatch(const Request& req, const NetConf& conf) {
   DevicePluginAllocations allocations(
       kuberdma::podenv::AllocationsDir() + "/" + kuberdma::podenv::kPodsSocket,
       std::chrono::milliseconds(3000));
+  std::optional<kuberdma::cni::ExecPartitionHook> hook;
+  if (!node->partition_hook.empty()) hook.emplace(node->partition_hook, HostName());
   Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam,
-                 *node, kuberdma::podenv::AllocationsDir(), &allocations, &vfs});
+                 *node, kuberdma::podenv::AllocationsDir(), &allocations, &vfs,
+                 std::chrono::milliseconds(15000), hook ? &*hook : nullptr});
   VerbTimer timer(links);
+  return RunVerb(plugin, req, conf);
+}
+
+// The verb itself; its exit code, the result or error printed.
+int RunVerb(Plugin& plugin, const Request& req, const NetConf& conf) {
   auto done = [&](const CniResult<void>& r) {
     return r ? 0 : PrintError(conf.cni_version, r.error());
   };

@@ -112,18 +112,32 @@ CniResult<void> ParseMode(const json& obj, NetConf* conf) {
   auto s = OptString(obj, "mode");
   if (!s) return tl::unexpected(s.error());
   if (!*s || (*s)->empty()) return {};
-  if (**s == "ipoib") {
-    return CniFail(kInvalidConfig,
-                   "invalid network config: mode 'ipoib' (an IPoIB child with its own pkey, as "
-                   "ipoib-cni makes) is not supported yet; use mode \"move\" with \"pkey\", "
-                   "which moves the HCA's IPoIB netdev and checks the pkey is in its table");
-  }
   auto mode = ParseAttachMode(**s);
   if (!mode) {
-    return CniFail(kInvalidConfig, "invalid network config: mode '" + **s +
-                                       R"(' is not one of "move", "macvlan", "ipvlan", "vf")");
+    return CniFail(kInvalidConfig,
+                   "invalid network config: mode '" + **s +
+                       R"(' is not one of "move", "macvlan", "ipvlan", "vf", "ipoib")");
   }
   conf->mode = *mode;
+  return {};
+}
+
+// "ipoibMode": an IPoIB child's transport, mode ipoib only.
+CniResult<void> ParseIpoibMode(const json& obj, NetConf* conf) {
+  auto s = OptString(obj, "ipoibMode");
+  if (!s) return tl::unexpected(s.error());
+  if (!*s) return {};
+  if (conf->mode != AttachMode::kIpoib) {
+    return CniFail(kInvalidConfig, R"(invalid network config: ipoibMode needs "mode": "ipoib")");
+  }
+  if (**s == "datagram") {
+    conf->ipoib_mode = link::IpoibMode::kDatagram;
+  } else if (**s == "connected") {
+    conf->ipoib_mode = link::IpoibMode::kConnected;
+  } else {
+    return CniFail(kInvalidConfig, "invalid network config: ipoibMode " + Quoted(**s) +
+                                       R"( is not one of "datagram", "connected")");
+  }
   return {};
 }
 
@@ -201,6 +215,23 @@ CniResult<void> ParseVfIdentity(const json& obj, VfConf* vf) {
   return {};
 }
 
+// The pkeys no pod can be given: the invalid pkey (0x0000, 0x8000: no partition at all) and the
+// default partition's limited membership (0x7fff: its members cannot reach one another).
+CniResult<void> CheckPartitionKey(uint16_t pkey) {
+  if ((pkey & 0x7fff) == 0) {
+    return CniFail(kInvalidConfig, "invalid network config: pkey " + sysfs::FormatPkey(pkey) +
+                                       " is InfiniBand's invalid pkey (no partition); use the "
+                                       "partition's pkey, e.g. \"0x8001\", or leave it unset");
+  }
+  if (pkey == 0x7fff) {
+    return CniFail(kInvalidConfig,
+                   "invalid network config: pkey 0x7fff is the default partition with limited "
+                   "membership (limited members cannot reach one another); leave pkey unset "
+                   "or \"0xffff\" for the default partition");
+  }
+  return {};
+}
+
 // Mode vf's fields; any of them under another mode is an error (the NAD meant a VF).
 CniResult<void> ParseVf(const json& obj, NetConf* conf) {
   if (conf->mode != AttachMode::kVf) {
@@ -262,6 +293,7 @@ CniResult<void> ParseNumbers(const json& obj, NetConf* conf) {
     }
     auto pk = sysfs::ParsePkey(text);
     if (!pk) return CniFail(kInvalidConfig, "invalid network config: " + pk.error().message());
+    KUBERDMA_CNI_TRY(CheckPartitionKey(*pk), 0);
     conf->pkey = *pk;
   }
   if (auto it = obj.find("rail"); it != obj.end() && !it->is_null()) {
@@ -519,8 +551,8 @@ CniResult<NetConf> ParseConfig(std::string_view text, Command command, const Nod
   if (command != Command::kVersion && conf.name.empty()) {
     return CniFail(kInvalidConfig, "invalid network config: field 'name' is required");
   }
-  for (auto step : {&ParseLinkState, &ParseMode, &ParseVf, &ParseNumbers, &ParseGc, &ParseIpam,
-                    &ParseAddresses}) {
+  for (auto step : {&ParseLinkState, &ParseMode, &ParseIpoibMode, &ParseVf, &ParseNumbers, &ParseGc,
+                    &ParseIpam, &ParseAddresses}) {
     auto r = step(obj, &conf);
     if (!r) return tl::unexpected(r.error());
   }

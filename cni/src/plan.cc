@@ -48,13 +48,24 @@ bool IsPoolSlot(const Selector& sel) {
   return slot && slot->kind == podenv::SlotKind::kPool;
 }
 
-std::string Hex4(uint16_t v) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "0x%04x", v);
-  return buf;
+// Why `hca` cannot be the parent of a `mode` child: macvlan and ipvlan are Ethernet links, an
+// IPoIB child needs an InfiniBand port. Identity-only HCAs (no ports read) have no link layer
+// yet: judged once their ports are read.
+std::string WhyNotParent(const Hca& hca, AttachMode mode) {
+  const sysfs::LinkLayer layer = hca.link_layer();
+  if (layer == sysfs::LinkLayer::kUnknown) return "";
+  const std::string name(AttachModeName(mode));
+  if (mode == AttachMode::kIpoib && layer != sysfs::LinkLayer::kInfiniBand) {
+    return std::string(sysfs::LinkLayerName(layer)) +
+           ", and an ipoib child needs an InfiniBand HCA (on RoCE use mode macvlan or ipvlan)";
+  }
+  if (mode != AttachMode::kIpoib && layer != sysfs::LinkLayer::kEthernet) {
+    return std::string(sysfs::LinkLayerName(layer)) + ", and " + name +
+           " children need a RoCE (Ethernet) HCA (on InfiniBand use mode ipoib: an IPoIB "
+           "child on a partition of its own)";
+  }
+  return "";
 }
-
-bool IsEthernet(const Hca& hca) { return hca.link_layer() == sysfs::LinkLayer::kEthernet; }
 
 std::string HcaKey(const Hca& hca) { return HcaIdentity(hca.address, hca.name); }
 
@@ -79,14 +90,26 @@ CniResult<Planner::Claims> Planner::ClaimsOf(const StateStore& store, const NetC
 
 namespace {
 
+link::ChildKind ChildKindOf(AttachMode mode) {
+  if (mode == AttachMode::kIpvlan) return link::ChildKind::kIpvlan;
+  if (mode == AttachMode::kIpoib) return link::ChildKind::kIpoib;
+  return link::ChildKind::kMacvlan;
+}
+
 // What the pod's interface becomes: the moved netdev renamed, or a new child; its MTU and state.
 void PlanInterface(const Request& req, const NetConf& conf, bool host_admin_up, AttachPlan* plan) {
   if (IsChildMode(conf.mode)) {
-    link::ChildKind kind =
-        conf.mode == AttachMode::kIpvlan ? link::ChildKind::kIpvlan : link::ChildKind::kMacvlan;
-    plan->child = link::ChildLink{.kind = kind, .name = req.ifname, .mtu = conf.mtu};
-    if (kind == link::ChildKind::kMacvlan) {
+    plan->child =
+        link::ChildLink{.kind = ChildKindOf(conf.mode), .name = req.ifname, .mtu = conf.mtu};
+    if (conf.mode == AttachMode::kMacvlan) {
       plan->child->mac = plan->record.mac = ChildMac(conf.name, req.container_id, req.ifname);
+    }
+    if (conf.mode == AttachMode::kIpoib) {
+      // The kernel gives an IPoIB child its address (its own QPN, the port's GID): found by name
+      // and kind, never by the parent's address.
+      plan->record.mac.clear();
+      plan->child->pkey = conf.pkey;
+      plan->child->ipoib_mode = conf.ipoib_mode;
     }
   }
   // A new child has no earlier state to keep: "leave" is up, as for any new interface.
@@ -180,14 +203,7 @@ std::string Planner::WhyNot(const Hca& hca, const NetConf& conf, const Claims& c
     return "not an SR-IOV VF (mode vf attaches a VF: allocate one, e.g. the device plugin's "
            "selectors \"functions\": [\"vf\"])";
   }
-  if (IsChildMode(conf.mode)) {
-    // Identity-only HCAs (no ports read) have no link layer yet: judged once their ports are read.
-    if (!IsEthernet(hca) && hca.link_layer() != sysfs::LinkLayer::kUnknown) {
-      return std::string(sysfs::LinkLayerName(hca.link_layer())) + ", and " + mode +
-             " children need a RoCE (Ethernet) HCA (IPoIB children are not supported yet)";
-    }
-    return "";
-  }
+  if (IsChildMode(conf.mode)) return WhyNotParent(hca, conf.mode);
   if (hca.bus == sysfs::BusKind::kVirtual) {
     // Measured on Debian 12's kernel with Soft-RoCE (tests/vm): moving rxe's netdev out of the
     // host namespace deletes the rxe device, and `rdma dev set ... netns` is EOPNOTSUPP.
@@ -509,11 +525,15 @@ CniResult<RdmaNetnsMode> Planner::ChildNetnsMode(RdmaNetnsMode mode, const NetCo
   return mode;
 }
 
-CniResult<int> Planner::CheckPkey(const Hca& hca, uint16_t pkey) {
-  if (hca.link_layer() != sysfs::LinkLayer::kInfiniBand) {
+CniResult<int> Planner::CheckPkey(const Hca& hca, uint16_t pkey, AttachMode mode) {
+  const bool ib = hca.link_layer() == sysfs::LinkLayer::kInfiniBand;
+  // A VF's pkey table is what the subnet manager grants the GUID ADD is about to give it (the
+  // partition hook tells it): its table now says nothing about the pod's partition.
+  if (ib && mode == AttachMode::kVf && pkey != sysfs::kDefaultPkey) return -1;
+  if (!ib) {
     if (pkey == sysfs::kDefaultPkey) return -1;
-    return CniFail(kInvalidConfig, "pkey " + Hex4(pkey) + " cannot apply to " + hca.name +
-                                       ": its link layer is " +
+    return CniFail(kInvalidConfig, "pkey " + sysfs::FormatPkey(pkey) + " cannot apply to " +
+                                       hca.name + ": its link layer is " +
                                        std::string(sysfs::LinkLayerName(hca.link_layer())) +
                                        " (RoCE has no partitions); leave pkey unset or \"0xffff\"");
   }
@@ -524,12 +544,17 @@ CniResult<int> Planner::CheckPkey(const Hca& hca, uint16_t pkey) {
   if (port != nullptr) {
     for (size_t i = 0; i < port->pkeys.size(); ++i) {
       if (port->pkeys[i] == pkey) return static_cast<int>(i);
-      table += (table.empty() ? "" : ", ") + Hex4(port->pkeys[i]);
+      table += (table.empty() ? "" : ", ") + sysfs::FormatPkey(port->pkeys[i]);
     }
   }
-  return CniFail(kInvalidConfig, "pkey " + Hex4(pkey) + " is not in " + hca.name +
-                                     " port 1's pkey table [" + table +
-                                     "]: ask the subnet manager to add it, or use one listed");
+  const std::string name = sysfs::FormatPkey(pkey);
+  return CniFail(kInvalidConfig,
+                 "pkey " + name + " is not in " + hca.name + " port 1's pkey table [" + table +
+                     "]: the subnet manager has not made this port a member of partition " + name +
+                     ". Add the port's GUID to it (`rdma-doctor partitions --pkey " + name +
+                     "` prints the opensm partitions.conf entry; with UFM, add the GUID " +
+                     "to the pkey), wait for the SM's sweep, or use a pkey listed. Nothing was "
+                     "changed");
 }
 
 CniResult<LinkInfo> Planner::Netdev(const Request& req, const NetConf& conf,
@@ -551,15 +576,36 @@ CniResult<LinkInfo> Planner::Netdev(const Request& req, const NetConf& conf,
     return CniFail(kInvalidEnv, "CNI_IFNAME " + req.ifname + " already exists in " + req.netns);
   }
   if (!IsChildMode(conf.mode) && !chained) KUBERDMA_CNI_TRY(CheckMaxMtu(hca, *netdev, conf), 0);
-  if (IsChildMode(conf.mode)) KUBERDMA_CNI_TRY(CheckParentUp(hca, *netdev, conf), 0);
-  if (IsChildMode(conf.mode) && conf.mtu && *conf.mtu > netdev->mtu) {
-    return CniFail(kInvalidConfig, "mtu " + std::to_string(*conf.mtu) + " is above the MTU of " +
-                                       netdev->name + " (" + std::to_string(netdev->mtu) + ", " +
-                                       hca.name + "): a " + std::string(AttachModeName(conf.mode)) +
-                                       " child cannot exceed its parent; raise the parent's MTU "
-                                       "on the node or lower mtu");
+  if (IsChildMode(conf.mode)) {
+    KUBERDMA_CNI_TRY(CheckParentUp(hca, *netdev, conf), 0);
+    KUBERDMA_CNI_TRY(CheckChildMtu(hca, *netdev, conf), 0);
   }
   return std::move(*netdev);
+}
+
+CniResult<void> Planner::CheckChildMtu(const Hca& hca, const LinkInfo& parent,
+                                       const NetConf& conf) {
+  if (!conf.mtu) return {};
+  if (conf.mode == AttachMode::kIpoib) {
+    // An IPoIB child's MTU is bounded by its own transport, not by its parent's current MTU.
+    const bool connected = conf.ipoib_mode == link::IpoibMode::kConnected;
+    const uint32_t max = connected ? kIpoibConnectedMaxMtu : kIpoibDatagramMaxMtu;
+    if (*conf.mtu <= max) return {};
+    return CniFail(kInvalidConfig,
+                   "mtu " + std::to_string(*conf.mtu) + " is above what an IPoIB child of " +
+                       parent.name + " (" + hca.name + ") carries in " +
+                       (connected ? "connected mode: 65520"
+                                  : "datagram mode: 4092, the IB MTU "
+                                    "of 4096 less IPoIB's header") +
+                       "; lower mtu" + (connected ? "" : R"(, or set "ipoibMode": "connected")") +
+                       ". Nothing was changed");
+  }
+  if (*conf.mtu <= parent.mtu) return {};
+  return CniFail(kInvalidConfig, "mtu " + std::to_string(*conf.mtu) + " is above the MTU of " +
+                                     parent.name + " (" + std::to_string(parent.mtu) + ", " +
+                                     hca.name + "): a " + std::string(AttachModeName(conf.mode)) +
+                                     " child cannot exceed its parent; raise the parent's MTU "
+                                     "on the node or lower mtu");
 }
 
 CniResult<void> Planner::CheckMaxMtu(const Hca& hca, const LinkInfo& netdev, const NetConf& conf) {
@@ -702,7 +748,7 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
   KUBERDMA_CNI_ASSIGN_OR_RETURN(Selected selected, Select(conf, host, chained, claimed), 0);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(RdmaNetnsMode mode, NetnsMode(host, conf), 0);
   const uint16_t pkey = conf.pkey.value_or(sysfs::kDefaultPkey);
-  KUBERDMA_CNI_ASSIGN_OR_RETURN(int pkey_index, CheckPkey(selected.hca, pkey), 0);
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(int pkey_index, CheckPkey(selected.hca, pkey, conf.mode), 0);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(LinkInfo netdev, Netdev(req, conf, selected, chained, host, pod),
                                 0);
   AttachPlan plan{.hca = std::move(selected.hca), .chained = chained};

@@ -114,6 +114,12 @@ Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
   Result<void> second =
       IsInfiniBand(rec) ? RestoreRdma(rec, host, podp) : RestoreNetdev(rec, host, podp);
   Result<void> third = RestoreVf(rec, host);
+  // The GUID leaves its partition whatever else failed: the pod no longer holds it. A subnet
+  // manager out of reach must not keep the pod's sandbox from going (rdma-doctor partitions
+  // shows who still needs each GUID).
+  if (auto told = TellPartition(rec, false); !told) {
+    spdlog::warn("{}/{}: {}", rec.container_id, rec.ifname, told.error().msg);
+  }
   if (!first) return first;
   if (!second) return second;
   return third;
@@ -242,6 +248,19 @@ CniResult<json> Plugin::RollBack(const AttachmentRecord& rec, const Request& req
   return tl::unexpected(why);
 }
 
+namespace {
+
+void LogAttached(const AttachmentRecord& rec) {
+  spdlog::info(
+      "attached {} ({}, {}) as {}{} in {}; rdma netns mode {}{}", rec.hca, rec.hca_address,
+      rec.host_name,
+      IsChildMode(rec.mode) ? "a " + std::string(AttachModeName(rec.mode)) + " child " : "",
+      rec.ifname, rec.netns, RdmaNetnsModeName(rec.netns_mode),
+      rec.pkey_index >= 0 ? ", pkey index " + std::to_string(rec.pkey_index) : "");
+}
+
+}  // namespace
+
 CniResult<json> Plugin::Execute(AttachPlan& plan, const Request& req, const NetConf& conf,
                                 const StateStore& store, const NetNs& host, const NetNs& pod) {
   AttachmentRecord& rec = plan.record;
@@ -269,15 +288,15 @@ CniResult<json> Plugin::Execute(AttachPlan& plan, const Request& req, const NetC
     return RollBack(rec, req, conf, store, host,
                     FromError(verified.error().Wrap(what), kKernelRefused));
   }
+  // Last: the subnet manager is told of a GUID only once the pod's VF has it.
+  if (auto told = TellPartition(rec, true); !told) {
+    return RollBack(rec, req, conf, store, host,
+                    {told.error().code, what + ": " + told.error().msg, told.error().details});
+  }
   rec.done = true;
   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);
   WriteDeviceInfo(conf, plan.hca, rec);
-  spdlog::info(
-      "attached {} ({}, {}) as {}{} in {}; rdma netns mode {}{}", rec.hca, rec.hca_address,
-      rec.host_name,
-      IsChildMode(rec.mode) ? "a " + std::string(AttachModeName(rec.mode)) + " child " : "",
-      req.ifname, req.netns, RdmaNetnsModeName(rec.netns_mode),
-      rec.pkey_index >= 0 ? ", pkey index " + std::to_string(rec.pkey_index) : "");
+  LogAttached(rec);
   return ResultFor(rec, *verified, plan.hca.pci_address, conf);
 }
 

@@ -63,6 +63,8 @@ std::string_view AttachModeName(AttachMode mode) {
       return "ipvlan";
     case AttachMode::kVf:
       return "vf";
+    case AttachMode::kIpoib:
+      return "ipoib";
     case AttachMode::kMove:
       break;
   }
@@ -70,8 +72,8 @@ std::string_view AttachModeName(AttachMode mode) {
 }
 
 std::optional<AttachMode> ParseAttachMode(std::string_view name) {
-  for (AttachMode m :
-       {AttachMode::kMove, AttachMode::kMacvlan, AttachMode::kIpvlan, AttachMode::kVf}) {
+  for (AttachMode m : {AttachMode::kMove, AttachMode::kMacvlan, AttachMode::kIpvlan,
+                       AttachMode::kVf, AttachMode::kIpoib}) {
     if (name == AttachModeName(m)) return m;
   }
   return std::nullopt;

@@ -38,21 +38,6 @@ std::string GeneratedVfMac(const std::string& network, const std::string& contai
   return DerivedMac(0x06, {network, container_id, ifname, std::to_string(salt)});
 }
 
-Result<uint64_t> GeneratedVfGuid(uint64_t pf_node_guid, uint32_t vf_index) {
-  if (pf_node_guid == 0) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "the PF's node GUID is zero, so no VF GUID can be derived from it");
-  }
-  if (vf_index > 254) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "VF " + std::to_string(vf_index) + " is past the 255 a derived GUID can number");
-  }
-  uint64_t oui = pf_node_guid >> 40;
-  uint64_t fold = ((oui >> 16) ^ (oui >> 8) ^ oui) & 0xff;
-  return (uint64_t{0x02} << 56) | (uint64_t{vf_index + 1} << 48) | (fold << 40) |
-         (pf_node_guid & 0xffffffffffULL);
-}
-
 CniResult<VfChange> WantedVfChange(const VfConf& vf, uint32_t index, bool infiniband,
                                    const std::string& mac, uint64_t guid) {
   VfChange c{.vf = index, .link_state = vf.link_state};

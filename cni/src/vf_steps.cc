@@ -95,6 +95,32 @@ Result<void> Plugin::FollowRebound(AttachPlan& plan, const NetNs& host) {
   }
 }
 
+namespace {
+
+// The derived GUID of the record's VF (partitions.h); nullopt when the PF's GUID cannot be read.
+std::optional<uint64_t> DerivedGuidOf(const sysfs::SysfsRoot& root, const AttachmentRecord& rec) {
+  auto pf = sysfs::HcaForAddress(root, rec.vf->pf_address, sysfs::HcaDetail::kIdentity);
+  if (!pf) return std::nullopt;
+  auto pf_guid = link::ParseGuid(pf->node_guid);
+  if (!pf_guid) return std::nullopt;
+  auto g = GeneratedVfGuid(*pf_guid, rec.vf->index);
+  return g ? std::optional<uint64_t>(*g) : std::nullopt;
+}
+
+// An unset GUID (zero) cannot be set again: the VF gets its derived one, which no pod can name
+// for another VF, never keeping a GUID the pod chose (that would block it elsewhere).
+void BackToUnsetGuid(const sysfs::SysfsRoot& root, const AttachmentRecord& rec,
+                     const VfConfig& before, const VfConfig& now, link::VfChange* back) {
+  if (!now.has_guids || (before.node_guid != 0 && before.port_guid != 0)) return;
+  auto derived = DerivedGuidOf(root, rec);
+  if (before.node_guid == 0) back->node_guid = derived;
+  if (before.port_guid == 0) back->port_guid = derived;
+  if (derived && now.node_guid == *derived) back->node_guid.reset();
+  if (derived && now.port_guid == *derived) back->port_guid.reset();
+}
+
+}  // namespace
+
 Result<void> Plugin::RestoreVf(const AttachmentRecord& rec, const NetNs& host) {
   if (!rec.vf || !rec.vf->changed) return {};
   if (d_.vfs == nullptr) {
@@ -115,9 +141,7 @@ Result<void> Plugin::RestoreVf(const AttachmentRecord& rec, const NetNs& host) {
   const VfConfig& now = *reported;
   VfConfig before = VfConfigFromJson(rec.vf->before);
   link::VfChange back = link::RestoreChange(before, now);
-  // An unset GUID (zero) cannot be set again; the VF keeps its derived one, unique to it.
-  if (before.node_guid == 0) back.node_guid.reset();
-  if (before.port_guid == 0) back.port_guid.reset();
+  BackToUnsetGuid(d_.sysfs, rec, before, now, &back);
   if (auto r = d_.vfs->Set(host, pf->ifindex, back); !r) {
     return Fail(r.error().Wrap("restore VF " + std::to_string(rec.vf->index) + " of " + pf->name +
                                " as it was before " + rec.container_id + "/" + rec.ifname));
@@ -130,6 +154,18 @@ Result<void> Plugin::RestoreVf(const AttachmentRecord& rec, const NetNs& host) {
                  l->mac, r.error().message(), rec.vf->host_mac);
   }
   return {};
+}
+
+CniResult<void> Plugin::TellPartition(const AttachmentRecord& rec, bool add) const {
+  if (d_.partitions == nullptr) return {};
+  auto member = VfPartitionMember(rec);
+  if (!member) return {};
+  return d_.partitions->Apply({.add = add,
+                               .pkey = member->pkey,
+                               .guid = member->guid,
+                               .network = rec.network,
+                               .container_id = rec.container_id,
+                               .ifname = rec.ifname});
 }
 
 }  // namespace kuberdma::cni

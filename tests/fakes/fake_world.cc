@@ -125,12 +125,24 @@ class FakeLinks final : public link::LinkOps {
     for (const auto& o : w_.LinksOf(into.inode())) {
       if (o.name == child.name) return Fail(ErrorCode::kAlreadyExists, "File exists", EEXIST);
     }
-    if (child.mtu && *child.mtu > parent->mtu) {
+    const bool ipoib = child.kind == link::ChildKind::kIpoib;
+    // ipoib_new_child_link: the parent must be an IPoIB netdev (20-byte address); a child's MTU
+    // is bounded by its transport (ipoib_change_mtu), a macvlan's or ipvlan's by its parent.
+    if (ipoib && parent->mac.size() != 59)
+      return Fail(ErrorCode::kNotFound, "No such device", ENODEV);
+    uint32_t max = !ipoib                                            ? parent->mtu
+                   : child.ipoib_mode == link::IpoibMode::kConnected ? 65520U
+                                                                     : 4092U;
+    if (child.mtu && *child.mtu > max) {
       return Fail(ErrorCode::kInvalidArgument, "Invalid argument", EINVAL);
     }
+    if (ipoib) w_.ipoib_children[child.name] = child;
+    // An IPoIB child's address: its own QPN before the port's GID.
+    std::string mac = child.kind == link::ChildKind::kIpvlan ? parent->mac : child.mac;
+    if (ipoib) mac = "00:00:0" + std::to_string(w_.next_ifindex_ % 10) + parent->mac.substr(8);
     LinkInfo l{.ifindex = w_.next_ifindex_++,
                .name = child.name,
-               .mac = child.kind == link::ChildKind::kIpvlan ? parent->mac : child.mac,
+               .mac = mac,
                .mtu = child.mtu.value_or(parent->mtu),
                .kind = kind,
                .max_mtu = parent->mtu};

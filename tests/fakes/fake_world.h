@@ -69,6 +69,10 @@ class FakeWorld {
   // Host links whose own MAC cannot be changed (igbvf with trust off): EINVAL.
   std::set<std::string> mac_locked;
 
+  // The IPoIB children created, as rtnl_newlink got them (their pkey and mode are not part of
+  // LinkInfo): by name, the last one of a name wins.
+  std::map<std::string, link::ChildLink> ipoib_children;
+
   // ---- Inspecting ----
   // "ns ifname cidr" of every address, and "ns dst via gw dev ifname" of every route, sorted.
   std::vector<std::string> Addresses() const;

@@ -4,8 +4,11 @@
 //   rdma-doctor node|pod|topo [--json] [--sysfs-root DIR] [--host-root DIR] [--state-dir DIR]
 //               [--device-plugin-dir DIR] [--checkpoint FILE] [--pod-resources SOCKET]
 //   rdma-doctor node [--roce-priority 3]
+//   rdma-doctor partitions [--pkey 0x8001 ...] [--node NAME]   (opensm partitions.conf entries)
 //
 // Exit: 0 no failed check, 1 a check failed, 2 usage.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +32,9 @@ struct Cli {
   bool json = false;
   CLI::App* node = nullptr;
   CLI::App* pod = nullptr;
+  CLI::App* partitions = nullptr;
+  std::vector<std::string> pkeys;
+  std::string node_name;
   // The host paths the admin named; the others default under --host-root.
   std::vector<std::pair<CLI::Option*, std::string*>> host_paths;
 };
@@ -75,6 +81,12 @@ void AddOptions(CLI::App& app, Cli& c) {
   c.pod =
       app.add_subcommand("pod", "(inside a pod) what was injected, and NCCL configuration sanity");
   auto* topo = app.add_subcommand("topo", "GPU-to-HCA affinity matrix (PIX, PXB, PHB, NODE, SYS)");
+  c.partitions = app.add_subcommand(
+      "partitions", "opensm partitions.conf entries for the GUIDs this node hands out per pkey");
+  c.partitions->add_option("--pkey", c.pkeys,
+                           "also list every GUID the node can hand out on this pkey (its IB "
+                           "PFs' ports, their VFs' derived GUIDs): configure the SM ahead");
+  c.partitions->add_option("--node", c.node_name, "the node's name in the output (default: host)");
   c.node
       ->add_option("--roce-priority", in.roce_priority,
                    "the priority lossless RoCE uses where the port's DSCP table does not say")
@@ -84,6 +96,21 @@ void AddOptions(CLI::App& app, Cli& c) {
     sub->add_option("--gpus", in.gpus, "the pod's GPUs (PCI addresses); default: every GPU")
         ->delimiter(',');
   }
+}
+
+int Partitions(const Cli& c) {
+  std::string node = c.node_name;
+  if (node.empty()) {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) == 0) node = buf;
+  }
+  auto conf = kuberdma::doctor::PartitionsConf(c.in, c.pkeys, node);
+  if (!conf) {
+    std::fprintf(stderr, "rdma-doctor partitions: %s\n", conf.error().message().c_str());
+    return 1;
+  }
+  std::fputs(conf->c_str(), stdout);
+  return 0;
 }
 
 int Run(int argc, char** argv) {
@@ -100,6 +127,7 @@ int Run(int argc, char** argv) {
   for (auto [opt, path] : c.host_paths) {
     if (opt->count() == 0) *path = kuberdma::doctor::HostPath(c.in, *path);
   }
+  if (c.partitions->parsed()) return Partitions(c);
   kuberdma::link::NetlinkLinkOps links;
   kuberdma::rdma::NetlinkRdmaOps rdma;
   kuberdma::link::NetlinkAddrOps addrs;

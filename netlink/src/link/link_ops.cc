@@ -8,7 +8,15 @@
 namespace kuberdma::link {
 
 std::string_view ChildKindName(ChildKind kind) {
-  return kind == ChildKind::kMacvlan ? "macvlan" : "ipvlan";
+  switch (kind) {
+    case ChildKind::kIpvlan:
+      return "ipvlan";
+    case ChildKind::kIpoib:
+      return "ipoib";
+    case ChildKind::kMacvlan:
+      break;
+  }
+  return "macvlan";
 }
 
 std::string NormalizeMac(std::string_view mac) {

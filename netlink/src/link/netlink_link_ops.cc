@@ -92,6 +92,30 @@ Result<uint32_t> ReadMaxMtu(nl_sock* sock, int ifindex, const std::string& what,
   return max_mtu;
 }
 
+// IFLA_INFO_DATA of a child. libnl 3.7 (and libnl upstream) has no IPoIB link type, so all three
+// kinds are encoded here, attribute by attribute, as <linux/if_link.h> lays them out.
+void PutChildData(nl_msg* m, const ChildLink& child) {
+  if (child.kind == ChildKind::kIpoib && !child.pkey && !child.ipoib_mode) return;
+  nlattr* data = nla_nest_start(m, IFLA_INFO_DATA);
+  switch (child.kind) {
+    case ChildKind::kMacvlan:
+      nla_put_u32(m, IFLA_MACVLAN_MODE, MACVLAN_MODE_BRIDGE);
+      break;
+    case ChildKind::kIpvlan:
+      nla_put_u16(m, IFLA_IPVLAN_MODE, IPVLAN_MODE_L2);
+      break;
+    case ChildKind::kIpoib:
+      if (child.pkey) nla_put_u16(m, IFLA_IPOIB_PKEY, *child.pkey);
+      if (child.ipoib_mode) {
+        nla_put_u16(m, IFLA_IPOIB_MODE,
+                    *child.ipoib_mode == IpoibMode::kConnected ? IPOIB_MODE_CONNECTED
+                                                               : IPOIB_MODE_DATAGRAM);
+      }
+      break;
+  }
+  nla_nest_end(m, data);
+}
+
 }  // namespace
 
 std::vector<uint8_t> EncodeLinkChange(int ifindex, const LinkChange& change,
@@ -134,13 +158,7 @@ Result<std::vector<uint8_t>> EncodeChildLink(int parent_ifindex, const ChildLink
   }
   nlattr* info = nla_nest_start(m.get(), IFLA_LINKINFO);
   nla_put_string(m.get(), IFLA_INFO_KIND, std::string(ChildKindName(child.kind)).c_str());
-  nlattr* data = nla_nest_start(m.get(), IFLA_INFO_DATA);
-  if (child.kind == ChildKind::kMacvlan) {
-    nla_put_u32(m.get(), IFLA_MACVLAN_MODE, MACVLAN_MODE_BRIDGE);
-  } else {
-    nla_put_u16(m.get(), IFLA_IPVLAN_MODE, IPVLAN_MODE_L2);
-  }
-  nla_nest_end(m.get(), data);
+  PutChildData(m.get(), child);
   nla_nest_end(m.get(), info);
   return nl::MsgBytes(m.get());
 }

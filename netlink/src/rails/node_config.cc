@@ -88,17 +88,33 @@ Result<std::vector<VfCount>> VfCounts(const json& obj, const std::string& where)
   return out;
 }
 
+// An executable's absolute, clean path: the CNI runs it as root, so no relative or dotted path.
+Result<std::string> HookPath(const json& v, const std::string& where) {
+  if (!v.is_string()) return Bad(where, "must be an absolute path");
+  const std::string p = v.get<std::string>();
+  if (p.empty()) return p;
+  if (p.front() != '/' || p.size() > 4096 || p.find("/./") != std::string::npos ||
+      p.find("/../") != std::string::npos || p.ends_with("/..") || p.ends_with("/.") ||
+      p.find("//") != std::string::npos || p.find('\0') != std::string::npos) {
+    return Bad(where, "'" + p + "' is not an absolute, clean path");
+  }
+  return p;
+}
+
 // The fields of one level ("" the top, "nodes.<name>." a node's); unknown keys are errors.
 Result<void> ParseLevel(const json& obj, const std::string& where, bool top, NodeConfig* out) {
   if (!obj.is_object()) return Bad(where.empty() ? "(top level)" : where, "must be an object");
   for (const auto& [key, value] : obj.items()) {
     if (key == "rails" || key == "nodeAddresses" || key == "allowUnallocated" || key == "sriov" ||
-        (top && key == "nodes")) {
+        key == "partitionHook" || (top && key == "nodes")) {
       continue;
     }
     return Bad(where + key, std::string("unknown field (known: rails, nodeAddresses, "
-                                        "allowUnallocated, sriov") +
+                                        "allowUnallocated, sriov, partitionHook") +
                                 (top ? ", nodes" : "") + ")");
+  }
+  if (auto it = obj.find("partitionHook"); it != obj.end() && !it->is_null()) {
+    KUBERDMA_ASSIGN_OR_RETURN(out->partition_hook, HookPath(*it, where + "partitionHook"));
   }
   if (auto it = obj.find("allowUnallocated"); it != obj.end() && !it->is_null()) {
     if (!it->is_boolean()) return Bad(where + "allowUnallocated", "must be true or false");
@@ -154,6 +170,7 @@ std::string FormatNodeConfig(const NodeConfig& config) {
   json j = {{"rails", config.rails},
             {"nodeAddresses", config.node_addresses},
             {"allowUnallocated", config.allow_unallocated}};
+  if (!config.partition_hook.empty()) j["partitionHook"] = config.partition_hook;
   if (!config.sriov.empty()) {
     j["sriov"] = json::array();
     for (const auto& v : config.sriov) {

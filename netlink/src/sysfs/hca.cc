@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace kuberdma::sysfs {
@@ -331,6 +332,12 @@ Result<std::vector<Gid>> ReadGidTable(const SysfsRoot& root, const std::string& 
                    .netdev = root.ReadAttrOr(pdir + "/gid_attrs/ndevs/" + e, "")});
   }
   return out;
+}
+
+std::string FormatPkey(uint16_t pkey) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%04x", pkey);
+  return buf;
 }
 
 Result<uint16_t> ParsePkey(std::string_view text) {

@@ -290,6 +290,79 @@ TEST_CASE("An InfiniBand VF gets a derived GUID (or the pod's), its driver rebou
   }
 }
 
+// The partition hook as the CNI sees it: what it was told, and whether it answers.
+struct RecordingHook final : PartitionHook {
+  CniResult<void> Apply(const PartitionChange& c) override {
+    told.push_back((c.add ? "add " : "remove ") + sysfs::FormatPkey(c.pkey) + " " +
+                   link::FormatGuidColons(c.guid) + " " + c.container_id);
+    if (fail) return CniFail(kTryAgainLater, "partition hook /opt/sm-hook (add 0x8001) exited 1");
+    return {};
+  }
+  std::vector<std::string> told;
+  bool fail = false;
+};
+
+TEST_CASE("An InfiniBand VF on a partition: the hook is told its GUID on ADD and again on DEL") {
+  VfNode n(true, true);
+  RecordingHook hook;
+  Plugin p = n.MakePlugin();
+  Plugin with_hook({.links = n.world.links(),
+                    .rdma = n.world.rdma(),
+                    .namespaces = n.world.namespaces(),
+                    .sysfs = n.root,
+                    .addrs = &n.world.addrs(),
+                    .vfs = &n.world.vfs(),
+                    .rebind_wait = std::chrono::milliseconds(200),
+                    .partitions = &hook});
+  const std::string guid = "02:aa:00:00:00:00:00:07";
+  // The VF's table does not hold 0x8005 (its new GUID is not a member yet): not a refusal.
+  auto conf = n.Conf(R"(,"deviceID":"0000:1b:00.4","pkey":"0x8005",
+      "runtimeConfig":{"infinibandGUID":")" +
+                     guid + R"("})");
+  SECTION("told once the VF has the GUID, and told again when it is given back") {
+    REQUIRE(with_hook.Add(Req(kPod, "c1"), conf));
+    REQUIRE(hook.told == std::vector<std::string>{"add 0x8005 " + guid + " c1"});
+    auto rec = n.Records().at(0);
+    CHECK(rec.pkey == 0x8005);
+    CHECK(rec.pkey_index == -1);
+    // rdma-doctor partitions names it from the record.
+    auto members = PartitionMembers(n.Records(), n.root);
+    REQUIRE(members.size() == 1);
+    CHECK(members[0].guid == 0x02aa000000000007ULL);
+    CHECK_THAT(members[0].why, Catch::Contains("VF 2 of 0000:1b:00.0"));
+    REQUIRE(with_hook.Del(Req(kPod, "c1"), conf));
+    CHECK(hook.told.back() == "remove 0x8005 " + guid + " c1");
+    CHECK(n.Records().empty());
+  }
+  SECTION("a hook that fails fails ADD (11), and the VF is put back as it was") {
+    hook.fail = true;
+    auto r = with_hook.Add(Req(kPod, "c1"), conf);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == kTryAgainLater);
+    CHECK_THAT(r.error().msg, Catch::Contains("partition hook"));
+    // Its GUID was unset (zero, which cannot be set again): it gets its derived one back, never
+    // keeping the GUID the pod chose.
+    uint64_t derived = *GeneratedVfGuid(*link::ParseGuid("b83f:d203:0030:0000"), 2);
+    CHECK(n.world.FindVf("ibp27s0", 2)->node_guid == derived);
+    CHECK(n.world.FindVf("ibp27s0", 2)->port_guid == derived);
+    CHECK_FALSE(n.world.FindLink(kPod, "net1"));
+    CHECK(n.Records().empty());
+  }
+  SECTION("a hook that fails on DEL does not keep the pod: logged, DEL succeeds") {
+    REQUIRE(with_hook.Add(Req(kPod, "c1"), conf));
+    hook.fail = true;
+    REQUIRE(with_hook.Del(Req(kPod, "c1"), conf));
+    CHECK(n.Records().empty());
+    CHECK(n.world.FindLink(kHostPath, "ibp27s0v2"));
+  }
+  SECTION("a VF on the default partition tells the hook nothing") {
+    REQUIRE(with_hook.Add(Req(kPod, "c1"), n.Conf(R"(,"deviceID":"0000:1b:00.4")")));
+    REQUIRE(with_hook.Del(Req(kPod, "c1"), n.Conf(R"(,"deviceID":"0000:1b:00.4")")));
+    CHECK(hook.told.empty());
+    CHECK(n.Records().empty());
+  }
+}
+
 TEST_CASE("A VF netdev that refuses its MAC (igbvf) is rebound to take what its PF set") {
   VfNode n;
   n.world.mac_locked.insert("ens1f0v1");

@@ -94,6 +94,67 @@ TEST_CASE("An ipvlan child is L2 mode, takes its parent's MAC and MTU when none 
   CHECK(*got == want);
 }
 
+// libnl has no IPoIB link type to compare with: the bytes are checked against <linux/if_link.h>'s
+// IFLA_IPOIB_* layout, the attributes drivers/infiniband/ulp/ipoib/ipoib_netlink.c parses.
+TEST_CASE("An IPoIB child names its pkey and transport mode in IFLA_IPOIB_* attributes") {
+  ifinfomsg ifi{};
+  auto want = NlBytes(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+                  .Raw(&ifi, sizeof ifi)
+                  .Str(IFLA_IFNAME, "net1")
+                  .U32(IFLA_LINK, 21)
+                  .U32(IFLA_NET_NS_FD, 4)
+                  .U32(IFLA_MTU, 2044)
+                  .Begin(IFLA_LINKINFO)
+                  .Str(IFLA_INFO_KIND, "ipoib")
+                  .Begin(IFLA_INFO_DATA)
+                  .U16(IFLA_IPOIB_PKEY, 0x8001)
+                  .U16(IFLA_IPOIB_MODE, IPOIB_MODE_DATAGRAM)
+                  .End()
+                  .End()
+                  .Done();
+  auto got = EncodeChildLink(21,
+                             {.kind = ChildKind::kIpoib,
+                              .name = "net1",
+                              .mac = "02:00:00:00:00:01",  // never sent: the kernel assigns it
+                              .mtu = 2044,
+                              .pkey = 0x8001,
+                              .ipoib_mode = IpoibMode::kDatagram},
+                             4);
+  REQUIRE(got);
+  CHECK(*got == want);
+}
+
+TEST_CASE("An IPoIB child without pkey or mode sends no IFLA_INFO_DATA: the parent's partition") {
+  ifinfomsg ifi{};
+  auto want = NlBytes(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+                  .Raw(&ifi, sizeof ifi)
+                  .Str(IFLA_IFNAME, "ib-pod")
+                  .U32(IFLA_LINK, 8)
+                  .U32(IFLA_NET_NS_FD, 6)
+                  .Begin(IFLA_LINKINFO)
+                  .Str(IFLA_INFO_KIND, "ipoib")
+                  .End()
+                  .Done();
+  auto got = EncodeChildLink(8, {.kind = ChildKind::kIpoib, .name = "ib-pod"}, 6);
+  REQUIRE(got);
+  CHECK(*got == want);
+  auto connected = EncodeChildLink(
+      8, {.kind = ChildKind::kIpoib, .name = "c", .ipoib_mode = IpoibMode::kConnected}, 6);
+  REQUIRE(connected);
+  CHECK(*connected == NlBytes(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+                          .Raw(&ifi, sizeof ifi)
+                          .Str(IFLA_IFNAME, "c")
+                          .U32(IFLA_LINK, 8)
+                          .U32(IFLA_NET_NS_FD, 6)
+                          .Begin(IFLA_LINKINFO)
+                          .Str(IFLA_INFO_KIND, "ipoib")
+                          .Begin(IFLA_INFO_DATA)
+                          .U16(IFLA_IPOIB_MODE, IPOIB_MODE_CONNECTED)
+                          .End()
+                          .End()
+                          .Done());
+}
+
 TEST_CASE("A deletion is one RTM_DELLINK naming the ifindex") {
   ifinfomsg ifi{};
   ifi.ifi_index = 77;

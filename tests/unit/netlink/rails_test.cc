@@ -175,6 +175,26 @@ TEST_CASE("Only addresses beyond their link count: link-local, loopback and mult
   }
 }
 
+TEST_CASE("The node config's partitionHook is an absolute, clean path, per node like the rest") {
+  auto ok = ParseNodeConfig(R"({"partitionHook":"/opt/kube-rdma/sm-hook",
+      "nodes":{"gpu-2":{"partitionHook":"/usr/local/bin/ufm-hook"}}})",
+                            "gpu-1");
+  REQUIRE(ok);
+  CHECK(ok->partition_hook == "/opt/kube-rdma/sm-hook");
+  CHECK(ParseNodeConfig(FormatNodeConfig(*ok), "")->partition_hook == "/opt/kube-rdma/sm-hook");
+  CHECK(
+      ParseNodeConfig(R"({"partitionHook":"/a","nodes":{"gpu-2":{"partitionHook":"/b"}}})", "gpu-2")
+          ->partition_hook == "/b");
+  CHECK(ParseNodeConfig("{}", "")->partition_hook.empty());
+  for (const char* bad : {R"({"partitionHook":"sm-hook"})", R"({"partitionHook":"/opt/../bin/x"})",
+                          R"({"partitionHook":"/opt//x"})", R"({"partitionHook":7})"}) {
+    INFO(bad);
+    auto r = ParseNodeConfig(bad, "");
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message(), Catch::Contains("partitionHook"));
+  }
+}
+
 TEST_CASE("The node config's sriov names each PF once, by name or by rail, with a bounded count") {
   auto ok = ParseNodeConfig(R"({"sriov":[{"rail":1,"numVfs":8},{"pf":"ens2np0","numVfs":0}],
       "nodes":{"gpu-2":{"sriov":[{"pf":"0000:1a:00.0","numVfs":4}]}}})",

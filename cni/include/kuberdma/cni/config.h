@@ -16,6 +16,7 @@
 
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/link/link_ops.h"
 #include "kuberdma/link/vf_ops.h"
 #include "kuberdma/rails/node_config.h"
 
@@ -93,9 +94,11 @@ struct NetConf {
   std::optional<uint16_t> pkey;  // unset: the full-membership default
   LinkState link_state = LinkState::kLeave;
   // move (default): the HCA's netdev into the pod; macvlan/ipvlan: a child of it (RoCE only);
-  // vf: an SR-IOV VF's netdev into the pod, set up through its PF first (`vf`).
+  // vf: an SR-IOV VF's netdev into the pod, set up through its PF first (`vf`); ipoib: an IPoIB
+  // child of an InfiniBand HCA's netdev on `pkey` (InfiniBand only).
   AttachMode mode = AttachMode::kMove;
-  std::optional<VfConf> vf;  // mode vf only
+  std::optional<link::IpoibMode> ipoib_mode;  // "ipoibMode", mode ipoib only; unset: datagram
+  std::optional<VfConf> vf;                   // mode vf only
   std::optional<uint32_t> mtu;
   // The physical rail (1-based, rails/rails.h) this network is: the HCA attached must be the
   // one on this rail, whatever device was named, in whatever order Multus passed them.

@@ -33,6 +33,8 @@ inline constexpr char kRailPlaceholder[] = "{rail}";
 
 // The largest MTU of an IPoIB netdev in datagram mode: the IB MTU (4096) less the IPoIB header.
 inline constexpr uint32_t kIpoibDatagramMaxMtu = 4092;
+// The largest MTU of an IPoIB netdev in connected mode (IPOIB_CM_MTU).
+inline constexpr uint32_t kIpoibConnectedMaxMtu = 65520;
 
 struct AttachPlan {
   // The attachment as it will be once done (done == false, nothing moved yet): everything the
@@ -118,11 +120,18 @@ class Planner {
   CniResult<RdmaNetnsMode> NetnsMode(const netns::NetNs& host, const NetConf& conf);
   // Child modes: the HCA stays on the host, so the pod sees it only in shared mode.
   static CniResult<RdmaNetnsMode> ChildNetnsMode(RdmaNetnsMode mode, const NetConf& conf);
-  CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey);
+  // The index of `pkey` in the HCA's port 1 table (-1: RoCE's default, or an InfiniBand VF on a
+  // partition, whose table follows the GUID ADD gives it); error 7 naming the subnet manager's
+  // step when the port is not a member.
+  CniResult<int> CheckPkey(const sysfs::Hca& hca, uint16_t pkey, AttachMode mode);
   // Error 7 when `conf.mtu` is above what `netdev` can take (IFLA_MAX_MTU; IPoIB datagram mode).
   CniResult<void> CheckMaxMtu(const sysfs::Hca& hca, const link::LinkInfo& netdev,
                               const NetConf& conf);
   // Error 100 when a child's parent is down or has no carrier.
+  // Error 7 when `conf.mtu` is above what a child of `parent` can take: the parent's MTU for
+  // macvlan/ipvlan, IPoIB's limit of the child's transport mode for an IPoIB child.
+  static CniResult<void> CheckChildMtu(const sysfs::Hca& hca, const link::LinkInfo& parent,
+                                       const NetConf& conf);
   static CniResult<void> CheckParentUp(const sysfs::Hca& hca, const link::LinkInfo& parent,
                                        const NetConf& conf);
   // The host's links, addresses and routes, read once per plan.

@@ -17,6 +17,7 @@
 
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/ipam.h"
+#include "kuberdma/cni/partition_hook.h"
 #include "kuberdma/cni/plan.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
@@ -75,6 +76,10 @@ struct Deps {
   link::VfOps* vfs = nullptr;
   // How long a rebound VF may take to have its driver and netdev back.
   std::chrono::milliseconds rebind_wait{15000};
+  // The external subnet manager's hook (the node config's partitionHook): told each GUID an
+  // InfiniBand VF on a partition is given and given back; nullptr: none (opensm configured ahead
+  // with `rdma-doctor partitions`).
+  PartitionHook* partitions = nullptr;
 };
 
 // The IPAM an attachment uses: what its record says, else what the config says; nullopt for none.
@@ -161,6 +166,9 @@ class Plugin {
   // Every PF-side setting the record says ADD changed, back as the PF had it; the VF netdev's own
   // MAC too. A PF that is gone is logged, not an error (nothing is left to restore on).
   Result<void> RestoreVf(const AttachmentRecord& rec, const netns::NetNs& host);
+  // Tells the partition hook (if any) that the GUID of `rec`'s VF joins (`add`) or leaves its
+  // partition; nothing for a record without one (vf_steps.cc).
+  CniResult<void> TellPartition(const AttachmentRecord& rec, bool add) const;
   // The recorded netdev in `ns`: by its MAC after ADD, or (a VF whose ADD stopped before its new
   // MAC took) by the MAC it had on the host.
   Result<link::LinkInfo> FindRecorded(const AttachmentRecord& rec, const netns::NetNs& ns);

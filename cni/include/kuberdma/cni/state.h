@@ -35,15 +35,16 @@ RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name);
 // is the pod's alone), an SR-IOV VF's netdev moved into the pod after its PF set the VF's MAC,
 // VLAN, spoof-check, trust, link state, rates or GUIDs (the VF is the pod's alone; its PF and
 // sibling VFs serve other pods), or a child link of the netdev created in the pod (the netdev and
-// its HCA stay on the host and serve every pod given a child).
-enum class AttachMode { kMove, kMacvlan, kIpvlan, kVf };
-// "move", "macvlan", "ipvlan", "vf": the names configs and records use.
+// its HCA stay on the host and serve every pod given a child: macvlan and ipvlan on RoCE, an
+// IPoIB child on a partition of its own on InfiniBand).
+enum class AttachMode { kMove, kMacvlan, kIpvlan, kVf, kIpoib };
+// "move", "macvlan", "ipvlan", "vf", "ipoib": the names configs and records use.
 std::string_view AttachModeName(AttachMode mode);
 // The mode `name` names; nullopt for any other name.
 std::optional<AttachMode> ParseAttachMode(std::string_view name);
 // Whether `mode` creates a child link (the HCA is shared).
 inline bool IsChildMode(AttachMode mode) {
-  return mode == AttachMode::kMacvlan || mode == AttachMode::kIpvlan;
+  return mode == AttachMode::kMacvlan || mode == AttachMode::kIpvlan || mode == AttachMode::kIpoib;
 }
 
 // Who an HCA is across records and rediscovery: its bus address, or, for a software HCA

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "kuberdma/cni/config.h"
+#include "kuberdma/cni/partitions.h"  // GeneratedVfGuid
 #include "kuberdma/cni/types.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/link/vf_ops.h"
@@ -31,13 +32,6 @@ CniResult<uint64_t> CheckVfGuid(std::string_view text, std::string_view field);
 // node already has the MAC), so no two pods' VFs on a node share one.
 std::string GeneratedVfMac(const std::string& network, const std::string& container_id,
                            const std::string& ifname, uint32_t salt);
-
-// The GUID an InfiniBand VF gets when the pod asked for none: deterministic for the VF (the same
-// every time it is handed out), never zero, and unique in the cluster. 0x02 (locally
-// administered) in the top octet, VF index + 1 in the next, an 8-bit fold of the PF's OUI, then
-// the PF node GUID's low 40 bits (the vendor's serial): VFs of one PF differ in their index, VFs
-// of different PFs in the PF's serial. kInvalidArgument for a zero PF GUID or an index over 254.
-Result<uint64_t> GeneratedVfGuid(uint64_t pf_node_guid, uint32_t vf_index);
 
 // What the PF is asked to set on VF `index` for `vf`: on Ethernet the MAC, VLAN and QoS,
 // spoof-check, trust; on InfiniBand the node and port GUID (both `guid`); link state and rates

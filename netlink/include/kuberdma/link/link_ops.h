@@ -60,18 +60,26 @@ struct LinkChange {
 };
 
 // The kinds of child link that share a parent netdev (and so its RDMA device) among namespaces.
-enum class ChildKind { kMacvlan, kIpvlan };
-// "macvlan", "ipvlan": the kernel's IFLA_INFO_KIND.
+enum class ChildKind { kMacvlan, kIpvlan, kIpoib };
+// "macvlan", "ipvlan", "ipoib": the kernel's IFLA_INFO_KIND.
 std::string_view ChildKindName(ChildKind kind);
+
+// An IPoIB child's transport (IFLA_IPOIB_MODE): unreliable datagram QPs (MTU at most 4092, the
+// only mode of mlx5's enhanced IPoIB) or connected QPs (MTU up to 65520).
+enum class IpoibMode { kDatagram, kConnected };
 
 // A child link to create on a parent: macvlan in bridge mode (its own MAC, so children of one
 // parent reach each other), ipvlan in L2 mode (the parent's MAC, for fabrics that allow one MAC per
-// port).
+// port), or an IPoIB child of an InfiniBand port's IPoIB netdev on a partition of its own.
 struct ChildLink {
   ChildKind kind = ChildKind::kMacvlan;
   std::string name;             // in the namespace it is created in
   std::string mac;              // macvlan only; empty: the kernel picks one
   std::optional<uint32_t> mtu;  // unset: the parent's
+  // IPoIB only. IFLA_IPOIB_PKEY: the partition (the kernel sets the full-membership bit 0x8000);
+  // unset: the parent's. IFLA_IPOIB_MODE: unset, the kernel's default (datagram).
+  std::optional<uint16_t> pkey;
+  std::optional<IpoibMode> ipoib_mode;
 };
 
 class LinkOps {

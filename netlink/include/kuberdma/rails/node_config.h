@@ -9,6 +9,7 @@
 //    "nodeAddresses": ["10.0.0.5"],
 //    "allowUnallocated": false,                              // HCAs outside the pod's allocation
 //    "sriov": [{"rail": 1, "numVfs": 8}, {"pf": "ens9f0np0", "numVfs": 4}],  // VFs to create
+//    "partitionHook": "/opt/kube-rdma/sm-hook",    // told each VF GUID put on / off a partition
 //    "nodes": {"gpu-17": {"rails": ["ens2f0np0", "..."]}}}  // replaces the fields it names
 //
 //   KUBERDMA_ASSIGN_OR_RETURN(NodeConfig nc, LoadNodeConfig(NodeConfigPath(), node_name));
@@ -53,6 +54,10 @@ struct NodeConfig {
   // "sriov": the VFs the DaemonSet's install step creates (sriov/vfs.h); empty: it leaves every
   // PF's VFs as they are.
   std::vector<VfCount> sriov;
+  // "partitionHook": an executable (absolute path) the CNI runs when it gives an InfiniBand VF on
+  // a partition a GUID, and when it takes it back, so that an external subnet manager (UFM) adds
+  // or removes the GUID (docs/cni.md#infiniband-partitions); "" for none.
+  std::string partition_hook;
   bool Declared() const { return !rails.empty(); }
 };
 

@@ -134,5 +134,7 @@ const Gid* FirstV2ForAddresses(const std::vector<Gid>& gids, const std::vector<s
 
 // Parses "0xffff" / "65535" into a pkey; kInvalidArgument otherwise.
 Result<uint16_t> ParsePkey(std::string_view text);
+// "0x8001": a pkey as sysfs and partitions.conf write it.
+std::string FormatPkey(uint16_t pkey);
 
 }  // namespace kuberdma::sysfs

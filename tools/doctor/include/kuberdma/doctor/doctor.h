@@ -86,6 +86,14 @@ View PodView(const Inputs& in);
 View TopoView(const Inputs& in);
 std::string Render(const View& v);
 
+// `rdma-doctor partitions`: opensm partitions.conf entries for node `node`: the GUIDs its
+// attachments hold on each pkey (the CNI's records under in.state_dir) and, for each of `pkeys`,
+// every GUID the node can hand out there (its InfiniBand PFs' port GUIDs, their VFs' derived
+// GUIDs), so the subnet manager can be configured ahead. kInvalidArgument for a pkey that does
+// not parse or is no partition; kIo when the records cannot be read.
+Result<std::string> PartitionsConf(const Inputs& in, const std::vector<std::string>& pkeys,
+                                   const std::string& node);
+
 // Allocations of rdma/* resources in a kubelet device-manager checkpoint (old list and newer
 // NUMA-keyed formats): one entry per pod, container and resource.
 struct Allocation {
