@@ -84,6 +84,16 @@ DEMO_VALUES ?= $(if $(DRA),demo-dra-values,$(if $(filter ib,$(FABRIC)),demo-ib-v
 # (ci/demo-cluster-values.yaml: a leaf bridge per rail, routed rails, one pod per node).
 # It installs only what it needs (`install-deps.sh demo`: no test tiers' packages) and builds only
 # the demo and the four binaries it runs.
+# SRIOV=1: a node whose PF carries SR-IOV VFs, for real: the VM tier's igb guest (QEMU 8+, from
+# bookworm-backports on Debian 12), three pods on VFs of one PF, isolated, all restored
+# (tools/demo/sriov-demo.sh).
+ifeq ($(SRIOV),1)
+demo:
+	@bash .ci/install-deps.sh demo-sriov
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target rdma
+	@bash tools/demo/sriov-demo.sh $(BUILD)
+else
 demo: helm
 	@bash .ci/install-deps.sh demo
 	@cmake --preset $(PRESET) >/dev/null
@@ -95,6 +105,7 @@ demo: helm
 	  $(BUILD)/tools/demo/kuberdma-demo --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/demo-shared-values.yaml && \
 	  echo && echo "=== A cluster: two nodes, a leaf switch per rail, routed rails ===" && \
 	  $(BUILD)/tools/demo/kuberdma-demo --cluster 2 --fixture $(DEMO_FIXTURE) --manifests $(BUILD)/rendered/demo-cluster-values.yaml; fi
+endif
 
 # Benchmarks print ratios against a named peer measured in the same run.
 bench: build
@@ -105,6 +116,8 @@ bench: build
 	@$(BUILD)/bench/acceptance_bench
 	@echo
 	@$(BUILD)/bench/deviceplugin_dra_bench
+	@echo
+	@bash bench/vf_bench.sh $(BUILD)
 
 # Open-ended fuzzing of one parser with clang's libFuzzer (FUZZ_TARGET: config, ipam, nccl_log,
 # checkpoint, state, podenv, dpconfig; FUZZ_SECONDS, default 60): the `fuzz` preset (build/fuzz)

@@ -32,13 +32,17 @@ test_packages=(
 # clang-tidy (`make lint`).
 case "${1:-}" in
   demo) ;;
+  # `make demo SRIOV=1`: the VM tier's SR-IOV guest (QEMU with igb, its initramfs, host-local).
+  demo-sriov) packages+=(qemu-system-x86 kmod cpio busybox-static)
+    want_igb=1 ;;
   format) packages+=(clang-format) ;;
   lint) packages+=(clang-format clang-tidy) ;;
-  *) packages+=("${test_packages[@]}") ;;
+  *) packages+=("${test_packages[@]}")
+    want_igb=1 ;;
 esac
 
 # kubectl renders kustomize (deploy/check_renders.py); any kubectl on PATH will do, else Debian's.
-[ "${1:-}" = demo ] || command -v kubectl >/dev/null || packages+=(kubernetes-client)
+[[ "${1:-}" = demo* ]] || command -v kubectl >/dev/null || packages+=(kubernetes-client)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -52,4 +56,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The VM tier's SR-IOV guest needs QEMU 8+ (`-device igb`, an SR-IOV NIC); bookworm has 7.2 and its
+# backports 10, which the rest of the tier runs on unchanged. Without it that guest is skipped.
+if [ "${want_igb:-0}" = 1 ] && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release &&
+  ! qemu-system-x86_64 -device help 2>/dev/null | grep -q '"igb"'; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  echo "install-deps: installing qemu-system-x86 from bookworm-backports (QEMU with igb)" >&2
+  if ! grep -rqs '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "deb http://deb.debian.org/debian bookworm-backports main" |
+      $SUDO tee /etc/apt/sources.list.d/kube-rdma-backports.list >/dev/null
+  fi
+  { $SUDO apt-get update -qq &&
+    $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null; } ||
+    echo "install-deps: no QEMU with igb from bookworm-backports: the VM tier's SR-IOV guest is skipped" >&2
 fi

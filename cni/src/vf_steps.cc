@@ -142,18 +142,31 @@ Result<void> Plugin::RestoreVf(const AttachmentRecord& rec, const NetNs& host) {
   VfConfig before = VfConfigFromJson(rec.vf->before);
   link::VfChange back = link::RestoreChange(before, now);
   BackToUnsetGuid(d_.sysfs, rec, before, now, &back);
+  // The netdev's own MAC first, while the VF still has the trust ADD gave it (igbvf refuses it
+  // once trust is off); a driver that refuses it takes the PF's on a probe after the PF's reset.
+  const bool mac_back = VfNetdevMacBack(rec, host);
   if (auto r = d_.vfs->Set(host, pf->ifindex, back); !r) {
     return Fail(r.error().Wrap("restore VF " + std::to_string(rec.vf->index) + " of " + pf->name +
                                " as it was before " + rec.container_id + "/" + rec.ifname));
   }
-  if (IsInfiniBand(rec) || rec.vf->host_mac.empty()) return {};
-  auto l = FindRecorded(rec, host);
-  if (!l || link::NormalizeMac(l->mac) == link::NormalizeMac(rec.vf->host_mac)) return {};
-  if (auto r = d_.links.Change(host, l->ifindex, {.mac = rec.vf->host_mac}); !r) {
-    spdlog::warn("{} keeps MAC {} ({}); its PF has {} again, which its next probe takes", l->name,
-                 l->mac, r.error().message(), rec.vf->host_mac);
+  if (mac_back) return {};
+  if (auto rebound = sysfs::RebindDriver(d_.sysfs, rec.hca_address, d_.rebind_wait); !rebound) {
+    spdlog::warn("{}: VF {} keeps the pod's MAC until its next probe ({})", rec.ifname,
+                 rec.vf->index, rebound.error().message());
   }
   return {};
+}
+
+bool Plugin::VfNetdevMacBack(const AttachmentRecord& rec, const NetNs& host) {
+  if (IsInfiniBand(rec) || rec.vf->host_mac.empty()) return true;
+  auto l = FindRecorded(rec, host);
+  if (!l || link::NormalizeMac(l->mac) == link::NormalizeMac(rec.vf->host_mac)) return true;
+  auto r = d_.links.Change(host, l->ifindex, {.mac = rec.vf->host_mac});
+  if (!r) {
+    spdlog::info("{} refused MAC {} back ({}): its driver is rebound to take the PF's", l->name,
+                 rec.vf->host_mac, r.error().message());
+  }
+  return r.has_value();
 }
 
 CniResult<void> Plugin::TellPartition(const AttachmentRecord& rec, bool add) const {

@@ -5,7 +5,8 @@
 #   tests/vm/boot.sh NAME RESULTS SCRIPT [NET] [NETNS_MODE]
 #     NET: none, or listen:PORT / connect:PORT (a QEMU socket network to the other guest), or
 #          mcast:GROUP:PORT[,PORT...]:INDEX (one NIC per port, each a multicast group on the
-#          host's loopback that any number of guests join: a rail; INDEX makes the MACs unique)
+#          host's loopback that any number of guests join: a rail; INDEX makes the MACs unique),
+#          or igb: an emulated Intel 82576 with SR-IOV (QEMU 8+) on a q35 machine
 # Exit: the script's status in the guest; 124 when the guest hung (timeout); 125 no QEMU.
 set -euo pipefail
 name=$1 results=$2 script=$3 net=${4:-none} mode=${5:-1}
@@ -19,7 +20,12 @@ mkdir -p "$results"
 rm -f "$results/guest.rc"
 results=$(cd "$results" && pwd)
 nic=(-nic none)
+machine=()
 case $net in
+  # The VF BARs must stay below 4 GiB: QEMU 10's igb never maps them above (its VFs are created
+  # before their BARs are declared 64-bit), and the VFs then never leave reset.
+  igb) machine=(-M q35 -global q35-pcihost.pci-hole64-size=0)
+    nic=(-netdev user,id=n0 -device igb,netdev=n0) ;;
   listen:*) nic=(-netdev "socket,id=n0,listen=127.0.0.1:${net#listen:}" -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:01") ;;
   connect:*) nic=(-netdev "socket,id=n0,connect=127.0.0.1:${net#connect:}" -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:02") ;;
   mcast:*)
@@ -33,7 +39,7 @@ case $net in
     done ;;
 esac
 rc=0
-timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nographic -no-reboot \
+timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${machine[@]}" -accel tcg -smp 2 -m 2048 -nographic -no-reboot \
   -kernel "${kernel[0]}" -initrd "${kernel[1]}" \
   -append "console=ttyS0 panic=-1 quiet kuberdma.repo=$repo kuberdma.results=$results kuberdma.script=$script kuberdma.hostname=$name kuberdma.netns_mode=$mode" \
   -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \

@@ -31,9 +31,10 @@ if [ ! -s "$initrd" ] || [ "$here/init" -nt "$initrd" ] || [ "$0" -nt "$initrd" 
   [ -f "$kroot/lib/modules/$kver/modules.dep" ] || /sbin/depmod -b "$kroot" "$kver"
   # Virtio (PCI, 9p root, NIC), RDMA (core, uverbs, umad, CM, Soft-RoCE: crc32_generic first or
   # `rdma link add` fails with ENOENT), and what the tests build with (veth, macvlan, ipvlan,
-  # bridge (the simulated fleet's switches), netem, tbf).
+  # bridge (the simulated fleet's switches), netem, tbf), and igb/igbvf for QEMU's SR-IOV NIC.
   mods="virtio_pci 9pnet_virtio 9p virtio_net crc32_generic ib_core ib_uverbs ib_umad rdma_ucm rdma_rxe
-        veth bridge macvlan ipvlan sch_netem sch_tbf sch_ingress cls_u32 act_gact act_police"
+        veth bridge macvlan ipvlan sch_netem sch_tbf sch_ingress cls_u32 act_gact act_police
+        igb igbvf"
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/modules" "$stage/proc" "$stage/sys" "$stage/dev" "$stage/host"
   cp /bin/busybox "$stage/bin/busybox"

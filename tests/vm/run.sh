@@ -12,6 +12,9 @@
 #   - guests "verbs0" and "verbs1" at once, joined by a QEMU socket network:
 #     tests/vm/guest-verbs.sh: rdma-validate --transport verbs between their Soft-RoCE HCAs,
 #     healthy, rate-limited and cut;
+#   - guest "sriov" (QEMU 8+: an emulated Intel 82576, igb): tests/vm/guest-sriov.sh: the CNI's
+#     mode vf on real VFs (every setting igb implements set through the PF and read back, VLAN
+#     isolation between pods, all restored on DEL and after a SIGKILL mid-ADD);
 #   - guests "fleet0".."fleet2" at once, two rails each on two QEMU multicast networks:
 #     tests/vm/guest-fleet.sh: the fleet's verbs rail sweep (rdma-validate --mode acceptance
 #     --transport verbs) names one node's cut rail and another's policed rail.
@@ -53,6 +56,25 @@ guest() { # guest NAME SCRIPT NETNS_MODE
 }
 guest shared tests/vm/guest.sh 1
 guest exclusive tests/vm/guest-exclusive.sh 0
+guests=7
+# SR-IOV on QEMU's emulated Intel 82576 (igb, QEMU 8+: bookworm-backports'; install-deps.sh).
+if qemu-system-x86_64 -device help 2>/dev/null | grep -q '"igb"'; then
+  guests=8
+  t=$SECONDS
+  mkdir -p "$OUT/sriov" && echo "$BUILD" >"$OUT/sriov/build"
+  rc=0
+  bash tests/vm/boot.sh vm-sriov "$OUT/sriov" tests/vm/guest-sriov.sh igb 1 || rc=$?
+  sed -n '/^ok   /p; /^FAIL /p' "$OUT/sriov/console.log" | sed "s/^/  [sriov] /"
+  echo "vm: guest sriov: exit $rc in $((SECONDS - t)) s"
+  if [ "$rc" != 0 ]; then
+    failed=$((failed + 1))
+    echo "vm: guest sriov failed; console tail:"
+    tail -40 "$OUT/sriov/console.log" | sed 's/^/    /'
+    tail -20 "$OUT/sriov/sriov.stderr" 2>/dev/null | sed 's/^/    /'
+  fi
+else
+  echo "vm: SKIP guest sriov: this QEMU has no igb (SR-IOV NIC): QEMU 8+ (bookworm-backports)"
+fi
 
 # Two guests at once, joined by a QEMU socket network (vm-verbs0 listens): the verbs probe.
 pair() {
@@ -105,5 +127,5 @@ fleet() {
   echo "vm: guests fleet0..2 in $((SECONDS - t)) s"
 }
 fleet
-echo "vm: $((7 - failed)) of 7 guests passed in $((SECONDS - t0)) s (results in $OUT)"
+echo "vm: $((guests - failed)) of $guests guests passed in $((SECONDS - t0)) s (results in $OUT)"
 [ "$failed" = 0 ]

@@ -166,6 +166,9 @@ class Plugin {
   // Every PF-side setting the record says ADD changed, back as the PF had it; the VF netdev's own
   // MAC too. A PF that is gone is logged, not an error (nothing is left to restore on).
   Result<void> RestoreVf(const AttachmentRecord& rec, const netns::NetNs& host);
+  // The VF netdev's own MAC back as it was on the host; false when its driver refuses (igbvf
+  // with trust off), which a rebind after the PF's restore then fixes.
+  bool VfNetdevMacBack(const AttachmentRecord& rec, const netns::NetNs& host);
   // Tells the partition hook (if any) that the GUID of `rec`'s VF joins (`add`) or leaves its
   // partition; nothing for a record without one (vf_steps.cc).
   CniResult<void> TellPartition(const AttachmentRecord& rec, bool add) const;
