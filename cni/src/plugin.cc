@@ -480,6 +480,7 @@ CniResult<void> Plugin::Check(const Request& req, const NetConf& conf) {
   if (auto l = Verify(*rec, conf, *pod); !l) {
     return CniFail(kCheckFailed, "CHECK " + who + ": " + l.error().message());
   }
+  KUBERDMA_CNI_TRY(CheckVf(*rec, who), 0);
   if (conf.prev_result && !PrevResultHasInterface(*conf.prev_result, req.ifname, req.netns)) {
     return CniFail(kCheckFailed, "prevResult does not list " + req.ifname + " in " + req.netns);
   }

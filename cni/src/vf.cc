@@ -164,4 +164,22 @@ json VfChangeToJson(const VfChange& c) {
   return j;
 }
 
+std::string VfDrift(const json& set, const VfConfig& now) {
+  json has = VfConfigToJson(now);  // in the record's terms; rates as VfChangeToJson names them
+  if (now.has_rate) {
+    has["minTxRate"] = now.min_tx_rate;
+    has["maxTxRate"] = now.max_tx_rate;
+  }
+  for (const auto& [key, want] : set.items()) {
+    auto it = has.find(key);
+    if (key == "vf" || it == has.end()) continue;  // a setting the driver does not report
+    const bool same = key == "mac" && it->is_string() && want.is_string()
+                          ? link::NormalizeMac(it->get<std::string>()) ==
+                                link::NormalizeMac(want.get<std::string>())
+                          : *it == want;
+    if (!same) return key + " is " + it->dump() + " (ADD set " + want.dump() + ")";
+  }
+  return "";
+}
+
 }  // namespace kuberdma::cni

@@ -181,4 +181,20 @@ CniResult<void> Plugin::TellPartition(const AttachmentRecord& rec, bool add) con
                                .ifname = rec.ifname});
 }
 
+CniResult<void> Plugin::CheckVf(const AttachmentRecord& rec, const std::string& who) {
+  if (!rec.vf || d_.vfs == nullptr) return {};
+  KUBERDMA_CNI_ASSIGN_OR_RETURN(NetNs host, d_.namespaces.Host(), kIoFailure);
+  const std::string vf = "VF " + std::to_string(rec.vf->index) + " of " + rec.vf->pf_address;
+  auto pf = HostNetdevAt(d_.links, d_.sysfs, rec.vf->pf_address, host);
+  if (!pf) return CniFail(kCheckFailed, "CHECK " + who + ": " + vf + ": " + pf.error().message());
+  auto now = ReportedVf(*d_.vfs, host, pf->ifindex, rec.vf->index);
+  if (!now || !*now) {
+    return CniFail(kCheckFailed, "CHECK " + who + ": " + pf->name + " reports no " + vf);
+  }
+  std::string drift = VfDrift(rec.vf->set, **now);
+  if (drift.empty()) return {};
+  return CniFail(kCheckFailed, "CHECK " + who + ": " + vf + " (" + pf->name + "): " + drift +
+                                   ": its PF's settings were changed behind the plugin");
+}
+
 }  // namespace kuberdma::cni

@@ -143,6 +143,13 @@ c=$(ip -n pod-c -4 -o addr show net1 | awk '{print $4}' | cut -d/ -f1)
 echo "addresses: a=$a b=$b c=$c"
 check "pods a and b (VLAN 101) reach each other through the NIC" ip netns exec pod-a busybox ping -c 2 -W 2 "$b"
 check "pod c (VLAN 102) does not reach pod a: the VLAN isolates it" sh -c "! ip netns exec pod-c busybox ping -c 2 -W 2 $a"
+# CHECK re-reads the PF: a VLAN changed behind the plugin is error 105.
+cni CHECK ca pod-a "$conf_a" >"$R/check.out"
+check "CHECK of pod a's VF passes" test $? = 0
+ip link set "$pf" vf 0 vlan 7 qos 3
+cni CHECK ca pod-a "$conf_a" >"$R/check.out"
+check "CHECK fails (105) once VF 0's VLAN is changed behind the plugin" grep -q '"code":105.*vlan is 7' "$R/check.out"
+ip link set "$pf" vf 0 vlan 101 qos 3
 # A VF already in a pod is never reset under it.
 out=$(cni ADD cx pod-x "$(conf team-x 0 103 06:aa:00:00:00:09 host-local 10.101.0.0/24)")
 echo "ADD x (VF 0 again): $out"

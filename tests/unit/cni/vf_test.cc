@@ -363,6 +363,28 @@ TEST_CASE("An InfiniBand VF on a partition: the hook is told its GUID on ADD and
   }
 }
 
+TEST_CASE("CHECK of a VF re-reads its PF: a setting changed behind the plugin is error 105") {
+  VfNode n;
+  Plugin p = n.MakePlugin();
+  auto conf = n.Conf(R"(,"deviceID":"0000:1b:00.3","vlan":101,"vlanQoS":3,"trust":"on",
+      "max_tx_rate":1000,"runtimeConfig":{"mac":"06:aa:00:00:00:01"})");
+  REQUIRE(p.Add(Req(kPod, "c1"), conf));
+  Request check = Req(kPod, "c1");
+  check.command = Command::kCheck;
+  REQUIRE(p.Check(check, conf));
+  // Someone (`ip link set PF vf 1 vlan 7`) moves the pod's VF to another VLAN.
+  auto host = n.world.namespaces().Host();
+  REQUIRE(host);
+  const int pf = n.world.FindLink(kHostPath, n.pf())->ifindex;
+  REQUIRE(n.world.vfs().Set(*host, pf, {.vf = 1, .vlan = 7, .qos = 3}));
+  auto r = p.Check(check, conf);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == kCheckFailed);
+  CHECK_THAT(r.error().msg, Catch::Contains("vlan is 7 (ADD set 101)") &&
+                                Catch::Contains("changed behind the plugin"));
+  REQUIRE(p.Del(Req(kPod, "c1"), conf));
+}
+
 TEST_CASE("A VF netdev that refuses its MAC (igbvf) is rebound to take what its PF set") {
   VfNode n;
   n.world.mac_locked.insert("ens1f0v1");

@@ -169,6 +169,9 @@ class Plugin {
   // The VF netdev's own MAC back as it was on the host; false when its driver refuses (igbvf
   // with trust off), which a rebind after the PF's restore then fixes.
   bool VfNetdevMacBack(const AttachmentRecord& rec, const netns::NetNs& host);
+  // CHECK of a VF: error 105 when its PF no longer reports what ADD set (a VLAN, MAC, trust or
+  // rate changed behind the plugin), naming the first setting that differs.
+  CniResult<void> CheckVf(const AttachmentRecord& rec, const std::string& who);
   // Tells the partition hook (if any) that the GUID of `rec`'s VF joins (`add`) or leaves its
   // partition; nothing for a record without one (vf_steps.cc).
   CniResult<void> TellPartition(const AttachmentRecord& rec, bool add) const;

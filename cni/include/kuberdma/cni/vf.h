@@ -55,4 +55,8 @@ nlohmann::json VfConfigToJson(const link::VfConfig& v);
 link::VfConfig VfConfigFromJson(const nlohmann::json& j);
 nlohmann::json VfChangeToJson(const link::VfChange& c);
 
+// How the PF's report `now` differs from what ADD `set` (VfChangeToJson): "vlan is 0 (ADD set
+// 101)" for the first field that differs, "" when every setting the driver reports holds.
+std::string VfDrift(const nlohmann::json& set, const link::VfConfig& now);
+
 }  // namespace kuberdma::cni
