@@ -99,6 +99,10 @@ json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
   if (rail > 0) a.Int(ours + "rail", rail);
   a.String(ours + "firmware", hca.fw_version);
   a.String(ours + "pciAddress", hca.pci_address);
+  // On every device, so a selector on it never meets a device without it: "pf" (a whole HCA,
+  // a scalable function's parent included) or "vf"; a VF also names its PF.
+  a.String(ours + "function", hca.pf_address.empty() ? "pf" : "vf");
+  if (!hca.pf_address.empty()) a.String(ours + "pfPciAddress", hca.pf_address);
   a.String(ours + "netnsMode", o.netns_mode);
   a.String("k8s.cni.cncf.io/deviceID", hca.pci_address.empty() ? hca.name : hca.pci_address);
   a.String("k8s.cni.cncf.io/resourceName", r.config().FullName());

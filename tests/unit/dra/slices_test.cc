@@ -5,8 +5,10 @@
 #include "kuberdma/dra/slices.h"
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 
+#include "kuberdma/rails/rails.h"
 #include "kuberdma/sysfs/topology.h"
 #include "per_hca.h"
 
@@ -56,6 +58,56 @@ TEST_CASE("The 8-GPU node's HCAs are published with what aligns them to its GPUs
   for (const auto& dev : devices) roots.insert(Attr(dev, "resource.kubernetes.io/pcieRoot"));
   CHECK(roots.size() == 4);  // four switches, two HCAs on each
   CHECK(p->dropped.empty());
+}
+
+TEST_CASE("VFs are published like HCAs, on their PF's rail and PCIe root, naming their PF") {
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/sriov");
+  deviceplugin::ResourceConfig vf = testing::PerHcaResource();
+  vf.resource_name = "vf";
+  vf.selectors.functions = {"vf"};
+  deviceplugin::Resource r(vf, root);
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  r.Refresh(hcas);
+  // Rails as the device plugin judges them: a VF is on its PF's.
+  rails::NodeRoles roles = rails::JudgeHcas(hcas, rails::HostNet{}, rails::NodeConfig{});
+  auto p =
+      ResourceSlices(r, {.node = "gpu-node-7", .generation = 1, .netns_mode = "exclusive"}, &roles);
+  REQUIRE(p);
+  const auto& devices = p->objects.at(0)["spec"]["devices"];
+  REQUIRE(devices.size() == 8);  // the fixture's two PFs' four VFs each, never a PF
+  std::map<std::string, int> pf_rail;
+  for (const auto& h : hcas) {
+    if (h.pf_address.empty() && roles.Find(h.name))
+      pf_rail[h.pci_address] = roles.Find(h.name)->rail;
+  }
+  std::map<std::string, std::string> pf_root;
+  for (const auto& h : hcas) {
+    if (h.pf_address.empty()) pf_root[h.pci_address] = h.device_path;
+  }
+  for (const auto& d : devices) {
+    INFO(d.dump());
+    CHECK(Attr(d, "rdma.kube-rdma.io/function") == "vf");
+    const std::string pf = Attr(d, "rdma.kube-rdma.io/pfPciAddress");
+    REQUIRE(pf_root.contains(pf));
+    CHECK(Attr(d, "k8s.cni.cncf.io/resourceName") == "rdma/vf");
+    CHECK(Attr(d, "rdma.kube-rdma.io/linkLayer") == "Ethernet");
+    // The VF's PCIe root is its PF's: a GPU+VF claim aligns as GPU+NIC pairs do.
+    const std::string& path = pf_root[pf];
+    CHECK(Attr(d, "resource.kubernetes.io/pcieRoot") == path.substr(8, path.find('/', 8) - 8));
+    CHECK(Attr(d, "rdma.kube-rdma.io/rail") == std::to_string(pf_rail[pf]));
+    CHECK(pf_rail[pf] > 0);
+  }
+  // The whole HCAs say "pf", so a selector on function never meets a device without it.
+  deviceplugin::Resource whole(testing::PerHcaResource(), root);
+  whole.Refresh(hcas);
+  auto q = ResourceSlices(whole, {.node = "gpu-node-7", .generation = 1, .netns_mode = "shared"});
+  REQUIRE(q);
+  std::map<std::string, int> functions;
+  for (const auto& d : q->objects.at(0)["spec"]["devices"]) {
+    ++functions[Attr(d, "rdma.kube-rdma.io/function")];
+  }
+  CHECK(functions["pf"] > 0);
+  CHECK(functions.count("") == 0);
 }
 
 TEST_CASE("A port that is down or an HCA that is gone is not offered") {
