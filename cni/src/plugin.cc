@@ -43,12 +43,26 @@ Result<void> Plugin::RestoreNetdev(const AttachmentRecord& rec, const NetNs& hos
   return RestoreNodeAddresses(rec, host);
 }
 
+std::string Plugin::HomeName(const AttachmentRecord& rec, const NetNs& host, int ifindex) {
+  auto holder = d_.links.GetByName(host, rec.host_name);
+  if (!holder || holder->ifindex == ifindex) return rec.host_name;
+  // Another link has the name now (a VF whose driver was rebound took the lowest free ethN):
+  // the name the kernel gives a device that comes home to a taken name, so DEL never sticks.
+  std::string name = "dev" + std::to_string(ifindex);
+  spdlog::warn("{} ({}) comes home as {}: another link is named {} on the host now", rec.ifname,
+               rec.hca, name, rec.host_name);
+  return name;
+}
+
 Result<void> Plugin::PutNetdevBack(const AttachmentRecord& rec, const NetNs& host,
                                    const NetNs* pod) {
   if (!rec.netdev_moved) return {};
   LinkChange back{.name = rec.host_name, .mtu = rec.host_mtu, .up = rec.host_admin_up};
   if (pod != nullptr) {
-    if (auto l = FindRecorded(rec, *pod)) return d_.links.MoveTo(*pod, l->ifindex, host, back);
+    if (auto l = FindRecorded(rec, *pod)) {
+      back.name = HomeName(rec, host, l->ifindex);
+      return d_.links.MoveTo(*pod, l->ifindex, host, back);
+    }
   }
   // Not in the pod: never moved, moved back already, or returned by the kernel when the pod's
   // namespace died (then named as in the pod, or devN). Restore it in place.
@@ -58,7 +72,7 @@ Result<void> Plugin::PutNetdevBack(const AttachmentRecord& rec, const NetNs& hos
                                           ") is neither in the pod nor on the host");
   }
   LinkChange fix;
-  if (l->name != rec.host_name) fix.name = rec.host_name;
+  if (std::string name = HomeName(rec, host, l->ifindex); l->name != name) fix.name = name;
   if (l->mtu != rec.host_mtu) fix.mtu = rec.host_mtu;
   if (l->admin_up != rec.host_admin_up) fix.up = rec.host_admin_up;
   if (!fix.name && !fix.mtu && !fix.up) return {};

@@ -78,7 +78,8 @@ Result<void> Plugin::FollowRebound(AttachPlan& plan, const NetNs& host) {
   KUBERDMA_ASSIGN_OR_RETURN(LinkInfo l,
                             NetdevOf(d_.links, d_.sysfs, rec.hca_address, host, d_.rebind_wait));
   rec.host_ifindex = l.ifindex;
-  rec.mac = l.mac;  // IPoIB's hardware address carries the port GID, so the new GUID
+  rec.host_name = l.name;  // a rebound driver's netdev takes the lowest free name, maybe another
+  rec.mac = l.mac;         // IPoIB's hardware address carries the port GID, so the new GUID
   // The RDMA device is created anew with its driver: the lowest free name, maybe another one.
   auto deadline = std::chrono::steady_clock::now() + d_.rebind_wait;
   for (;;) {

@@ -385,6 +385,24 @@ TEST_CASE("CHECK of a VF re-reads its PF: a setting changed behind the plugin is
   REQUIRE(p.Del(Req(kPod, "c1"), conf));
 }
 
+TEST_CASE(
+    "DEL never sticks on a taken name: a netdev whose host name is another's comes home as devN") {
+  VfNode n;
+  Plugin p = n.MakePlugin();
+  auto conf = n.Conf(R"(,"deviceID":"0000:1b:00.3","runtimeConfig":{"mac":"06:aa:00:00:00:01"})");
+  REQUIRE(p.Add(Req(kPod, "c1"), conf));
+  const auto rec = n.Records().at(0);
+  const int ifindex = n.world.FindLink(kPod, "net1")->ifindex;
+  // A rebound VF's driver took the lowest free ethN, which was this VF's name on the host.
+  n.world.AddLink(kHostPath, rec.host_name, "06:bb:00:00:00:01", 1500, false);
+  REQUIRE(p.Del(Req(kPod, "c1"), conf));
+  const auto* home = n.world.FindLink(kHostPath, "dev" + std::to_string(ifindex));
+  REQUIRE(home);
+  CHECK(home->ifindex == ifindex);
+  CHECK(n.world.FindLink(kHostPath, rec.host_name)->mac == "06:bb:00:00:00:01");
+  CHECK(n.Records().empty());
+}
+
 TEST_CASE("A VF netdev that refuses its MAC (igbvf) is rebound to take what its PF set") {
   VfNode n;
   n.world.mac_locked.insert("ens1f0v1");

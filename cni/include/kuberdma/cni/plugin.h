@@ -153,6 +153,9 @@ class Plugin {
   // GC of one stale attachment: its devices back, its addresses released.
   CniResult<void> CollectRecord(const AttachmentRecord& r, const Request& req, const NetConf& conf,
                                 const netns::NetNs& host);
+  // The name `rec`'s netdev (ifindex `ifindex`) takes on the host: its recorded one, or
+  // dev<ifindex> when another link has that now.
+  std::string HomeName(const AttachmentRecord& rec, const netns::NetNs& host, int ifindex);
   // Puts the netdev and RDMA device of `rec` back on the host, wherever they are now, and a VF's
   // PF-side settings as they were.
   Result<void> Restore(const AttachmentRecord& rec, const netns::NetNs& host);
