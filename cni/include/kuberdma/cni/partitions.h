@@ -5,7 +5,7 @@
 // REST) is told through. Membership is the subnet manager's to grant; the node only says whom.
 //
 //   auto members = PartitionMembers(records, root);        // from the CNI's state records
-//   std::cout << RenderPartitionsConf("gpu-17", members);  // merge into opensm's partitions.conf
+//   std::string conf = RenderPartitionsConf("gpu-17", members);  // for opensm's partitions.conf
 //
 // The CNI calls a node's `partitionHook` (rails/node_config.h) with each VF GUID it gives a pod on
 // a partition, and again when the VF is given back.
