@@ -177,6 +177,25 @@ Result<std::string> FindPlugin(const std::string& type, const std::string& cni_p
               "failed to find plugin \"" + type + "\" in CNI_PATH [" + cni_path + "]");
 }
 
+namespace {
+
+void WriteIgnoringPipe(int fd, const std::string& text) {
+  sigset_t pipe_only;
+  sigset_t old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  auto written = WriteAll(fd, text.data(), text.size());
+  if (!written && written.error().sys_errno() == EPIPE) {
+    const timespec now{};
+    while (sigtimedwait(&pipe_only, nullptr, &now) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+}  // namespace
+
 PluginRun RunPlugin(const std::string& binary, const std::vector<std::string>& env,
                     const std::string& stdin_text, uint32_t timeout_ms) {
   PluginRun run;
@@ -193,9 +212,10 @@ PluginRun RunPlugin(const std::string& binary, const std::vector<std::string>& e
   UniqueFd from_out(out[0]);
   UniqueFd from_err(err[0]);
   if (pid < 0) return run;
-  // A plugin that exits before reading stdin makes this write fail with EPIPE (SIGPIPE is
-  // ignored by the binary's main), which is its business, not ours.
-  (void)WriteAll(to_child.get(), stdin_text.data(), stdin_text.size());
+  // A plugin (or partition hook) that exits before reading stdin makes this write fail with
+  // EPIPE, which is its business, not ours: SIGPIPE is held back for this thread during the write
+  // and a pending one taken, so no caller's process dies of it, whatever its disposition.
+  WriteIgnoringPipe(to_child.get(), stdin_text);
   to_child.Reset();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   run.timed_out = !Collect(from_out.get(), from_err.get(), deadline, &run);

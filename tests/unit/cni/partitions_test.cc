@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 
+#include "kuberdma/cni/ipam.h"
 #include "kuberdma/cni/partition_hook.h"
 #include "kuberdma/doctor/doctor.h"
 #include "kuberdma/link/vf_ops.h"
@@ -152,6 +153,14 @@ TEST_CASE("The partition hook runs as a process: JSON on stdin, exit 0 is done, 
 
   ExecPartitionHook missing(d.dir + "/absent", "gpu-17");
   REQUIRE_FALSE(missing.Apply(change));
+}
+
+TEST_CASE("A hook that exits without reading its stdin kills no caller: SIGPIPE never arrives") {
+  // More than a pipe holds, so the write must meet the closed pipe; the test process keeps
+  // SIGPIPE's default (fatal) disposition, unlike the rdma binary.
+  PluginRun run = RunPlugin("/bin/true", {}, std::string(1 << 20, 'x'), 5000);
+  CHECK(run.start_error.empty());
+  CHECK(run.exit_code == 0);
 }
 
 }  // namespace
