@@ -6,19 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include "kuberdma/cni/ipam.h"
+#include "kuberdma/cni/partitions.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::cni {
 
 std::string PartitionChange::ToJson(const std::string& node) const {
-  char guid_text[24];
-  std::snprintf(guid_text, sizeof guid_text, "0x%016llx", static_cast<unsigned long long>(guid));
-  nlohmann::json j = {{"action", add ? "add" : "remove"},
-                      {"pkey", sysfs::FormatPkey(pkey)},
-                      {"guid", guid_text},
-                      {"network", network},
-                      {"containerId", container_id},
-                      {"ifname", ifname}};
+  nlohmann::json j = {{"action", add ? "add" : "remove"}, {"pkey", sysfs::FormatPkey(pkey)},
+                      {"guid", FormatGuidHex(guid)},      {"network", network},
+                      {"containerId", container_id},      {"ifname", ifname}};
   if (!node.empty()) j["node"] = node;
   return j.dump();
 }

@@ -15,12 +15,6 @@ namespace kuberdma::cni {
 
 namespace {
 
-std::string Hex16(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // The GUID ADD gave the record's VF (its "set" names both GUIDs alike); nullopt for none.
 std::optional<uint64_t> VfGuid(const AttachmentRecord& r) {
   if (!r.vf || !r.vf->set.is_object()) return std::nullopt;
@@ -42,6 +36,12 @@ void Sort(std::vector<PartitionMember>& members) {
 }
 
 }  // namespace
+
+std::string FormatGuidHex(uint64_t guid) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
+  return buf;
+}
 
 Result<uint64_t> GeneratedVfGuid(uint64_t pf_node_guid, uint32_t vf_index) {
   if (pf_node_guid == 0) {
@@ -134,8 +134,8 @@ std::string RenderPartitionsConf(const std::string& node,
     out += "kube-rdma-" + name.substr(2) + "=" + name + ", ipoib, defmember=full :\n";
     for (size_t i = 0; i < list.size(); ++i) {
       // A comment runs to the end of the line, so the separator goes before it.
-      out += "    " + Hex16(list[i]->guid) + "=full" + (i + 1 < list.size() ? "," : "") + "  # " +
-             list[i]->why + "\n";
+      out += "    " + FormatGuidHex(list[i]->guid) + "=full" + (i + 1 < list.size() ? "," : "") +
+             "  # " + list[i]->why + "\n";
     }
     out += "    ;\n";
   }

@@ -60,6 +60,9 @@ Result<std::vector<PartitionMember>> NodePartitionMembers(const sysfs::SysfsRoot
 std::string RenderPartitionsConf(const std::string& node,
                                  const std::vector<PartitionMember>& members);
 
+// "0x02aa000000000007": a GUID as partitions.conf and the partition hook write it.
+std::string FormatGuidHex(uint64_t guid);
+
 // The port GUID of an HCA's port 1: GID 0's interface identifier, else the node GUID (mlx5's
 // functions have one port, whose GUID is the node's). kNotFound when sysfs has neither.
 Result<uint64_t> PortGuid(const sysfs::SysfsRoot& root, const std::string& hca_address);
