@@ -26,6 +26,14 @@ namespace {
 // ID as rdma-device-plugin writes them (podenv/slot_id.h), or an HCA name. Pool slots name no HCA
 // and are handled before this (IsPoolSlot).
 Result<Hca> HcaForDeviceId(const sysfs::SysfsRoot& root, const std::string& id) {
+  if (auto claimed = podenv::ParseClaimDevice(id)) {
+    auto hca = sysfs::HcaForAddress(root, claimed->address, sysfs::HcaDetail::kPorts);
+    if (hca || hca.error().code() != ErrorCode::kNotFound) return hca;
+    auto named = sysfs::ReadHca(root, claimed->address, sysfs::HcaDetail::kPorts);
+    if (named) return named;
+    return Fail(ErrorCode::kNotFound, "it is device " + claimed->address + " of DRA claim " +
+                                          claimed->uid + ", which this node does not have");
+  }
   auto by_addr = sysfs::HcaForAddress(root, id, sysfs::HcaDetail::kPorts);
   if (by_addr || by_addr.error().code() != ErrorCode::kNotFound) return by_addr;
   auto by_name = sysfs::ReadHca(root, id, sysfs::HcaDetail::kPorts);

@@ -12,6 +12,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/cni/result.h"
+#include "kuberdma/podenv/slot_id.h"
 
 namespace kuberdma::cni {
 
@@ -34,6 +35,32 @@ CniResult<NodeLock> Lock(const NetConf& conf) {
 }
 
 bool IsInfiniBand(const AttachmentRecord& rec) { return rec.link_layer == "InfiniBand"; }
+
+// The DRA claim device a deviceID names (released Multus passes the CDI device name's suffix).
+std::optional<podenv::ClaimDevice> ClaimDeviceOf(const NetConf& conf) {
+  bool device_id = conf.selector.kind == SelectorKind::kRuntimeDeviceId ||
+                   conf.selector.kind == SelectorKind::kDeviceId ||
+                   conf.selector.kind == SelectorKind::kPciBusId;
+  return device_id ? podenv::ParseClaimDevice(conf.selector.value) : std::nullopt;
+}
+
+// A claim device ID is accepted only for that claim of the pod, and only for one of its HCAs.
+CniResult<void> CheckClaimDevice(const Hca& hca, const podenv::ClaimDevice& claimed,
+                                 const podenv::PodAnswer& answer, const std::string& ns,
+                                 const std::string& name) {
+  auto claim = answer.claims.find(claimed.uid);
+  if (claim == answer.claims.end()) {
+    return CniFail(kNotAllocated, "deviceID names DRA claim " + claimed.uid +
+                                      ", which is no prepared claim of pod " + ns + "/" + name +
+                                      " (rdma-doctor node lists the node's claims). Nothing "
+                                      "was changed");
+  }
+  const auto& hcas = claim->second;
+  if (std::find(hcas.begin(), hcas.end(), hca.name) != hcas.end()) return {};
+  return CniFail(kNotAllocated, hca.name + " (" + hca.address + ") is not a device of DRA claim " +
+                                    claimed.uid + " of pod " + ns + "/" + name +
+                                    ". Nothing was changed");
+}
 
 }  // namespace
 
@@ -360,11 +387,12 @@ CniResult<json> Plugin::Add(const Request& req, const NetConf& conf) {
   KUBERDMA_CHECK(d_.addrs != nullptr);
   Planner planner(d_.links, d_.rdma, *d_.addrs, d_.sysfs, d_.node, d_.allocations, d_.vfs);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(AttachPlan plan, planner.Plan(req, conf, store, host, *pod), 0);
-  KUBERDMA_CNI_TRY(CheckAllocated(plan.hca, req), 0);
+  KUBERDMA_CNI_TRY(CheckAllocated(plan.hca, req, conf), 0);
   return Execute(plan, req, conf, store, host, *pod);
 }
 
-CniResult<void> Plugin::CheckAllocated(const sysfs::Hca& hca, const Request& req) const {
+CniResult<void> Plugin::CheckAllocated(const sysfs::Hca& hca, const Request& req,
+                                       const NetConf& conf) const {
   if (d_.pod_allocations == nullptr || d_.node.allow_unallocated) return {};
   std::string ns = CniArg(req.args, "K8S_POD_NAMESPACE");
   std::string name = CniArg(req.args, "K8S_POD_NAME");
@@ -383,6 +411,7 @@ CniResult<void> Plugin::CheckAllocated(const sysfs::Hca& hca, const Request& req
             " (is rdma-device-plugin running on this node? kubectl -n kube-rdma get "
             "pods -o wide). Nothing was changed; the runtime retries");
   }
+  if (auto claimed = ClaimDeviceOf(conf)) return CheckClaimDevice(hca, *claimed, *answer, ns, name);
   const auto& hcas = answer->hcas;
   if (std::find(hcas.begin(), hcas.end(), hca.name) != hcas.end()) return {};
   std::string got;

@@ -144,6 +144,7 @@ podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
     // "claim:<name>" (the pod's namespace): a slot entry must be a plain name.
     answer.slots.push_back("claim:" + c.claim.substr(c.claim.find('/') + 1));
     for (const auto& h : c.hcas) add(h);
+    answer.claims[c.uid] = c.hcas;
   }
   answer.known = !answer.slots.empty();
   return answer;

@@ -191,8 +191,39 @@ std::string Preparer::SpecPath(const ClaimRef& ref) const {
   return cdi_dir_ + "/kube-rdma-claim-" + ref.uid + ".json";
 }
 
+namespace {
+
+// The CDI device name of `d` (podenv/slot_id.h's claim device): the suffix released Multus
+// passes as deviceID, which the CNI maps back to this one HCA of this claim.
+std::string CdiName(const ClaimRef& ref, const AllocatedDevice& d,
+                    const deviceplugin::Resource& r) {
+  auto h = r.hcas().find(d.hca);
+  podenv::ClaimDevice id{.uid = ref.uid, .address = d.hca};
+  if (h != r.hcas().end()) {
+    if (!h->second.hca.pci_address.empty()) id.address = h->second.hca.pci_address;
+    if (h->second.hca.ports.size() > 1) {
+      for (const auto& p : h->second.hca.ports) {
+        if (DeviceName(d.hca, p.number, true) == d.device) id.port = p.number;
+      }
+    }
+  }
+  return podenv::FormatClaimDevice(id);
+}
+
+json DeviceNodes(const std::vector<deviceplugin::DeviceNode>& devices,
+                 const std::set<std::string>& leave_out) {
+  json dn = json::array();
+  for (const auto& d : devices) {
+    if (leave_out.contains(d.container_path)) continue;
+    dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
+  }
+  return dn;
+}
+
+}  // namespace
+
 Result<nlohmann::json> Preparer::Spec(const ClaimRef& ref, const json& claim,
-                                      const std::vector<AllocatedDevice>& devices) const {
+                                      std::vector<AllocatedDevice>& devices) const {
   // The device plugin's own Allocate, for device nodes rather than its CDI names.
   deviceplugin::ResourceConfig cfg = r_.config();
   cfg.cdi = false;
@@ -203,28 +234,52 @@ Result<nlohmann::json> Preparer::Spec(const ClaimRef& ref, const json& claim,
   }
   nodes.Refresh(present);
   std::vector<std::string> slots;
+  std::vector<std::vector<deviceplugin::DeviceNode>> per_device;
   for (const auto& d : devices) {
     std::string id = podenv::FormatSlot({podenv::SlotKind::kPerHca, d.hca, 0}, cfg.rdma_hca_max);
+    KUBERDMA_ASSIGN_OR_RETURN(auto one, nodes.Allocate({id}));
+    per_device.push_back(one.devices);
     if (std::find(slots.begin(), slots.end(), id) == slots.end()) slots.push_back(id);
   }
   KUBERDMA_ASSIGN_OR_RETURN(auto alloc, nodes.Allocate(slots));
-  json dn = json::array();
+  // What every device needs (rdma_cm) is the spec's own edit, applied once for any of them;
+  // each device's uverbs (and umad, issm) nodes are its own, so a container that references one
+  // request of the claim gets that HCA alone.
+  std::set<std::string> common;
   for (const auto& d : alloc.devices) {
-    dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
+    bool everywhere = std::ranges::all_of(per_device, [&](const auto& one) {
+      return std::ranges::any_of(
+          one, [&](const auto& x) { return x.container_path == d.container_path; });
+    });
+    if (everywhere && per_device.size() > 1) common.insert(d.container_path);
   }
   json env = json::array();
   for (const auto& [k, v] : alloc.envs) env.push_back(k + "=" + v);
   env.push_back(std::string(kClaimEnv) + "=" + ref.ns + "/" + ref.name);
   std::string roots = AlignedRoots(claim, o_.driver, devices, r_);
   if (!roots.empty()) env.push_back(std::string(kClaimRootsEnv) + "=" + roots);
-  return json{
-      {"cdiVersion", "0.5.0"},
-      {"kind", kCdiKind},
-      {"devices", {{{"name", ref.uid}, {"containerEdits", {{"deviceNodes", dn}, {"env", env}}}}}}};
+  json cdi_devices = json::array();
+  std::vector<deviceplugin::DeviceNode> shared;
+  for (const auto& d : alloc.devices) {
+    if (common.contains(d.container_path)) shared.push_back(d);
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    std::string name = CdiName(ref, devices[i], r_);
+    devices[i].cdi_id = std::string(podenv::kClaimDeviceCdiKind) + "=" + name;
+    if (std::ranges::any_of(cdi_devices, [&](const json& x) { return x["name"] == name; }))
+      continue;
+    cdi_devices.push_back(
+        {{"name", name},
+         {"containerEdits", {{"deviceNodes", DeviceNodes(per_device[i], common)}}}});
+  }
+  return json{{"cdiVersion", "0.5.0"},
+              {"kind", podenv::kClaimDeviceCdiKind},
+              {"containerEdits", {{"deviceNodes", DeviceNodes(shared, {})}, {"env", env}}},
+              {"devices", cdi_devices}};
 }
 
 Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const {
-  if (ref.uid.empty() || ref.uid.find_first_of("/.") != std::string::npos) {
+  if (ref.uid.empty() || ref.uid.find_first_of("/._") != std::string::npos) {
     return Fail(ErrorCode::kInvalidArgument, "claim uid '" + ref.uid + "' is not a UID");
   }
   KUBERDMA_ASSIGN_OR_RETURN(auto devices, OurDevices(claim, ref, o_, r_));
@@ -239,8 +294,7 @@ Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const
                                                         .hcas = hcas}));
   }
   KUBERDMA_TRY(WriteFileAtomic(SpecPath(ref), spec.dump(2)));
-  return Prepared{.devices = std::move(devices),
-                  .cdi_ids = {std::string(kCdiKind) + "=" + ref.uid}};
+  return Prepared{.devices = std::move(devices)};
 }
 
 Result<void> Preparer::Unprepare(const ClaimRef& ref) const {

@@ -187,6 +187,7 @@ Result<PodQuery> DecodePodQuery(std::string_view line) {
 
 std::string EncodePodAnswer(const PodAnswer& a) {
   json j = {{"known", a.known}, {"hcas", a.hcas}, {"slots", a.slots}};
+  if (!a.claims.empty()) j["claims"] = a.claims;
   if (!a.error.empty()) j["error"] = a.error;
   return j.dump() + "\n";
 }
@@ -200,6 +201,14 @@ Result<PodAnswer> DecodePodAnswer(std::string_view line) {
   KUBERDMA_ASSIGN_OR_RETURN(a.hcas, Names(j, "hcas"));
   KUBERDMA_ASSIGN_OR_RETURN(a.slots, Names(j, "slots"));
   if (auto e = j.find("error"); e != j.end() && e->is_string()) a.error = e->get<std::string>();
+  if (auto c = j.find("claims"); c != j.end() && c->is_object()) {
+    if (c->size() > kMaxAllocationSlots) {
+      return Fail(ErrorCode::kInvalidArgument, "device plugin answer: too many claims");
+    }
+    for (const auto& [uid, hcas] : c->items()) {
+      KUBERDMA_ASSIGN_OR_RETURN(a.claims[uid], Names(*c, uid.c_str()));
+    }
+  }
   return a;
 }
 

@@ -34,4 +34,47 @@ std::optional<Slot> ParseSlot(std::string_view id) {
   return s;
 }
 
+std::string FormatClaimDevice(const ClaimDevice& d) {
+  std::string out = d.uid + "_" + d.address;
+  if (d.port != 0) out += "_p" + std::to_string(d.port);
+  return out;
+}
+
+namespace {
+
+bool IsUid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    char c = s[i];
+    bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    if (dash ? c != '-' : !hex) return false;
+  }
+  return true;
+}
+
+bool IsCdiSafe(std::string_view s) {
+  return !s.empty() && s.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789_-.:") == std::string_view::npos;
+}
+
+}  // namespace
+
+std::optional<ClaimDevice> ParseClaimDevice(std::string_view id) {
+  auto sep = id.find('_');
+  if (sep == std::string_view::npos || !IsUid(id.substr(0, sep))) return std::nullopt;
+  ClaimDevice d{.uid = std::string(id.substr(0, sep))};
+  std::string_view rest = id.substr(sep + 1);
+  auto p = rest.rfind("_p");
+  if (p != std::string_view::npos && p + 2 < rest.size() && rest.size() - p - 2 <= 3 &&
+      rest.substr(p + 2).find_first_not_of("0123456789") == std::string_view::npos) {
+    for (char c : rest.substr(p + 2)) d.port = d.port * 10 + static_cast<uint32_t>(c - '0');
+    rest = rest.substr(0, p);
+  }
+  if (!IsCdiSafe(rest)) return std::nullopt;
+  d.address = std::string(rest);
+  return d;
+}
+
 }  // namespace kuberdma::podenv

@@ -9,6 +9,7 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/podenv/slot_id.h"
 #include "per_hca.h"
 
 namespace kuberdma::dra {
@@ -39,7 +40,10 @@ json Claim() {
   return {
       {"apiVersion", "resource.k8s.io/v1"},
       {"kind", "ResourceClaim"},
-      {"metadata", {{"name", "trainer-0-pairs"}, {"namespace", "team-a"}, {"uid", "c0ffee-1"}}},
+      {"metadata",
+       {{"name", "trainer-0-pairs"},
+        {"namespace", "team-a"},
+        {"uid", "c0ffee01-0000-4000-8000-000000000001"}}},
       {"status",
        {{"allocation",
          {{"nodeSelector",
@@ -59,7 +63,8 @@ json Claim() {
                  {"parameters", {{"mtu", 9000}, {"mode", "exclusive"}}}}}}}}}}}}}}};
 }
 
-const ClaimRef kRef{.ns = "team-a", .uid = "c0ffee-1", .name = "trainer-0-pairs"};
+const ClaimRef kRef{
+    .ns = "team-a", .uid = "c0ffee01-0000-4000-8000-000000000001", .name = "trainer-0-pairs"};
 
 TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugin's devices") {
   Node n;
@@ -75,16 +80,34 @@ TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugi
   Preparer p(n.r, n.o, n.dir + "/cdi");
   auto ids = p.Prepare(kRef, Claim());
   REQUIRE(ids);
-  CHECK(ids->cdi_ids == std::vector<std::string>{"kube-rdma.io/claim=c0ffee-1"});
-  CHECK(ids->devices.size() == 2);
+  REQUIRE(ids->devices.size() == 2);
+  // One CDI device per HCA, named so that released Multus' deviceID (the text after '=') leads
+  // the CNI to exactly that HCA of exactly this claim.
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& d = ids->devices[i];
+    auto hca = n.r.hcas().at(d.hca).hca;
+    CHECK(d.cdi_id == "kube-rdma.io/hca=" + kRef.uid + "_" + hca.pci_address);
+    auto parsed = podenv::ParseClaimDevice(d.cdi_id.substr(d.cdi_id.find('=') + 1));
+    REQUIRE(parsed);
+    CHECK(parsed->uid == kRef.uid);
+    CHECK(parsed->address == hca.pci_address);
+  }
+  CHECK(ids->devices[0].cdi_id != ids->devices[1].cdi_id);
   auto spec = json::parse(*ReadFile(p.SpecPath(kRef)));
-  CHECK(spec["kind"] == "kube-rdma.io/claim");
-  const auto& edits = spec["devices"][0]["containerEdits"];
+  CHECK(spec["kind"] == "kube-rdma.io/hca");
+  REQUIRE(spec["devices"].size() == 2);
+  // Each device brings its own uverbs node; what both need (rdma_cm) and the claim's environment
+  // are the spec's, applied once for either.
+  std::string first = spec["devices"][0]["containerEdits"]["deviceNodes"].dump();
+  std::string second = spec["devices"][1]["containerEdits"]["deviceNodes"].dump();
+  CHECK_THAT(first, Catch::Contains("/dev/infiniband/uverbs0"));
+  CHECK_THAT(first, !Catch::Contains("uverbs1"));
+  CHECK_THAT(second, Catch::Contains("/dev/infiniband/uverbs1"));
+  CHECK_THAT(second, !Catch::Contains("uverbs0"));
+  const auto& edits = spec["containerEdits"];
   std::string nodes = edits["deviceNodes"].dump();
-  CHECK_THAT(nodes, Catch::Contains("/dev/infiniband/uverbs0"));
-  CHECK_THAT(nodes, Catch::Contains("/dev/infiniband/uverbs1"));
   CHECK_THAT(nodes, Catch::Contains("/dev/infiniband/rdma_cm"));
-  CHECK_THAT(nodes, !Catch::Contains("uverbs2"));
+  CHECK_THAT(nodes + first + second, !Catch::Contains("uverbs2"));
   std::string env = edits["env"].dump();
   CHECK_THAT(env, Catch::Contains(std::string(podenv::kNcclIbHca) + "==mlx5_0:1,mlx5_1:1"));
   CHECK_THAT(env, Catch::Contains(podenv::kHcas));
@@ -92,7 +115,7 @@ TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugi
   // Again (a kubelet retry, a restarted driver): the same answer, the same file.
   auto again = p.Prepare(kRef, Claim());
   REQUIRE(again);
-  CHECK(again->cdi_ids == ids->cdi_ids);
+  CHECK(again->devices[1].cdi_id == ids->devices[1].cdi_id);
   REQUIRE(p.Unprepare(kRef));
   CHECK_FALSE(fs::exists(p.SpecPath(kRef)));
   CHECK(p.Unprepare(kRef));  // never prepared, or already undone: fine
@@ -109,8 +132,8 @@ TEST_CASE("A claim that is not this node's, not allocated, or wrong is refused, 
   };
   json c = Claim();
   c["metadata"]["uid"] = "c0ffee-2";
-  CHECK_THAT(refused(c), Catch::Contains("is now uid 'c0ffee-2', not the c0ffee-1 the kubelet "
-                                         "asked for: deleted and created again"));
+  CHECK_THAT(refused(c), Catch::Contains("is now uid 'c0ffee-2', not the " + kRef.uid +
+                                         " the kubelet asked for: deleted and created again"));
   c = Claim();
   c["status"].erase("allocation");
   CHECK_THAT(refused(c), Catch::Contains("is not allocated"));

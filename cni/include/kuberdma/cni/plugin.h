@@ -113,7 +113,8 @@ class Plugin {
   // Error 108 when `hca` is not among the HCAs the kubelet allocated to the pod CNI_ARGS names,
   // 11 when that cannot be asked (the device plugin or the kubelet not answering), 7 when CNI_ARGS
   // names no pod; nothing when the node config allows unallocated HCAs.
-  CniResult<void> CheckAllocated(const sysfs::Hca& hca, const Request& req) const;
+  CniResult<void> CheckAllocated(const sysfs::Hca& hca, const Request& req,
+                                 const NetConf& conf) const;
   // Executes `plan`: record, moves, verification; on failure, the undo.
   CniResult<nlohmann::json> Execute(AttachPlan& plan, const Request& req, const NetConf& conf,
                                     const StateStore& store, const netns::NetNs& host,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "draplugin.grpc.pb.h"
@@ -121,31 +122,50 @@ Result<void> KubeletDraStandIn::Unprepare(const std::vector<ClaimRef>& claims) c
   return {};
 }
 
-Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::string& id) {
-  auto eq = id.find('=');
-  std::string kind = id.substr(0, eq);
-  std::string name = eq == std::string::npos ? "" : id.substr(eq + 1);
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(cdi_dir, ec)) {
-    if (e.path().extension() != ".json") continue;
-    auto text = ReadFile(e.path().string());
-    if (!text) continue;
-    auto spec = ParseUntrustedJson(*text, e.path().string());
-    if (!spec || !spec->is_object() || spec->value("kind", "") != kind) continue;
-    for (const auto& d : spec->value("devices", nlohmann::json::array())) {
-      if (d.value("name", "") != name) continue;
-      ContainerEdits out;
-      const auto& edits = d.value("containerEdits", nlohmann::json::object());
-      for (const auto& kv : edits.value("env", nlohmann::json::array())) {
-        std::string s = kv.is_string() ? kv.get<std::string>() : "";
-        if (s.find('=') != std::string::npos)
-          out.env[s.substr(0, s.find('='))] = s.substr(s.find('=') + 1);
-      }
-      out.device_nodes = edits.value("deviceNodes", nlohmann::json::array()).size();
-      return out;
-    }
+namespace {
+
+void Apply(const nlohmann::json& edits, ContainerEdits& out, std::set<std::string>& nodes) {
+  for (const auto& kv : edits.value("env", nlohmann::json::array())) {
+    std::string s = kv.is_string() ? kv.get<std::string>() : "";
+    if (s.find('=') != std::string::npos)
+      out.env[s.substr(0, s.find('='))] = s.substr(s.find('=') + 1);
   }
-  return Fail(ErrorCode::kNotFound, "no CDI spec in " + cdi_dir + " has device " + id);
+  for (const auto& n : edits.value("deviceNodes", nlohmann::json::array())) {
+    if (n.is_object() && n.value("path", "") != "" && nodes.insert(n.value("path", "")).second)
+      ++out.device_nodes;
+  }
+}
+
+}  // namespace
+
+Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::vector<std::string>& ids) {
+  ContainerEdits out;
+  std::set<std::string> nodes;
+  std::set<std::string> specs_applied;
+  for (const auto& id : ids) {
+    auto eq = id.find('=');
+    std::string kind = id.substr(0, eq);
+    std::string name = eq == std::string::npos ? "" : id.substr(eq + 1);
+    bool found = false;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(cdi_dir, ec)) {
+      if (found || e.path().extension() != ".json") continue;
+      auto text = ReadFile(e.path().string());
+      if (!text) continue;
+      auto spec = ParseUntrustedJson(*text, e.path().string());
+      if (!spec || !spec->is_object() || spec->value("kind", "") != kind) continue;
+      for (const auto& d : spec->value("devices", nlohmann::json::array())) {
+        if (d.value("name", "") != name) continue;
+        found = true;
+        if (specs_applied.insert(e.path().string()).second)
+          Apply(spec->value("containerEdits", nlohmann::json::object()), out, nodes);
+        Apply(d.value("containerEdits", nlohmann::json::object()), out, nodes);
+      }
+    }
+    if (!found)
+      return Fail(ErrorCode::kNotFound, "no CDI spec in " + cdi_dir + " has device " + id);
+  }
+  return out;
 }
 
 }  // namespace kuberdma::dra

@@ -6,7 +6,7 @@
 //
 //   Preparer p(resource, {.node = "gpu-node-7"}, "/var/run/cdi");
 //   auto done = p.Prepare({.ns = "team-a", .uid = "8c1f...", .name = "trainer-0-nics"}, claim);
-//   // done->cdi_ids: {"kube-rdma.io/claim=8c1f..."}; the runtime applies the spec
+//   // done->devices[i].cdi_id: "kube-rdma.io/hca=8c1f..._0000:18:00.0"; the runtime applies it
 //   p.Unprepare(ref);  // removes it; both idempotent
 //
 // The claim's CDI spec file is the checkpoint: a restarted driver prepares again by rewriting it
@@ -37,6 +37,9 @@ struct AllocatedDevice {
   std::string pool;
   std::string device;
   std::string hca;  // the HCA the device name stands for on this node
+  // Once prepared: its CDI device ("kube-rdma.io/hca=<claim uid>_<PCI address>[_p<port>]",
+  // podenv/slot_id.h), which makes that HCA alone the container's.
+  std::string cdi_id;
 };
 
 // The per-claim options (status.allocation.devices.config, opaque, this driver's): what the CNI
@@ -58,10 +61,9 @@ Result<std::vector<AllocatedDevice>> OurDevices(const nlohmann::json& claim, con
                                                 const deviceplugin::Resource& r,
                                                 ClaimConfig* config = nullptr);
 
-// A prepared claim: its devices of this driver and the CDI IDs that make them the container's.
+// A prepared claim: its devices of this driver, each with its CDI device.
 struct Prepared {
   std::vector<AllocatedDevice> devices;
-  std::vector<std::string> cdi_ids;
 };
 
 class Preparer {
@@ -85,13 +87,13 @@ class Preparer {
   Result<void> Unprepare(const ClaimRef& ref) const;
   // Where the claim's spec lives.
   std::string SpecPath(const ClaimRef& ref) const;
-  static constexpr const char* kCdiKind = "kube-rdma.io/claim";
 
  private:
   // The claim's CDI spec: the device plugin's device nodes and environment for its HCAs, the
   // claim, the roots it tied HCAs to.
+  // Sets each device's cdi_id.
   Result<nlohmann::json> Spec(const ClaimRef& ref, const nlohmann::json& claim,
-                              const std::vector<AllocatedDevice>& devices) const;
+                              std::vector<AllocatedDevice>& devices) const;
   const deviceplugin::Resource& r_;
   PublishOptions o_;
   std::string cdi_dir_;

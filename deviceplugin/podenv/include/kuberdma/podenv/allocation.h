@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -89,7 +90,9 @@ struct PodAnswer {
   bool known = false;              // the kubelet lists the pod
   std::vector<std::string> hcas;   // the HCAs of kube-rdma's resources allocated to it
   std::vector<std::string> slots;  // their device IDs, for messages
-  std::string error;               // the device plugin could not ask the kubelet: why
+  // The pod's prepared DRA claims, by uid: their HCAs (a claim device ID names one of them).
+  std::map<std::string, std::vector<std::string>> claims;
+  std::string error;  // the device plugin could not ask the kubelet: why
 };
 
 std::string EncodePodQuery(const PodQuery& q);

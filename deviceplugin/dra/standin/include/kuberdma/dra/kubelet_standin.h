@@ -7,7 +7,7 @@
 //
 //   auto k = KubeletDraStandIn::Register(dir + "/plugins_registry", kDriverName, 10s);
 //   auto prepared = k->Prepare({.ns = "team-a", .uid = uid, .name = "pairs"});
-//   auto edits = ApplyCdi(dir + "/cdi", prepared->cdi_ids.front());
+//   auto edits = ApplyCdi(dir + "/cdi", prepared->cdi_ids);
 #pragma once
 
 #include <chrono>
@@ -45,13 +45,13 @@ class KubeletDraStandIn {
   std::string version_;
 };
 
-// What a container runtime applies for CDI device `id` ("kube-rdma.io/claim=<uid>"): the
-// environment and the number of device nodes of the device of that kind and name among the
-// *.json specs in `cdi_dir`. kNotFound when no spec has it.
+// What a container runtime applies for CDI devices `ids` ("kube-rdma.io/hca=<uid>_<address>"),
+// as CDI merges them: each device's edits, and once each spec's own edits, from the *.json specs
+// in `cdi_dir`; device nodes counted once per path. kNotFound naming an ID no spec has.
 struct ContainerEdits {
   std::map<std::string, std::string> env;
   size_t device_nodes = 0;
 };
-Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::string& id);
+Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::vector<std::string>& ids);
 
 }  // namespace kuberdma::dra
