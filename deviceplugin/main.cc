@@ -108,6 +108,10 @@ void AddDraOptions(CLI::App& app, Cli& c) {
                  "the kubelet's plugin watcher directory (plugins_registry)");
   app.add_option("--api-server", c.api_server,
                  "the API server's URL (default: in-cluster, with the pod's ServiceAccount)");
+  app.add_option("--dra-taint-effect", c.dra_opts.publish.taint_effect,
+                 "the effect of an unhealthy device's taint: NoSchedule (no new claim gets it) or "
+                 "NoExecute (also evicts the pods whose claims hold it)")
+      ->check(CLI::IsMember({"NoSchedule", "NoExecute"}));
   app.add_flag("--dra-remove-slices", c.dra_remove_slices,
                "delete the DRA driver's ResourceSlices of --node-name (of every node when it is "
                "empty: the chart's uninstall hook) and exit");
@@ -181,7 +185,8 @@ int PrintDraSlices(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
   kuberdma::sysfs::SysfsRoot root(c.sysfs_root);
   auto shared = kuberdma::sysfs::BootNetnsModeShared(root);
   kuberdma::dra::PublishOptions o{.node = c.node_name,
-                                  .netns_mode = !shared ? "" : (*shared ? "shared" : "exclusive")};
+                                  .netns_mode = !shared ? "" : (*shared ? "shared" : "exclusive"),
+                                  .taint_effect = c.dra_opts.publish.taint_effect};
   nlohmann::json items = nlohmann::json::array();
   for (const auto& r : cfg.resources) {
     if (r.policy != kuberdma::deviceplugin::Policy::kPerHca) continue;  // a pool has no devices

@@ -81,7 +81,9 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
   auto first = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
   REQUIRE(first);
   CHECK(first->created == 1);
-  auto slice = api.Object(std::string(kSlices) + "gpu-node-7-hca-0");
+  const std::string name = ResourceSlices(r, o)->objects.front()["metadata"]["name"];
+  CHECK_THAT(name, Catch::StartsWith("gpu-node-7-hca-0-"));
+  auto slice = api.Object(std::string(kSlices) + name);
   REQUIRE(slice);
   CHECK((*slice)["spec"]["devices"].size() == 8);
   CHECK((*slice)["spec"]["pool"]["generation"] == 1);
@@ -96,7 +98,7 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
     CHECK(again->created + again->updated + again->deleted == 0);
     CHECK(api.requests().size() == 3);  // list, create, list
   }
-  SECTION("a port down: republished without it, a new generation; a stale slice deleted") {
+  SECTION("a port down: republished tainted, a new generation; a stale slice deleted") {
     api.Put(std::string(kSlices) + "gpu-node-7-old-0",
             {{"metadata", {{"name", "gpu-node-7-old-0"}}},
              {"spec",
@@ -105,14 +107,19 @@ TEST_CASE("The DRA driver keeps this node's ResourceSlices on the API server") {
                {"pool", {{"name", "gpu-node-7/old"}, {"generation", 4}}}}}});
     auto down = hcas;
     down[3].ports[0].state = 1;  // DOWN
+    down[3].ports[0].state_name = "DOWN";
     r.Refresh(down);
     api.fail_next = 1;  // an API server restarting: retried
     auto second = SyncSlices(conn, kDriverName, o.node, ResourceSlices(r, o)->objects);
     REQUIRE(second);
     CHECK(second->updated == 1);
     CHECK(second->deleted == 1);
-    slice = api.Object(std::string(kSlices) + "gpu-node-7-hca-0");
-    CHECK((*slice)["spec"]["devices"].size() == 7);
+    slice = api.Object(std::string(kSlices) + name);
+    REQUIRE((*slice)["spec"]["devices"].size() == 8);
+    const json& tainted = (*slice)["spec"]["devices"][3];
+    CHECK(tainted["name"] == "mlx5-3");
+    CHECK(tainted["taints"] == json::parse(R"([{"key": "rdma.kube-rdma.io/link-down",
+        "value": "port-1-DOWN", "effect": "NoSchedule"}])"));
     CHECK((*slice)["spec"]["pool"]["generation"] == 2);
     CHECK_FALSE(api.Object(std::string(kSlices) + "gpu-node-7-old-0"));
     CHECK(api.Object(std::string(kSlices) + "other"));
@@ -219,7 +226,8 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
     SECTION("a misaligned claim cannot be satisfied: no wrong pair is taken") {
       // GPU 0 is on the first switch; the NIC asked for sits on the last.
       json bad = PairsClaim(
-          1, {{"gpu-0", "device.attributes[\"gpu.nvidia.com\"].index == 0"},
+          1, {{"gpu-0", "device.attributes[\"gpu.nvidia.com\"].pcieBusID == \"" +
+                            (*sysfs::DiscoverGpus(root))[0].address + "\""},
               {"nic-0", "device.attributes[\"rdma.kube-rdma.io\"].rdmaDevice == \"mlx5_7\""}});
       auto refused = Allocate(bad, slices, classes, {});
       REQUIRE_FALSE(refused);
@@ -230,9 +238,10 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
       bad["spec"]["devices"].erase("constraints");
       CHECK(Allocate(bad, slices, classes, {}));
     }
-    SECTION("a port going down is republished at once, without it, in the next generation") {
+    SECTION("a port going down is republished at once, tainted, in the next generation") {
       auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
       hcas[7].ports[0].state = 1;  // DOWN
+      hcas[7].ports[0].state_name = "DOWN";
       {
         std::lock_guard lock(shared->mu);
         shared->resource.Refresh(hcas);
@@ -241,11 +250,17 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
       driver.OnRescan({{"rdma/hca", shared}}, nullptr);
       REQUIRE(driver.WaitFor([&](const Driver::Status& s) { return s.syncs > before; },
                              std::chrono::milliseconds(5000)));
-      auto slice = api.Object(std::string(kSlices) + "gpu-node-7-hca-0");
-      REQUIRE(slice);
-      CHECK((*slice)["spec"]["devices"].size() == 7);
-      CHECK((*slice)["spec"]["pool"]["generation"] == 2);
-      CHECK(driver.status().devices.size() == 7);
+      auto now = api.Objects(kSlices);
+      auto ours = std::ranges::find_if(
+          now, [](const json& x) { return x["spec"]["driver"] == kDriverName; });
+      REQUIRE(ours != now.end());
+      CHECK((*ours)["spec"]["devices"].size() == 8);
+      CHECK((*ours)["spec"]["devices"][7]["taints"][0]["key"] == "rdma.kube-rdma.io/link-down");
+      CHECK((*ours)["spec"]["pool"]["generation"] == 2);
+      // The scheduler (here the stand-in allocator) leaves the tainted NIC out.
+      json any7 = PairsClaim(
+          1, {{"nic-0", "device.attributes[\"rdma.kube-rdma.io\"].rdmaDevice == \"mlx5_7\""}});
+      CHECK_FALSE(Allocate(any7, api.Objects(kSlices), classes, {}));
     }
     SECTION("a slow API server: the claim is refused by name, nothing half-prepared") {
       json second = claim;

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <map>
 
+#include "drahealth.grpc.pb.h"
 #include "draplugin.grpc.pb.h"
+#include "draplugin_v1beta1.grpc.pb.h"
 #include "kuberdma/dra/server.h"
 #include "per_hca.h"
 #include "pluginregistration.grpc.pb.h"
@@ -19,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
+namespace drabeta = k8s::io::kubelet::pkg::apis::dra::v1beta1;
 using nlohmann::json;
 
 class MapClaims final : public ClaimSource {
@@ -73,7 +76,7 @@ TEST_CASE("The kubelet registers the DRA driver and prepares and unprepares clai
     CHECK(info.endpoint() == o.dra_socket);
     CHECK(std::vector<std::string>(info.supported_versions().begin(),
                                    info.supported_versions().end()) ==
-          std::vector<std::string>{"v1.DRAPlugin"});
+          (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin"}));
     pluginregistration::RegistrationStatus status;
     status.set_plugin_registered(true);
     pluginregistration::RegistrationStatusResponse none;
@@ -100,7 +103,7 @@ TEST_CASE("The kubelet registers the DRA driver and prepares and unprepares clai
     CHECK(good.devices(0).pool_name() == "gpu-node-7/hca");
     CHECK(good.devices(0).device_name() == "mlx5-2");
     CHECK(good.devices(0).request_names(0) == "nic0");
-    CHECK(good.devices(0).cdi_device_ids(0) == "kube-rdma.io/claim=u1");
+    CHECK_THAT(good.devices(0).cdi_device_ids(0), Catch::StartsWith("kube-rdma.io/hca=u1_0000:"));
     CHECK(fs::exists(dir + "/cdi/kube-rdma-claim-u1.json"));
     CHECK_THAT(resp.claims().at("u2").error(),
                Catch::Contains("is allocated to another node, not gpu-node-7"));
@@ -118,6 +121,87 @@ TEST_CASE("The kubelet registers the DRA driver and prepares and unprepares clai
   }
   CHECK_FALSE(fs::exists(o.dra_socket));  // stopping removes both sockets
   CHECK_FALSE(fs::exists(o.registration_socket));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("A 1.32-1.33 kubelet prepares over v1beta1 and every kubelet watches device health") {
+  char tmpl[] = "/tmp/kuberdma-drab-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  auto shared = std::make_shared<deviceplugin::SharedResource>(
+      deviceplugin::Resource(testing::PerHcaResource(), root));
+  shared->resource.Refresh(hcas);
+  MapClaims claims;
+  claims.claims["team-a/c-u1"] = Claim("u1", "gpu-node-7");
+  int registered = 0;
+  DraServer::Options o{.dra_socket = dir + "/dra.sock",
+                       .registration_socket = dir + "/reg.sock",
+                       .on_registered = [&] { ++registered; }};
+  PublishOptions publish{.node = "gpu-node-7"};
+  {
+    auto srv = DraServer::Start(shared, publish, dir + "/cdi", claims, o);
+    REQUIRE(srv);
+    auto channel = grpc::CreateChannel("unix:" + o.dra_socket, grpc::InsecureChannelCredentials());
+
+    // v1beta1: the same claim, the same answer as v1 gives.
+    drabeta::NodePrepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("team-a");
+    c->set_uid("u1");
+    c->set_name("c-u1");
+    drabeta::NodePrepareResourcesResponse resp;
+    grpc::ClientContext c1;
+    REQUIRE(drabeta::DRAPlugin::NewStub(channel)->NodePrepareResources(&c1, req, &resp).ok());
+    const auto& got = resp.claims().at("u1");
+    CHECK(got.error().empty());
+    REQUIRE(got.devices_size() == 1);
+    CHECK(got.devices(0).device_name() == "mlx5-2");
+    CHECK_THAT(got.devices(0).cdi_device_ids(0), Catch::StartsWith("kube-rdma.io/hca=u1_"));
+    drabeta::NodeUnprepareResourcesRequest ureq;
+    *ureq.mutable_claims() = req.claims();
+    drabeta::NodeUnprepareResourcesResponse uresp;
+    grpc::ClientContext c2;
+    REQUIRE(drabeta::DRAPlugin::NewStub(channel)->NodeUnprepareResources(&c2, ureq, &uresp).ok());
+    CHECK(uresp.claims().at("u1").error().empty());
+    CHECK_FALSE(fs::exists(dir + "/cdi/kube-rdma-claim-u1.json"));
+
+    // Registration makes the driver publish again (the kubelet wiped the slices at its start).
+    auto reg = pluginregistration::Registration::NewStub(
+        grpc::CreateChannel("unix:" + o.registration_socket, grpc::InsecureChannelCredentials()));
+    pluginregistration::RegistrationStatus status;
+    status.set_plugin_registered(true);
+    pluginregistration::RegistrationStatusResponse none;
+    grpc::ClientContext c3;
+    REQUIRE(reg->NotifyRegistrationStatus(&c3, status, &none).ok());
+    CHECK(registered == 1);
+
+    // Health: the whole list at once, then again when a port goes down.
+    (*srv)->SetHealth(DeviceStates(shared->resource, publish));
+    grpc::ClientContext c4;
+    c4.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto stream = v1alpha1::DRAResourceHealth::NewStub(channel)->NodeWatchResources(&c4, {});
+    v1alpha1::NodeWatchResourcesResponse m;
+    REQUIRE(stream->Read(&m));
+    REQUIRE(m.devices_size() == 8);
+    for (const auto& d : m.devices()) {
+      CHECK(d.device().pool_name() == "gpu-node-7/hca");
+      CHECK(d.health() == v1alpha1::HEALTHY);
+      CHECK(d.last_updated_time() > 0);
+    }
+    CHECK((*srv)->health_watchers() == 1);
+    hcas[2].ports[0].state = 1;
+    hcas[2].ports[0].state_name = "DOWN";
+    shared->resource.Refresh(hcas);
+    (*srv)->SetHealth(DeviceStates(shared->resource, publish));
+    REQUIRE(stream->Read(&m));
+    std::map<std::string, int> health;
+    for (const auto& d : m.devices()) health[d.device().device_name()] = d.health();
+    CHECK(health["mlx5-2"] == v1alpha1::UNHEALTHY);
+    CHECK(health["mlx5-3"] == v1alpha1::HEALTHY);
+    c4.TryCancel();
+  }
+  CHECK_FALSE(fs::exists(o.dra_socket));
   fs::remove_all(dir);
 }
 

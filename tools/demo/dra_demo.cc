@@ -186,15 +186,15 @@ Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::st
   prepared_.push_back(ref);
   PodClaim out{.claim = ns + "/" + ref.name};
   // The runtime applies the CDI device the kubelet was given: its environment and device nodes.
-  std::string cdi = prepared.cdi_ids.front();
-  KUBERDMA_ASSIGN_OR_RETURN(auto edits, dra::ApplyCdi(dir_ + "/cdi", cdi));
+  KUBERDMA_ASSIGN_OR_RETURN(auto edits, dra::ApplyCdi(dir_ + "/cdi", prepared.cdi_ids));
   out.env = edits.env;
   out.device_nodes = edits.device_nodes;
   // Multus' DRA path: the devices' resourceName and deviceID attributes (sim/multus.h).
   const json& alloc = claim["status"]["allocation"];
   out.device_ids = sim::DraAllocated({alloc}, slices_)[resource];
-  std::printf("  %s: claim %s, CDI device %s (%zu device nodes)\n", pod.c_str(), ref.name.c_str(),
-              cdi.c_str(), out.device_nodes);
+  std::printf("  %s: claim %s, %zu CDI devices (%s, ...; %zu device nodes)\n", pod.c_str(),
+              ref.name.c_str(), prepared.cdi_ids.size(), prepared.cdi_ids.front().c_str(),
+              out.device_nodes);
   ShowPairs(alloc, out);
   return out;
 }
@@ -202,7 +202,11 @@ Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::st
 bool DraDemo::ShowMisaligned(Failures& fail) {
   // GPU 0 and the last HCA: under different PCIe roots on this node.
   std::string far;
+  std::string gpu0;  // selected as NVIDIA's driver allows: by its published pcieBusID
   for (const auto& s : slices_) {
+    if (s["spec"]["driver"] == "gpu.nvidia.com") {
+      gpu0 = s["spec"]["devices"].front()["attributes"]["gpu.nvidia.com/pcieBusID"]["string"];
+    }
     if (s["spec"]["driver"] != dra::kDriverName) continue;
     far = s["spec"]["devices"].back()["attributes"]["rdma.kube-rdma.io/rdmaDevice"]["string"];
   }
@@ -216,7 +220,8 @@ bool DraDemo::ShowMisaligned(Failures& fail) {
               {{"deviceClassName", "gpu.nvidia.com"},
                {"selectors",
                 {{{"cel",
-                   {{"expression", R"(device.attributes["gpu.nvidia.com"].index == 0)"}}}}}}}}},
+                   {{"expression",
+                     R"(device.attributes["gpu.nvidia.com"].pcieBusID == ")" + gpu0 + "\""}}}}}}}}},
             {{"name", "nic-0"},
              {"exactly",
               {{"deviceClassName", classes_.front()["metadata"]["name"]},

@@ -153,6 +153,81 @@ Result<nlohmann::json> Request(const ApiServer& api, const Call& call) {
                                   std::to_string(std::max(1, api.attempts)) + " attempt(s)");
 }
 
+namespace {
+
+struct WatchState {
+  const std::function<void(const nlohmann::json&)>* on_event;
+  const std::function<bool()>* stop;
+  std::string line;
+  std::string bad;  // why the stream was cut
+};
+
+size_t WatchLines(char* data, size_t size, size_t n, void* user) {
+  auto* w = static_cast<WatchState*>(user);
+  for (size_t i = 0; i < size * n; ++i) {
+    if (data[i] != '\n') {
+      w->line += data[i];
+      if (w->line.size() > kMaxAnswerBytes) {
+        w->bad = "a watch event exceeds " + std::to_string(kMaxAnswerBytes) + " bytes";
+        return 0;
+      }
+      continue;
+    }
+    auto event = ParseUntrustedJson(w->line, "a watch event");
+    w->line.clear();
+    if (!event) {
+      w->bad = event.error().message();
+      return 0;
+    }
+    (*w->on_event)(*event);
+  }
+  return size * n;
+}
+
+int WatchProgress(void* user, curl_off_t /*dltotal*/, curl_off_t /*dlnow*/, curl_off_t /*ultotal*/,
+                  curl_off_t /*ulnow*/) {
+  auto* w = static_cast<WatchState*>(user);
+  return (*w->stop)() ? 1 : 0;
+}
+
+}  // namespace
+
+Result<void> Watch(const ApiServer& api, const std::string& path,
+                   const std::function<void(const nlohmann::json&)>& on_event,
+                   const std::function<bool()>& stop) {
+  KUBERDMA_ASSIGN_OR_RETURN(std::string token, ReadToken(api));
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> c(curl_easy_init(), curl_easy_cleanup);
+  if (!c) return Fail(ErrorCode::kInternal, "curl_easy_init failed");
+  WatchState w{.on_event = &on_event, .stop = &stop};
+  curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
+  std::string auth = "Authorization: Bearer " + token;
+  if (!token.empty()) headers = curl_slist_append(headers, auth.c_str());
+  std::string url = api.base + path;
+  curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c.get(), CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c.get(), CURLOPT_WRITEFUNCTION, WatchLines);
+  curl_easy_setopt(c.get(), CURLOPT_WRITEDATA, &w);
+  curl_easy_setopt(c.get(), CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c.get(), CURLOPT_XFERINFOFUNCTION, WatchProgress);
+  curl_easy_setopt(c.get(), CURLOPT_XFERINFODATA, &w);
+  curl_easy_setopt(c.get(), CURLOPT_CONNECTTIMEOUT, static_cast<long>(api.timeout_s));
+  curl_easy_setopt(c.get(), CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c.get(), CURLOPT_PROTOCOLS_STR, "https,http");
+  if (!api.ca_file.empty()) curl_easy_setopt(c.get(), CURLOPT_CAINFO, api.ca_file.c_str());
+  CURLcode rc = curl_easy_perform(c.get());
+  curl_slist_free_all(headers);
+  std::string what = "watch " + path;
+  if (!w.bad.empty()) return Fail(ErrorCode::kInvalidArgument, what + ": " + w.bad);
+  if (rc == CURLE_ABORTED_BY_CALLBACK) return {};  // stop() said so
+  if (rc != CURLE_OK)
+    return Fail(ErrorCode::kIo, what + " at " + api.base + ": " + curl_easy_strerror(rc));
+  long status = 0;
+  curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &status);
+  if (auto refused = Refusal(status, what)) return Fail(*refused);
+  if (status != 200) return Fail(ErrorCode::kIo, what + ": HTTP " + std::to_string(status));
+  return {};
+}
+
 Result<nlohmann::json> Get(const ApiServer& api, const std::string& path) {
   return Request(api, {.method = "GET", .path = path});
 }

@@ -52,12 +52,22 @@ bool Readable(const json& item) {
 // Of a Readable() slice.
 std::string PoolOf(const json& slice) { return slice["spec"]["pool"]["name"]; }
 
-// What a slice says, less what the API server or the generation adds.
+// What a slice says, less what the API server (a taint's timeAdded) or the generation adds.
 json Content(const json& slice) {
   json spec = slice.value("spec", json::object());
-  if (spec.contains("pool")) spec["pool"].erase("generation");
+  if (spec.contains("pool") && spec["pool"].is_object()) spec["pool"].erase("generation");
+  if (spec.contains("devices") && spec["devices"].is_array()) {
+    for (auto& d : spec["devices"]) {
+      if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
+      for (auto& t : d["taints"]) {
+        if (t.is_object()) t.erase("timeAdded");
+      }
+    }
+  }
+  const json meta = slice.value("metadata", json::object());
   return json{{"spec", spec},
-              {"labels", slice.value("metadata", json::object()).value("labels", json::object())}};
+              {"labels", meta.value("labels", json::object())},
+              {"owners", meta.value("ownerReferences", json::array())}};
 }
 
 // The pools whose slices differ between `have` and `want` (by name), and each pool's highest
@@ -88,6 +98,17 @@ std::set<std::string> ChangedPools(const std::map<std::string, json>& have,
 }
 
 }  // namespace
+
+void OwnBy(std::vector<json>& slices, const std::string& node, const std::string& node_uid) {
+  if (node_uid.empty()) return;
+  for (auto& s : slices) {
+    s["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "v1"},
+                                                     {"kind", "Node"},
+                                                     {"name", node},
+                                                     {"uid", node_uid},
+                                                     {"controller", true}}});
+  }
+}
 
 std::string SyncCounts::Text() const {
   return "created " + std::to_string(created) + ", updated " + std::to_string(updated) +
@@ -137,6 +158,39 @@ Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
 
 Driver::Driver(Options o, ApiServer api) : o_(std::move(o)), api_(std::move(api)), claims_(api_) {
   thread_ = std::thread([this] { Loop(); });
+  if (o_.watch) watcher_ = std::thread([this] { WatchLoop(); });
+}
+
+void Driver::Kick(const char* why) {
+  std::lock_guard l(mu_);
+  if (desired_text_.empty()) return;  // nothing scanned yet: the first scan writes
+  spdlog::info("event=dra_republish reason=\"{}\"", why);
+  dirty_ = true;
+  cv_.notify_all();
+}
+
+void Driver::WatchLoop() {
+  auto stopping = [this] {
+    std::lock_guard l(mu_);
+    return stop_;
+  };
+  std::string path =
+      ListPath(o_.publish.driver, o_.publish.node) + "&watch=true&timeoutSeconds=300";
+  while (!stopping()) {
+    auto done = Watch(
+        api_, path,
+        [this](const json& event) {
+          // A slice of this node deleted by someone else (the kubelet wipes them when it starts,
+          // an admin, a namespace clean-up): write it back now rather than at the resync.
+          if (event.is_object() && event.value("type", "") == "DELETED")
+            Kick("a slice was deleted");
+        },
+        stopping);
+    if (!done)
+      spdlog::warn("event=dra_watch_failed error=\"{}\" (watching again)", done.error().message());
+    std::unique_lock l(mu_);
+    cv_.wait_for(l, done ? std::chrono::milliseconds(100) : o_.watch_retry, [&] { return stop_; });
+  }
 }
 
 Driver::~Driver() {
@@ -146,6 +200,7 @@ Driver::~Driver() {
   }
   cv_.notify_all();
   thread_.join();
+  if (watcher_.joinable()) watcher_.join();
   server_.reset();
 }
 
@@ -175,7 +230,8 @@ void Driver::StartServer(std::shared_ptr<deviceplugin::SharedResource> shared) {
       shared, o_.publish, o_.cdi_dir, claims_,
       {.driver = o_.publish.driver,
        .dra_socket = dir + "/dra.sock",
-       .registration_socket = o_.registry_dir + "/" + o_.publish.driver + "-reg.sock"});
+       .registration_socket = o_.registry_dir + "/" + o_.publish.driver + "-reg.sock",
+       .on_registered = [this] { Kick("the kubelet registered the plugin"); }});
   if (!s) {
     spdlog::error("event=dra_start_failed error=\"{}\"", s.error().message());
     return;
@@ -198,10 +254,13 @@ void Driver::OnRescan(
   }
   if (shared != serving_) StartServer(shared);
   Result<Published> published = Fail(ErrorCode::kInternal, "not computed");
+  std::vector<DeviceState> health;
   {
     std::lock_guard lock(shared->mu);
     published = ResourceSlices(shared->resource, o_.publish, roles);
+    health = DeviceStates(shared->resource, o_.publish, roles);
   }
+  if (server_ != nullptr) server_->SetHealth(health);
   if (!published) {
     spdlog::error("event=dra_slices_failed error=\"{}\"", published.error().message());
     return;
@@ -217,8 +276,25 @@ void Driver::OnRescan(
   cv_.notify_all();
 }
 
-Result<SyncCounts> Driver::SyncOnce(std::vector<nlohmann::json> want) const {
+std::string Driver::NodeUid() {
+  if (!node_uid_.empty() || o_.publish.node.empty()) return node_uid_;
+  auto node = Get(api_, "/api/v1/nodes/" + o_.publish.node);
+  const json uid = node ? node->value("metadata", json::object()).value("uid", json()) : json();
+  if (uid.is_string()) {
+    node_uid_ = uid.get<std::string>();
+  } else if (!node_warned_) {
+    node_warned_ = true;
+    spdlog::warn(
+        "event=dra_no_node_owner node={} error=\"{}\" (slices are written without the Node as "
+        "owner, so a deleted node's slices stay; the chart's ClusterRole grants get on nodes)",
+        o_.publish.node, node ? "no metadata.uid" : node.error().message());
+  }
+  return node_uid_;
+}
+
+Result<SyncCounts> Driver::SyncOnce(std::vector<nlohmann::json> want) {
   try {
+    OwnBy(want, o_.publish.node, NodeUid());
     return SyncSlices(api_, o_.publish.driver, o_.publish.node, std::move(want));
   } catch (const std::exception& e) {  // a body of unexpected shape: retried like a failure
     return Fail(ErrorCode::kInvalidArgument, std::string("the API server's answer: ") + e.what());

@@ -8,20 +8,57 @@
 
 #include <cerrno>
 #include <chrono>
+#include <list>
+#include <mutex>
 
+#include "drahealth.grpc.pb.h"
 #include "draplugin.grpc.pb.h"
+#include "draplugin_v1beta1.grpc.pb.h"
 #include "pluginregistration.grpc.pb.h"
 
 namespace kuberdma::dra {
 
 namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
+namespace drabeta = k8s::io::kubelet::pkg::apis::dra::v1beta1;
+namespace healthpb = v1alpha1;
 namespace regpb = pluginregistration;
 
 namespace {
 
-ClaimRef RefOf(const drapb::Claim& c) {
+template <class Claim>
+ClaimRef RefOf(const Claim& c) {
   return {.ns = c.namespace_(), .uid = c.uid(), .name = c.name()};
 }
+
+healthpb::NodeWatchResourcesResponse HealthMessage(const std::vector<DeviceState>& devices,
+                                                   int64_t now) {
+  healthpb::NodeWatchResourcesResponse out;
+  for (const auto& d : devices) {
+    auto* h = out.add_devices();
+    h->mutable_device()->set_pool_name(d.pool);
+    h->mutable_device()->set_device_name(d.device);
+    h->set_health(d.Healthy() ? healthpb::HEALTHY : healthpb::UNHEALTHY);
+    h->set_last_updated_time(now);
+  }
+  return out;
+}
+
+// One version of the DRAPlugin API's types (v1 and v1beta1 have the same messages).
+template <class Svc, class PrepReq, class PrepResp, class UnprepReq, class UnprepResp>
+struct DraApi {
+  using DRAPlugin = Svc;
+  using NodePrepareResourcesRequest = PrepReq;
+  using NodePrepareResourcesResponse = PrepResp;
+  using NodeUnprepareResourcesRequest = UnprepReq;
+  using NodeUnprepareResourcesResponse = UnprepResp;
+};
+using DraV1 = DraApi<drapb::DRAPlugin, drapb::NodePrepareResourcesRequest,
+                     drapb::NodePrepareResourcesResponse, drapb::NodeUnprepareResourcesRequest,
+                     drapb::NodeUnprepareResourcesResponse>;
+using DraV1beta1 =
+    DraApi<drabeta::DRAPlugin, drabeta::NodePrepareResourcesRequest,
+           drabeta::NodePrepareResourcesResponse, drabeta::NodeUnprepareResourcesRequest,
+           drabeta::NodeUnprepareResourcesResponse>;
 
 }  // namespace
 
@@ -31,6 +68,8 @@ class DraServer::Services {
            std::string cdi_dir, ClaimSource& claims, const Options& o,
            std::atomic<bool>& registered)
       : dra(*this),
+        dra_beta(*this),
+        health(*this),
         registration(*this),
         res_(std::move(res)),
         publish_(std::move(publish)),
@@ -39,8 +78,10 @@ class DraServer::Services {
         o_(o),
         registered_(registered) {}
 
-  // One claim prepared, or the error that refused it, into `out`.
-  void PrepareOne(const drapb::Claim& c, drapb::NodePrepareResourceResponse* out) {
+  // One claim prepared, or the error that refused it, into `out` (a v1 or v1beta1 answer: the
+  // same message).
+  template <class Claim, class Answer>
+  void PrepareOne(const Claim& c, Answer* out) {
     ClaimRef ref = RefOf(c);
     auto claim = claims_.Get(ref);
     if (!claim) {
@@ -59,31 +100,34 @@ class DraServer::Services {
       dev->add_request_names(d.request);
       dev->set_pool_name(d.pool);
       dev->set_device_name(d.device);
-      for (const auto& id : done->cdi_ids) dev->add_cdi_device_ids(id);
+      dev->add_cdi_device_ids(d.cdi_id);
     }
   }
 
-  std::string UnprepareOne(const drapb::Claim& c) {
+  template <class Claim>
+  std::string UnprepareOne(const Claim& c) {
     std::lock_guard lock(res_->mu);
     Preparer p(res_->resource, publish_, cdi_dir_, res_->allocations_dir);
     auto r = p.Unprepare(RefOf(c));
     return r ? "" : r.error().message();
   }
 
-  class Dra final : public drapb::DRAPlugin::CallbackService {
+  // The DRAPlugin service of one version (`Pb`: v1 or v1beta1, whose messages are the same).
+  template <class Pb>
+  class Dra final : public Pb::DRAPlugin::CallbackService {
    public:
     explicit Dra(Services& s) : s_(s) {}
     grpc::ServerUnaryReactor* NodePrepareResources(
-        grpc::CallbackServerContext* ctx, const drapb::NodePrepareResourcesRequest* req,
-        drapb::NodePrepareResourcesResponse* resp) override {
+        grpc::CallbackServerContext* ctx, const typename Pb::NodePrepareResourcesRequest* req,
+        typename Pb::NodePrepareResourcesResponse* resp) override {
       for (const auto& c : req->claims()) s_.PrepareOne(c, &(*resp->mutable_claims())[c.uid()]);
       auto* r = ctx->DefaultReactor();
       r->Finish(grpc::Status::OK);
       return r;
     }
     grpc::ServerUnaryReactor* NodeUnprepareResources(
-        grpc::CallbackServerContext* ctx, const drapb::NodeUnprepareResourcesRequest* req,
-        drapb::NodeUnprepareResourcesResponse* resp) override {
+        grpc::CallbackServerContext* ctx, const typename Pb::NodeUnprepareResourcesRequest* req,
+        typename Pb::NodeUnprepareResourcesResponse* resp) override {
       for (const auto& c : req->claims()) {
         (*resp->mutable_claims())[c.uid()].set_error(s_.UnprepareOne(c));
       }
@@ -96,6 +140,100 @@ class DraServer::Services {
     Services& s_;
   };
 
+  // One NodeWatchResources stream: the whole list at once, then again on every change.
+  class HealthStream final : public grpc::ServerWriteReactor<healthpb::NodeWatchResourcesResponse> {
+   public:
+    explicit HealthStream(Services& s) : s_(s) {}
+    // Under s_.health_mu_.
+    void Send(const healthpb::NodeWatchResourcesResponse& m) {
+      if (done_) return;
+      if (writing_) {
+        next_ = m;
+        pending_ = true;
+        return;
+      }
+      now_ = m;
+      writing_ = true;
+      StartWrite(&now_);
+    }
+    void OnWriteDone(bool ok) override {
+      std::lock_guard l(s_.health_mu_);
+      writing_ = false;
+      if (!ok) {
+        Close();
+        return;
+      }
+      if (pending_) {
+        pending_ = false;
+        Send(next_);
+      }
+    }
+    void OnCancel() override {
+      std::lock_guard l(s_.health_mu_);
+      Close();
+    }
+    void OnDone() override {
+      {
+        std::lock_guard l(s_.health_mu_);
+        s_.watchers_.remove(this);
+      }
+      delete this;
+    }
+
+   private:
+    void Close() {
+      if (done_) return;
+      done_ = true;
+      Finish(grpc::Status::OK);
+    }
+    Services& s_;
+    healthpb::NodeWatchResourcesResponse now_;
+    healthpb::NodeWatchResourcesResponse next_;
+    bool writing_ = false;
+    bool pending_ = false;
+    bool done_ = false;
+  };
+
+  class Health final : public healthpb::DRAResourceHealth::CallbackService {
+   public:
+    explicit Health(Services& s) : s_(s) {}
+    grpc::ServerWriteReactor<healthpb::NodeWatchResourcesResponse>* NodeWatchResources(
+        grpc::CallbackServerContext* /*ctx*/,
+        const healthpb::NodeWatchResourcesRequest* /*request*/) override {
+      auto* stream = new HealthStream(s_);
+      std::lock_guard l(s_.health_mu_);
+      s_.watchers_.push_back(stream);
+      stream->Send(s_.health_);
+      return stream;
+    }
+
+   private:
+    Services& s_;
+  };
+
+  void SetHealth(const std::vector<DeviceState>& devices) {
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+    std::lock_guard l(health_mu_);
+    auto m = HealthMessage(devices, now);
+    // Unchanged but for the time: nothing to send.
+    auto same = [](healthpb::NodeWatchResourcesResponse a, healthpb::NodeWatchResourcesResponse b) {
+      for (auto* x : {&a, &b}) {
+        for (auto& d : *x->mutable_devices()) d.set_last_updated_time(0);
+      }
+      return a.SerializeAsString() == b.SerializeAsString();
+    };
+    if (same(m, health_)) return;
+    health_ = m;
+    for (auto* w : watchers_) w->Send(health_);
+  }
+
+  int Watchers() const {
+    std::lock_guard l(health_mu_);
+    return static_cast<int>(watchers_.size());
+  }
+
   class Registration final : public regpb::Registration::CallbackService {
    public:
     explicit Registration(Services& s) : s_(s) {}
@@ -106,6 +244,7 @@ class DraServer::Services {
       info->set_name(s_.o_.driver);
       info->set_endpoint(s_.o_.dra_socket);
       info->add_supported_versions("v1.DRAPlugin");
+      info->add_supported_versions("v1beta1.DRAPlugin");
       auto* r = ctx->DefaultReactor();
       r->Finish(grpc::Status::OK);
       return r;
@@ -114,6 +253,7 @@ class DraServer::Services {
         grpc::CallbackServerContext* ctx, const regpb::RegistrationStatus* status,
         regpb::RegistrationStatusResponse* /*response*/) override {
       s_.registered_ = status->plugin_registered();
+      if (status->plugin_registered() && s_.o_.on_registered) s_.o_.on_registered();
       auto* r = ctx->DefaultReactor();
       r->Finish(grpc::Status::OK);
       return r;
@@ -123,10 +263,15 @@ class DraServer::Services {
     Services& s_;
   };
 
-  Dra dra;
+  Dra<DraV1> dra;
+  Dra<DraV1beta1> dra_beta;
+  Health health;
   Registration registration;
 
  private:
+  mutable std::mutex health_mu_;
+  healthpb::NodeWatchResourcesResponse health_;
+  std::list<HealthStream*> watchers_;
   std::shared_ptr<deviceplugin::SharedResource> res_;
   PublishOptions publish_;
   std::string cdi_dir_;
@@ -137,12 +282,13 @@ class DraServer::Services {
 
 namespace {
 
-// A gRPC server for `service` on the unix socket `path`, only root (the kubelet) may connect.
-Result<std::unique_ptr<grpc::Server>> Serve(grpc::Service* service, const std::string& path) {
+// A gRPC server for `services` on the unix socket `path`, only root (the kubelet) may connect.
+Result<std::unique_ptr<grpc::Server>> Serve(std::initializer_list<grpc::Service*> services,
+                                            const std::string& path) {
   ::unlink(path.c_str());  // a stale socket from a previous run would block bind
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
-  builder.RegisterService(service);
+  for (auto* service : services) builder.RegisterService(service);
   auto server = builder.BuildAndStart();
   if (!server) {
     return Fail(ErrorCode::kIo,
@@ -162,11 +308,17 @@ Result<std::unique_ptr<DraServer>> DraServer::Start(
   s->services_ = std::make_unique<Services>(std::move(res), std::move(publish), std::move(cdi_dir),
                                             claims, s->o_, s->registered_);
   // The DRA service first: the kubelet learns of it from the registration socket.
-  KUBERDMA_ASSIGN_OR_RETURN(s->dra_, Serve(&s->services_->dra, s->o_.dra_socket));
-  KUBERDMA_ASSIGN_OR_RETURN(s->registration_,
-                            Serve(&s->services_->registration, s->o_.registration_socket));
+  auto& sv = *s->services_;
+  KUBERDMA_ASSIGN_OR_RETURN(s->dra_, Serve({&sv.dra, &sv.dra_beta, &sv.health}, s->o_.dra_socket));
+  KUBERDMA_ASSIGN_OR_RETURN(s->registration_, Serve({&sv.registration}, s->o_.registration_socket));
   return s;
 }
+
+void DraServer::SetHealth(const std::vector<DeviceState>& devices) {
+  services_->SetHealth(devices);
+}
+
+int DraServer::health_watchers() const { return services_->Watchers(); }
 
 DraServer::~DraServer() {
   for (auto* server : {registration_.get(), dra_.get()}) {

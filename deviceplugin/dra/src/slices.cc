@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 
 #include "kuberdma/sysfs/topology.h"
 
@@ -54,8 +55,9 @@ class Attributes {
  public:
   Attributes(std::string device, std::vector<std::string>* dropped)
       : device_(std::move(device)), dropped_(dropped) {}
-  void String(const std::string& name, const std::string& v) {
-    if (v.empty()) return;
+  // `always`: published empty too (an attribute selectors may name).
+  void String(const std::string& name, const std::string& v, bool always = false) {
+    if (v.empty() && !always) return;
     if (v.size() > kMaxStringValue) {
       dropped_->push_back(device_ + ": " + name + " (" + std::to_string(v.size()) +
                           " characters, the API takes 64)");
@@ -82,7 +84,8 @@ class Attributes {
 };
 
 json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
-              const deviceplugin::HcaHealth& h, const sysfs::Port& port, int rail, Published& out) {
+              const deviceplugin::HcaHealth& h, const sysfs::Port& port, int rail,
+              const std::vector<DeviceTaint>& taints, Published& out) {
   const sysfs::Hca& hca = h.hca;
   std::string name = DeviceName(hca.name, port.number, hca.ports.size() > 1);
   Attributes a(name, &out.dropped);
@@ -92,12 +95,15 @@ json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
   if (hca.numa_node >= 0) a.Int("resource.kubernetes.io/numaNode", hca.numa_node);
   a.String(ours + "rdmaDevice", hca.name);
   a.Int(ours + "port", port.number);
+  // netdev, linkLayer, rateGbps, rail and firmware are on every device (an empty string, 0 where
+  // the node has no value), so a selector on them never meets a device without them: a real
+  // scheduler fails the whole allocation on a missing attribute (docs/dra.md).
   a.String(ours + "netdev",
-           port.netdev.empty() && !hca.netdevs.empty() ? hca.netdevs.front() : port.netdev);
-  a.String(ours + "linkLayer", std::string(sysfs::LinkLayerName(port.link_layer)));
-  if (port.rate_gbps > 0) a.Int(ours + "rateGbps", std::llround(port.rate_gbps));
-  if (rail > 0) a.Int(ours + "rail", rail);
-  a.String(ours + "firmware", hca.fw_version);
+           port.netdev.empty() && !hca.netdevs.empty() ? hca.netdevs.front() : port.netdev, true);
+  a.String(ours + "linkLayer", std::string(sysfs::LinkLayerName(port.link_layer)), true);
+  a.Int(ours + "rateGbps", port.rate_gbps > 0 ? std::llround(port.rate_gbps) : 0);
+  a.Int(ours + "rail", std::max(rail, 0));
+  a.String(ours + "firmware", hca.fw_version, true);
   a.String(ours + "pciAddress", hca.pci_address);
   // On every device, so a selector on it never meets a device without it: "pf" (a whole HCA,
   // a scalable function's parent included) or "vf"; a VF also names its PF.
@@ -107,7 +113,31 @@ json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
   a.String("k8s.cni.cncf.io/deviceID", hca.pci_address.empty() ? hca.name : hca.pci_address);
   a.String("k8s.cni.cncf.io/resourceName", r.config().FullName());
   out.devices.push_back(name);
-  return {{"name", name}, {"attributes", a.Take()}};
+  json device = {{"name", name}, {"attributes", a.Take()}};
+  for (const auto& t : taints) {
+    device["taints"].push_back({{"key", t.key}, {"value", t.value}, {"effect", t.effect}});
+  }
+  return device;
+}
+
+// 32-bit FNV-1a, as 8 hex digits.
+std::string Fnv(const std::string& text) {
+  uint32_t h = 2166136261u;
+  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", h);
+  return buf;
+}
+
+// "<node>-<resource>-<i>-<hash of driver, node, resource, i>": readable, and two drivers, or a
+// node "a-b" with resource "c" and a node "a" with resource "b-c", never name the same slice.
+std::string SliceName(const PublishOptions& o, const std::string& resource, size_t i) {
+  std::string readable = o.node + "-" + resource + "-" + std::to_string(i);
+  std::string hash = Fnv(o.driver + "/" + o.node + "/" + resource + "/" + std::to_string(i));
+  readable = readable.substr(0, 253 - 1 - hash.size());
+  while (!readable.empty() && (readable.back() == '-' || readable.back() == '.'))
+    readable.pop_back();
+  return readable + "-" + hash;
 }
 
 // Slice `i` of `count`: devices [128 i, 128 (i + 1)) of the pool.
@@ -121,7 +151,7 @@ json Slice(const deviceplugin::Resource& r, const PublishOptions& o, const json&
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceSlice"},
           {"metadata",
-           {{"name", o.node + "-" + resource + "-" + std::to_string(i)},
+           {{"name", SliceName(o, resource, i)},
             {"labels", {{"app.kubernetes.io/managed-by", "kube-rdma"}}}}},
           {"spec",
            {{"driver", o.driver},
@@ -135,6 +165,84 @@ json Slice(const deviceplugin::Resource& r, const PublishOptions& o, const json&
 }
 
 }  // namespace
+
+std::string TaintValue(const std::string& why) {
+  std::string out;
+  for (char c : why) {
+    auto u = static_cast<unsigned char>(c);
+    bool ok = std::isalnum(u) != 0 || c == '.' || c == '_' || c == '-';
+    if (!ok && (out.empty() || out.back() == '-')) continue;
+    out += ok ? c : '-';
+    if (out.size() == 63) break;
+  }
+  while (!out.empty() && std::isalnum(static_cast<unsigned char>(out.back())) == 0) out.pop_back();
+  while (!out.empty() && std::isalnum(static_cast<unsigned char>(out.front())) == 0)
+    out.erase(out.begin());
+  return out;
+}
+
+namespace {
+
+// The highest rate among `r`'s ACTIVE ports of `layer`: what a port of it should train to.
+double BestRate(const deviceplugin::Resource& r, sysfs::LinkLayer layer) {
+  double best = 0;
+  for (const auto& [name, h] : r.hcas()) {
+    if (!h.present) continue;
+    for (const auto& p : h.hca.ports) {
+      if (p.state == sysfs::kPortActive && p.link_layer == layer)
+        best = std::max(best, p.rate_gbps);
+    }
+  }
+  return best;
+}
+
+std::vector<DeviceTaint> TaintsOf(const deviceplugin::Resource& r, const PublishOptions& o,
+                                  const deviceplugin::HcaHealth& h, const sysfs::Port& p) {
+  const std::string ours = o.driver + "/";
+  if (!h.present) return {{ours + kTaintNodeNic, TaintValue(h.reason), o.taint_effect}};
+  if (p.state != sysfs::kPortActive) {
+    std::string state = p.state_name.empty() ? "DOWN" : p.state_name;
+    return {{ours + kTaintLinkDown, TaintValue("port-" + std::to_string(p.number) + "-" + state),
+             o.taint_effect}};
+  }
+  if (!h.healthy && !h.reason.starts_with("port ")) {
+    return {{ours + kTaintUnhealthy, TaintValue(h.reason), o.taint_effect}};
+  }
+  double best = BestRate(r, p.link_layer);
+  if (p.rate_gbps > 0 && p.rate_gbps < best) {
+    return {{ours + kTaintDegraded,
+             TaintValue("rate-" + std::to_string(std::llround(p.rate_gbps)) + "-of-" +
+                        std::to_string(std::llround(best)) + "gbps"),
+             "None"}};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<DeviceState> DeviceStates(const deviceplugin::Resource& r, const PublishOptions& o,
+                                      const rails::NodeRoles* /*roles*/) {
+  std::vector<DeviceState> out;
+  std::string pool = o.node + "/" + DeviceName(r.config().resource_name, 0, false);
+  for (const auto& [name, h] : r.hcas()) {
+    // A gone HCA is not published; one the node took (an address or route on it) is, tainted,
+    // so the scheduler and `kubectl get resourceslices` say why it is not offered.
+    bool node_own = !h.present && h.reason.starts_with("the node's own NIC");
+    if (!h.present && !node_own) continue;
+    for (const auto& p : h.hca.ports) {
+      out.push_back({.pool = pool,
+                     .device = DeviceName(name, p.number, h.hca.ports.size() > 1),
+                     .hca = name,
+                     .port = p.number,
+                     .taints = TaintsOf(r, o, h, p)});
+    }
+  }
+  return out;
+}
+
+bool DeviceState::Healthy() const {
+  return std::ranges::none_of(taints, [](const DeviceTaint& t) { return t.effect != "None"; });
+}
 
 std::string DeviceName(const std::string& hca, uint32_t port, bool several_ports) {
   std::string out;
@@ -167,12 +275,12 @@ Result<Published> ResourceSlices(const deviceplugin::Resource& r, const PublishO
   }
   Published out;
   json devices = json::array();
-  for (const auto& [name, h] : r.hcas()) {
-    if (!h.present || !h.healthy) continue;  // an unhealthy HCA is not offered
-    const rails::HcaRole* role = roles != nullptr ? roles->Find(name) : nullptr;
+  for (const auto& st : DeviceStates(r, o, roles)) {
+    const auto& h = r.hcas().at(st.hca);
+    const rails::HcaRole* role = roles != nullptr ? roles->Find(st.hca) : nullptr;
     for (const auto& p : h.hca.ports) {
-      if (p.state != sysfs::kPortActive) continue;  // nor a port that is down
-      devices.push_back(DeviceOf(r, o, h, p, role != nullptr ? role->rail : 0, out));
+      if (p.number != st.port) continue;
+      devices.push_back(DeviceOf(r, o, h, p, role != nullptr ? role->rail : 0, st.taints, out));
     }
   }
   size_t count =

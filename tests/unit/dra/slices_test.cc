@@ -110,20 +110,91 @@ TEST_CASE("VFs are published like HCAs, on their PF's rail and PCIe root, naming
   CHECK(functions.count("") == 0);
 }
 
-TEST_CASE("A port that is down or an HCA that is gone is not offered") {
+using nlohmann::json;
+
+// The device `name` of the first slice of `p`.
+json DeviceIn(const Published& p, const std::string& name) {
+  for (const auto& d : p.objects.front()["spec"]["devices"]) {
+    if (d["name"] == name) return d;
+  }
+  return json();
+}
+
+TEST_CASE(
+    "A port down, a slow port and a NIC the node took are tainted, an HCA gone is not offered") {
   sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
   auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
   deviceplugin::Resource r(testing::PerHcaResource(), root);
   r.Refresh(hcas);
-  hcas[3].ports[0].state = 1;    // mlx5_3 port 1 DOWN
-  hcas.erase(hcas.begin() + 5);  // mlx5_5 gone
-  r.Refresh(hcas);
-  auto p = ResourceSlices(r, {.node = "n1"});
+  hcas[3].ports[0].state = 1;  // mlx5_3 port 1 DOWN
+  hcas[3].ports[0].state_name = "DOWN";
+  hcas[2].ports[0].rate_gbps /= 2;  // mlx5_2 trained at half its siblings' rate
+  hcas.erase(hcas.begin() + 5);     // mlx5_5 gone
+  // mlx5_6 got the node's default route: the node's own now.
+  rails::NodeRoles roles;
+  roles.by_hca["mlx5_6"].node_own = "its netdev carries the default route";
+  r.Refresh(hcas, &roles);
+  auto p = ResourceSlices(r, {.node = "n1"}, &roles);
   REQUIRE(p);
   std::set<std::string> names(p->devices.begin(), p->devices.end());
-  CHECK(names.size() == 6);
-  CHECK_FALSE(names.contains("mlx5-3"));
+  CHECK(names.size() == 7);
   CHECK_FALSE(names.contains("mlx5-5"));
+  CHECK(DeviceIn(*p, "mlx5-3")["taints"] ==
+        json::parse(R"([{"key": "rdma.kube-rdma.io/link-down", "value": "port-1-DOWN",
+                         "effect": "NoSchedule"}])"));
+  CHECK(DeviceIn(*p, "mlx5-6")["taints"][0]["key"] == "rdma.kube-rdma.io/node-nic");
+  CHECK(DeviceIn(*p, "mlx5-6")["taints"][0]["value"] ==
+        "the-node-s-own-NIC-its-netdev-carries-the-default-route");
+  const json slow = DeviceIn(*p, "mlx5-2")["taints"][0];
+  CHECK(slow["key"] == "rdma.kube-rdma.io/degraded");
+  CHECK(slow["effect"] == "None");  // shown, not acted on
+  CHECK_THAT(slow["value"].get<std::string>(), Catch::StartsWith("rate-"));
+  CHECK_FALSE(DeviceIn(*p, "mlx5-0").contains("taints"));
+
+  // The same verdicts are the health the kubelet is streamed.
+  std::map<std::string, bool> healthy;
+  for (const auto& d : DeviceStates(r, {.node = "n1"}, &roles)) healthy[d.device] = d.Healthy();
+  CHECK(healthy.size() == 7);
+  CHECK_FALSE(healthy["mlx5-3"]);
+  CHECK_FALSE(healthy["mlx5-6"]);
+  CHECK(healthy["mlx5-2"]);
+  CHECK(healthy["mlx5-0"]);
+
+  SECTION("NoExecute when the admin asks for it; degraded stays None") {
+    auto e = ResourceSlices(r, {.node = "n1", .taint_effect = "NoExecute"}, &roles);
+    CHECK(DeviceIn(*e, "mlx5-3")["taints"][0]["effect"] == "NoExecute");
+    CHECK(DeviceIn(*e, "mlx5-2")["taints"][0]["effect"] == "None");
+  }
+}
+
+TEST_CASE("A taint value is a label value, whatever the reason says") {
+  CHECK(TaintValue("port 1 DOWN") == "port-1-DOWN");
+  CHECK(TaintValue("  --weird\x01 reason: a/b  ") == "weird-reason-a-b");
+  CHECK(TaintValue(std::string(200, 'x')).size() == 63);
+  CHECK(TaintValue("!!!").empty());
+}
+
+TEST_CASE("Slice names cannot collide across nodes, resources or drivers") {
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  auto name_of = [&](const std::string& node, const std::string& resource,
+                     const std::string& driver) {
+    auto cfg = testing::PerHcaResource();
+    cfg.resource_name = resource;
+    deviceplugin::Resource r(cfg, root);
+    r.Refresh(hcas);
+    return ResourceSlices(r, {.driver = driver, .node = node})
+        ->objects.front()["metadata"]["name"]
+        .get<std::string>();
+  };
+  // Node "a-b" with resource "c" and node "a" with resource "b-c" once both made "a-b-c-0".
+  CHECK(name_of("a-b", "c", kDriverName) != name_of("a", "b-c", kDriverName));
+  CHECK(name_of("a", "b", kDriverName) != name_of("a", "b", "other.example.com"));
+  CHECK(name_of("a", "b", kDriverName) == name_of("a", "b", kDriverName));
+  std::string label(63, 'n');
+  std::string longest =
+      name_of(label + "." + label + "." + label + "." + std::string(61, 'n'), "hca", kDriverName);
+  CHECK(longest.size() <= 253);
 }
 
 TEST_CASE("Names, limits: DNS labels, qualified names, 64-character values, 128 devices a slice") {

@@ -16,19 +16,23 @@ using json = nlohmann::json;
 struct Device {
   std::string driver, pool, name, node;
   json attributes;
+  json taints;  // the slice's device taints
   std::string key;
 };
 
-// One `a == b` of a selector.
+// One `a == b`, or `has(a)`, of a selector.
 struct Term {
   bool driver = false;    // device.driver == value
+  bool has = false;       // has(device.attributes["domain"].name)
   std::string attribute;  // "domain/name"
   json value;             // {"string": ..} / {"int": ..} / {"bool": ..}
+  std::string expr;       // the whole expression, for errors
 };
 
 struct Request {
   std::string name;
   std::vector<Term> terms;  // the class's and the request's
+  json tolerations = json::array();
   size_t count = 1;
   bool all = false;
 };
@@ -58,15 +62,7 @@ Result<json> Literal(const std::string& v, const std::string& expr) {
       "selector `" + expr + "`: the stand-in allocator reads string, int and bool literals");
 }
 
-Result<Term> ParseTerm(const std::string& text, const std::string& expr) {
-  auto eq = text.find("==");
-  if (eq == std::string::npos) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "selector `" + expr + "`: the stand-in allocator reads only `==` comparisons");
-  }
-  std::string lhs = Trim(text.substr(0, eq));
-  KUBERDMA_ASSIGN_OR_RETURN(json value, Literal(Trim(text.substr(eq + 2)), expr));
-  if (lhs == "device.driver") return Term{.driver = true, .value = value};
+Result<Term> ParseAttribute(const std::string& lhs, const std::string& expr, Term t) {
   const std::string open = "device.attributes[\"";
   auto close = lhs.find("\"].");
   if (lhs.rfind(open, 0) != 0 || close == std::string::npos) {
@@ -74,9 +70,25 @@ Result<Term> ParseTerm(const std::string& text, const std::string& expr) {
                 "selector `" + expr + "`: `" + lhs +
                     "` is not device.driver or device.attributes[\"domain\"].name");
   }
-  return Term{
-      .attribute = lhs.substr(open.size(), close - open.size()) + "/" + lhs.substr(close + 3),
-      .value = value};
+  t.attribute = lhs.substr(open.size(), close - open.size()) + "/" + lhs.substr(close + 3);
+  t.expr = expr;
+  return t;
+}
+
+Result<Term> ParseTerm(const std::string& raw, const std::string& expr) {
+  std::string text = Trim(raw);
+  if (text.starts_with("has(") && text.ends_with(")")) {
+    return ParseAttribute(Trim(text.substr(4, text.size() - 5)), expr, Term{.has = true});
+  }
+  auto eq = text.find("==");
+  if (eq == std::string::npos) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "selector `" + expr + "`: the stand-in allocator reads only `==` comparisons");
+  }
+  std::string lhs = Trim(text.substr(0, eq));
+  KUBERDMA_ASSIGN_OR_RETURN(json value, Literal(Trim(text.substr(eq + 2)), expr));
+  if (lhs == "device.driver") return Term{.driver = true, .value = value, .expr = expr};
+  return ParseAttribute(lhs, expr, Term{.value = value});
 }
 
 Result<std::vector<Term>> ParseSelectors(const json& selectors) {
@@ -105,10 +117,54 @@ json AttributeOf(const Device& d, const std::string& qualified) {
   return nullptr;
 }
 
-bool Matches(const Device& d, const std::vector<Term>& terms) {
-  return std::ranges::all_of(terms, [&](const Term& t) {
-    if (t.driver) return json{{"string", d.driver}} == t.value;
-    return AttributeOf(d, t.attribute) == t.value;
+// `terms` (joined by &&) on `d` with CEL's semantics: false when any term is false; otherwise an
+// error when any term names an attribute `d` lacks without has() (CEL's "no such key", which
+// makes kube-scheduler fail the allocation); otherwise true.
+Result<bool> Evaluate(const Device& d, const std::vector<Term>& terms) {
+  std::optional<Error> missing;
+  for (const auto& t : terms) {
+    if (t.driver) {
+      if (json{{"string", d.driver}} != t.value) return false;
+      continue;
+    }
+    json v = AttributeOf(d, t.attribute);
+    if (t.has) {
+      if (v.is_null()) return false;
+      continue;
+    }
+    if (v.is_null()) {
+      if (!missing) {
+        missing = Error(ErrorCode::kInvalidArgument,
+                        "CEL runtime error in `" + t.expr + "` on device " + d.key +
+                            ": no such key: " + t.attribute.substr(t.attribute.find('/') + 1) +
+                            " (guard it with has(), as kube-scheduler fails the allocation)");
+      }
+      continue;
+    }
+    if (v != t.value) return false;
+  }
+  if (missing) return Fail(*missing);
+  return true;
+}
+
+// Whether `taint` (a device taint) is tolerated by `tolerations` (a request's).
+bool Tolerated(const json& taint, const json& tolerations) {
+  return std::ranges::any_of(tolerations, [&](const json& t) {
+    if (!t.is_object()) return false;
+    std::string key = t.value("key", ""), op = t.value("operator", "Equal");
+    std::string effect = t.value("effect", "");
+    if (!effect.empty() && effect != taint.value("effect", "")) return false;
+    if (key.empty()) return op == "Exists";
+    if (key != taint.value("key", "")) return false;
+    return op == "Exists" || t.value("value", "") == taint.value("value", "");
+  });
+}
+
+// A device tainted NoSchedule or NoExecute is not allocated unless the request tolerates it.
+bool Schedulable(const Device& d, const json& tolerations) {
+  return std::ranges::all_of(d.taints, [&](const json& taint) {
+    std::string effect = taint.is_object() ? taint.value("effect", "") : "";
+    return (effect != "NoSchedule" && effect != "NoExecute") || Tolerated(taint, tolerations);
   });
 }
 
@@ -131,7 +187,8 @@ std::vector<Device> DevicesOf(const std::vector<json>& slices) {
                  .pool = spec["pool"].value("name", ""),
                  .name = d.value("name", ""),
                  .node = spec.value("nodeName", ""),
-                 .attributes = d.value("attributes", json::object())};
+                 .attributes = d.value("attributes", json::object()),
+                 .taints = d.value("taints", json::array())};
       dev.key = DeviceKey(dev.driver, dev.pool, dev.name);
       out.push_back(std::move(dev));
     }
@@ -149,6 +206,17 @@ class Search {
         devices_(std::move(devices)),
         fixed_(constraints.size()) {}
 
+  // Each request's selectors on each device, as kube-scheduler evaluates them before it
+  // searches: an evaluation error (a missing attribute) fails the whole allocation.
+  Result<void> Evaluate() {
+    for (const auto& req : requests_) {
+      for (const Device* d : devices_) {
+        KUBERDMA_ASSIGN_OR_RETURN(bool ok, dra::Evaluate(*d, req.terms));
+        if (ok && Schedulable(*d, req.tolerations)) fits_.insert({req.name, d->key});
+      }
+    }
+    return {};
+  }
   bool Run() { return Fill(0, 0, 0); }
   // The chosen devices with their request names, in request order.
   std::vector<std::pair<std::string, const Device*>> chosen() const { return chosen_; }
@@ -163,7 +231,7 @@ class Search {
     if (have == want) return Fill(r + 1, 0, 0);
     for (size_t i = from; i < devices_.size(); ++i) {
       const Device* d = devices_[i];
-      if (used_.contains(d->key) || !Matches(*d, req.terms)) continue;
+      if (used_.contains(d->key) || !Matches(*d, req)) continue;
       auto saved = fixed_;
       if (!Fix(req.name, *d)) continue;
       used_.insert(d->key);
@@ -177,7 +245,10 @@ class Search {
   }
   size_t Candidates(const Request& req) const {
     return static_cast<size_t>(
-        std::ranges::count_if(devices_, [&](const Device* d) { return Matches(*d, req.terms); }));
+        std::ranges::count_if(devices_, [&](const Device* d) { return Matches(*d, req); }));
+  }
+  bool Matches(const Device& d, const Request& req) const {
+    return fits_.contains({req.name, d.key});
   }
   // Whether `d` agrees with every constraint over `request` so far; fixes the values it sets.
   bool Fix(const std::string& request, const Device& d) {
@@ -198,6 +269,7 @@ class Search {
   const std::vector<Constraint>& constraints_;
   std::vector<const Device*> devices_;
   std::vector<json> fixed_;
+  std::set<std::pair<std::string, std::string>> fits_;  // (request, device key)
   std::set<std::string> used_;
   std::vector<std::pair<std::string, const Device*>> chosen_;
 };
@@ -223,6 +295,7 @@ Result<std::vector<Request>> RequestsOf(const json& spec, const std::vector<json
                 .all = ex.value("allocationMode", "ExactCount") == "All"};
     KUBERDMA_ASSIGN_OR_RETURN(req.terms, ParseSelectors((*it)["spec"].value("selectors", json())));
     KUBERDMA_ASSIGN_OR_RETURN(auto own, ParseSelectors(ex.value("selectors", json())));
+    req.tolerations = ex.value("tolerations", json::array());
     req.terms.insert(req.terms.end(), own.begin(), own.end());
     out.push_back(std::move(req));
   }
@@ -269,6 +342,17 @@ std::string DeviceKey(const std::string& driver, const std::string& pool,
   return driver + "/" + pool + "/" + device;
 }
 
+Result<bool> EvaluateSelector(const std::string& expression, const std::string& driver,
+                              const json& device) {
+  KUBERDMA_ASSIGN_OR_RETURN(auto terms,
+                            ParseSelectors(json::array({{{"cel", {{"expression", expression}}}}})));
+  Device d{.driver = driver,
+           .name = device.value("name", ""),
+           .attributes = device.value("attributes", json::object())};
+  d.key = driver + "/" + d.name;
+  return Evaluate(d, terms);
+}
+
 Result<json> Allocate(const json& claim, const std::vector<json>& slices,
                       const std::vector<json>& classes, const std::set<std::string>& in_use) {
   const json spec = claim.value("spec", json::object()).value("devices", json::object());
@@ -283,6 +367,7 @@ Result<json> Allocate(const json& claim, const std::vector<json>& slices,
       if (d.node == node && !in_use.contains(d.key)) here.push_back(&d);
     }
     Search s(requests, constraints, here);
+    KUBERDMA_TRY(s.Evaluate());
     if (s.Run()) return AllocationOf(s, node, spec);
   }
   std::string what;
@@ -301,8 +386,10 @@ json StandInGpuSlice(const std::string& node, const std::vector<sysfs::Gpu>& gpu
         {{"name", "gpu-" + std::to_string(i)},
          {"attributes",
           {{"resource.kubernetes.io/pcieRoot", {{"string", PcieRoot(gpus[i].device_path)}}},
-           {"resource.kubernetes.io/pciBusID", {{"string", gpus[i].address}}},
-           {"gpu.nvidia.com/index", {{"int", static_cast<int64_t>(i)}}}}}});
+           {"gpu.nvidia.com/type", {{"string", "gpu"}}},
+           {"gpu.nvidia.com/uuid", {{"string", "GPU-standin-" + std::to_string(i)}}},
+           {"gpu.nvidia.com/productName", {{"string", "NVIDIA H200"}}},
+           {"gpu.nvidia.com/pcieBusID", {{"string", gpus[i].address}}}}}});
   }
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceSlice"},

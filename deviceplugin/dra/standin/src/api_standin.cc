@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 namespace kuberdma::dra {
 
@@ -97,6 +98,83 @@ ApiStandIn::~ApiStandIn() {
   ::shutdown(fd_, SHUT_RDWR);
   ::close(fd_);
   thread_.join();
+  for (const auto& w : watchers_) ::close(w.fd);
+}
+
+void ApiStandIn::AddToken(const std::string& token, Identity who) {
+  std::lock_guard l(mu_);
+  tokens_[token] = std::move(who);
+}
+
+void ApiStandIn::RestrictSlicesToNode(const std::string& user) {
+  std::lock_guard l(mu_);
+  restricted_user_ = user;
+}
+
+int ApiStandIn::watchers() const {
+  std::lock_guard l(mu_);
+  return static_cast<int>(watchers_.size());
+}
+
+void ApiStandIn::AddWatcher(int c, const std::string& target) {
+  std::string path = target.substr(0, target.find('?'));
+  std::string query = target.size() > path.size() ? target.substr(path.size() + 1) : "";
+  std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  (void)::send(c, head.data(), head.size(), MSG_NOSIGNAL);
+  std::lock_guard l(mu_);
+  watchers_.push_back({c, path + "/", FieldSelector(query)});
+}
+
+void ApiStandIn::Notify(const char* type, const std::string& path, const json& obj) {
+  std::string line = json{{"type", type}, {"object", obj}}.dump() + "\n";
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", line.size());
+  std::string chunk = size + line + "\r\n";
+  std::erase_if(watchers_, [&](const Watcher& w) {
+    if (!path.starts_with(w.prefix) || path.find('/', w.prefix.size()) != std::string::npos ||
+        !Matches(obj, w.selector)) {
+      return false;
+    }
+    if (::send(w.fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(chunk.size()))
+      return false;
+    ::close(w.fd);  // the watcher went away
+    return true;
+  });
+}
+
+std::optional<ApiStandIn::Reply> ApiStandIn::Admit(const std::string& method,
+                                                   const std::string& path, const std::string& body,
+                                                   const std::string& headers) const {
+  if (restricted_user_.empty() || path.find("/resourceslices") == std::string::npos ||
+      (method != "POST" && method != "PUT" && method != "DELETE")) {
+    return std::nullopt;
+  }
+  std::string token;
+  if (auto at = headers.find("Authorization: Bearer "); at != std::string::npos) {
+    token = headers.substr(at + 22, headers.find("\r\n", at) - at - 22);
+  }
+  auto who = tokens_.find(token);
+  if (who == tokens_.end() || who->second.user != restricted_user_) return std::nullopt;
+  json obj = json::parse(body, nullptr, false);
+  if (method == "DELETE") {
+    auto it = objects_.find(path);
+    obj = it == objects_.end() ? json::object() : it->second;
+  }
+  std::string node = obj.is_object() ? obj.value("spec", json::object()).value("nodeName", "") : "";
+  const std::string& mine = who->second.node;
+  if (mine.empty()) {
+    return Status(403, "Forbidden",
+                  "no node association found for user, this user must run in a pod on a node");
+  }
+  if (node != mine) {
+    return Status(
+        403, "Forbidden",
+        "this user running on node '" + mine + "' may not modify " +
+            (node.empty() ? "cluster resourceslices" : "resourceslices on node '" + node + "'"));
+  }
+  return std::nullopt;
 }
 
 void ApiStandIn::Loop() {
@@ -117,7 +195,18 @@ void ApiStandIn::Loop() {
         last_headers_ = head;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
-      if (fail_next > 0) {
+      if (method == "GET" && target.find("watch=true") != std::string::npos && fail_next == 0) {
+        AddWatcher(c, target);
+        continue;
+      }
+      std::optional<Reply> refused;
+      {
+        std::lock_guard l(mu_);
+        refused = Admit(method, target.substr(0, target.find('?')), body, head);
+      }
+      if (refused) {
+        r = *refused;
+      } else if (fail_next > 0) {
         --fail_next;
         r = Status(503, "ServiceUnavailable", "the stand-in is restarting");
       } else {
@@ -158,6 +247,7 @@ ApiStandIn::Reply ApiStandIn::Handle(const std::string& method, const std::strin
     if (it == objects_.end()) return Status(404, "NotFound", path + " not found");
     json gone = it->second;
     objects_.erase(it);
+    Notify("DELETED", item, gone);
     return {200, gone};
   }
   if (method != "GET") return Status(405, "MethodNotAllowed", method);
@@ -180,6 +270,7 @@ ApiStandIn::Reply ApiStandIn::Create(const std::string& path, const std::string&
   obj["metadata"]["resourceVersion"] = std::to_string(++version_);
   obj["metadata"]["creationTimestamp"] = "2026-12-03T00:00:00Z";
   objects_[at] = obj;
+  Notify("ADDED", at, obj);
   return {201, obj};
 }
 
@@ -197,6 +288,7 @@ ApiStandIn::Reply ApiStandIn::Replace(const std::string& path, const std::string
   obj["metadata"]["uid"] = it->second["metadata"]["uid"];
   obj["metadata"]["resourceVersion"] = std::to_string(++version_);
   it->second = obj;
+  Notify("MODIFIED", path, obj);
   return {200, obj};
 }
 
@@ -242,7 +334,11 @@ void ApiStandIn::Put(const std::string& path, json obj) {
 
 void ApiStandIn::Remove(const std::string& path) {
   std::lock_guard l(mu_);
-  objects_.erase(path);
+  auto it = objects_.find(path);
+  if (it == objects_.end()) return;
+  json gone = std::move(it->second);
+  objects_.erase(it);
+  Notify("DELETED", path, gone);
 }
 
 std::vector<std::string> ApiStandIn::requests() const {

@@ -50,6 +50,15 @@ Result<nlohmann::json> Request(const ApiServer& api, const Call& call);
 // kTimeout or kIo when every attempt failed, kInvalidArgument on a body that is not JSON.
 Result<nlohmann::json> Get(const ApiServer& api, const std::string& path);
 
+// A watch (`path` with "watch=true"): each event ({"type": "ADDED"|"MODIFIED"|"DELETED"|
+// "ERROR", "object": ...}) to `on_event` as it arrives, until the API server ends the stream
+// (its timeoutSeconds) or `stop()` says so (asked about once a second). One attempt: the caller
+// watches again. Errors as Request's; an event line over kMaxAnswerBytes or not JSON ends it
+// with kInvalidArgument.
+Result<void> Watch(const ApiServer& api, const std::string& path,
+                   const std::function<void(const nlohmann::json&)>& on_event,
+                   const std::function<bool()>& stop);
+
 // Claims from the API server.
 class ApiServerClaims final : public ClaimSource {
  public:

@@ -54,6 +54,11 @@ struct SyncCounts {
 Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
                               const std::string& node, std::vector<nlohmann::json> desired);
 
+// Makes the Node `node` (uid `node_uid`) the owner of each slice, so the garbage collector
+// removes them with the node; nothing when the uid is unknown ("").
+void OwnBy(std::vector<nlohmann::json>& slices, const std::string& node,
+           const std::string& node_uid);
+
 class Driver {
  public:
   struct Options {
@@ -63,6 +68,10 @@ class Driver {
     std::string plugins_dir = "/var/lib/kubelet/plugins";            // <dir>/<driver>/dra.sock
     std::string registry_dir = "/var/lib/kubelet/plugins_registry";  // <dir>/<driver>-reg.sock
     std::chrono::milliseconds resync{60000};
+    // Watch this node's slices and write them back at once when one is deleted (the kubelet
+    // wipes a node's slices when it starts); off in tests of the resync alone.
+    bool watch = true;
+    std::chrono::milliseconds watch_retry{2000};
   };
   Driver(Options o, ApiServer api);
   ~Driver();  // stops the writer and the kubelet plugin (its sockets removed); slices stay
@@ -86,8 +95,14 @@ class Driver {
 
  private:
   void Loop();
-  // SyncSlices with this driver's settings; an exception from a malformed answer is an error.
-  Result<SyncCounts> SyncOnce(std::vector<nlohmann::json> want) const;
+  void WatchLoop();
+  // Publish again now (`why` logged).
+  void Kick(const char* why);
+  // The Node's uid for the slices' ownerReferences (read once; "" while it cannot be read).
+  std::string NodeUid();
+  // SyncSlices with this driver's settings, the Node as owner; an exception from a malformed
+  // answer is an error.
+  Result<SyncCounts> SyncOnce(std::vector<nlohmann::json> want);
   // The resource it publishes among `res`; nullptr when there is no per-HCA one.
   std::shared_ptr<deviceplugin::SharedResource> Pick(
       const std::map<std::string, std::shared_ptr<deviceplugin::SharedResource>>& res) const;
@@ -105,7 +120,10 @@ class Driver {
   bool dirty_ = false;
   bool stop_ = false;
   Status status_;
+  std::string node_uid_;  // the writer thread's
+  bool node_warned_ = false;
   std::thread thread_;
+  std::thread watcher_;
 };
 
 }  // namespace kuberdma::dra

@@ -4,7 +4,8 @@
 // NICs left out, rails, health), so that the two paths never disagree on what the node has.
 //
 // One device per HCA port (an HCA's ports are separate devices only where it has several),
-// named as DNS labels require ("mlx5-0", "mlx5-0-p2"), healthy ports only, with
+// named as DNS labels require ("mlx5-0", "mlx5-0-p2"); an unhealthy one is published with a
+// device taint that says why (link-down, node-nic, unhealthy; degraded with effect None), with
 //   - Kubernetes' standard attributes: resource.kubernetes.io/pcieRoot ("pci0000:15"), pciBusID,
 //     numaNode (left out where sysfs says -1), for matchAttribute with GPUs of another driver;
 //   - ours under the driver's name: rdmaDevice, netdev, linkLayer, rateGbps, port, rail,
@@ -44,7 +45,45 @@ struct PublishOptions {
   std::string node;        // spec.nodeName; the pool is "<node>/<resource name>"
   int64_t generation = 1;  // the pool's generation: bumped on every change
   std::string netns_mode;  // "shared" or "exclusive" (ib_core's), "" when unknown
+  // The effect of the taint an unhealthy device gets: "NoSchedule" (no new claim is allocated
+  // it), or "NoExecute" (the pods whose claims hold it are evicted too). Degraded devices get
+  // "None" (shown, not acted on) whatever this says.
+  std::string taint_effect = "NoSchedule";
 };
+
+// The taint keys (under the driver's domain, "rdma.kube-rdma.io/link-down") and what each means.
+inline constexpr const char* kTaintLinkDown = "link-down";     // the port is not ACTIVE
+inline constexpr const char* kTaintNodeNic = "node-nic";       // the node's own NIC now
+inline constexpr const char* kTaintUnhealthy = "unhealthy";    // the device plugin's verdict
+inline constexpr const char* kTaintDegraded = "degraded";      // ACTIVE below its fabric's rate
+inline constexpr const char* kTaintAcceptance = "acceptance";  // the fleet acceptance named it
+
+// A ResourceSlice device taint (resource.k8s.io/v1 DeviceTaint; the API server adds timeAdded).
+struct DeviceTaint {
+  std::string key;
+  std::string value;   // a label value: why, "port-1-DOWN"
+  std::string effect;  // NoSchedule, NoExecute, None
+  bool operator==(const DeviceTaint&) const = default;
+};
+
+// One device the node publishes, with its taints: what the slices say and the kubelet's health
+// stream reports.
+struct DeviceState {
+  std::string pool;
+  std::string device;
+  std::string hca;
+  uint32_t port = 0;
+  std::vector<DeviceTaint> taints;
+  bool Healthy() const;  // no taint but "None" ones
+};
+
+// Every device of `r` that the node publishes: each port of each present HCA (healthy or not:
+// an unhealthy one is tainted), and of an HCA the node took as its own; not a gone HCA.
+std::vector<DeviceState> DeviceStates(const deviceplugin::Resource& r, const PublishOptions& o,
+                                      const rails::NodeRoles* roles = nullptr);
+
+// `why` as a label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends).
+std::string TaintValue(const std::string& why);
 
 struct Published {
   std::vector<nlohmann::json> objects;  // ResourceSlices, pool.resourceSliceCount each
@@ -64,7 +103,8 @@ std::string PcieRoot(const std::string& device_path);
 // of at most 32>", or a bare identifier (the driver's own domain).
 bool IsQualifiedName(const std::string& name);
 
-// The ResourceSlices of `r`'s healthy HCAs (after its Refresh) on this node. kInvalidArgument
+// The ResourceSlices of DeviceStates(r) (after its Refresh) on this node, unhealthy devices
+// tainted. kInvalidArgument
 // when the node or driver name is not a valid DNS subdomain.
 Result<Published> ResourceSlices(const deviceplugin::Resource& r, const PublishOptions& o,
                                  const rails::NodeRoles* roles = nullptr);

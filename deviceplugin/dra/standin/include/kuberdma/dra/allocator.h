@@ -7,10 +7,13 @@
 // What it honours: `exactly` requests with a DeviceClass and a count (allocationMode
 // ExactCount; All takes every matching device), CEL selectors of the DeviceClass and the
 // request in the form our chart writes them (`device.driver == "x"`,
-// `device.attributes["domain"].name == <string|int|bool>`, joined by `&&`), `matchAttribute`
-// constraints over the requests they name (all when none), one node for the whole claim, and
-// devices already allocated to other claims. It searches exhaustively (backtracking), so when
-// it says a claim cannot be satisfied, no assignment exists.
+// `device.attributes["domain"].name == <string|int|bool>`, `has(device.attributes["d"].name)`,
+// joined by `&&`) with CEL's semantics for a missing attribute (an error, which fails the
+// allocation as kube-scheduler's does, unless a false term or a has() guard decides first),
+// device taints (NoSchedule and NoExecute keep a device out unless the request's tolerations
+// match the taint), `matchAttribute` constraints over the requests they name (all when none),
+// one node for the whole claim, and devices already allocated to other claims. It searches
+// exhaustively (backtracking), so when it says a claim cannot be satisfied, no assignment exists.
 // What it does not do (docs/dra.md): other CEL (an expression it cannot read is an error, not
 // a guess), firstAvailable, adminAccess, capacity/consumable devices, partitionable devices,
 // distinctAttribute, node affinity beyond one node, scoring (the first assignment found wins).
@@ -42,9 +45,15 @@ Result<nlohmann::json> Allocate(const nlohmann::json& claim,
                                 const std::vector<nlohmann::json>& classes,
                                 const std::set<std::string>& in_use);
 
+// One CEL selector on one `device` (a ResourceSlice device of `driver`), as the allocator
+// evaluates it: kInvalidArgument for what it cannot read or a missing attribute.
+Result<bool> EvaluateSelector(const std::string& expression, const std::string& driver,
+                              const nlohmann::json& device);
+
 // A ResourceSlice for `gpus` of `node` as NVIDIA's DRA driver (gpu.nvidia.com) publishes them
-// where it matters to alignment: devices "gpu-<i>" with resource.kubernetes.io/pcieRoot and
-// pciBusID (its other attributes are left out). For the demo and tests.
+// (cmd/gpu-kubelet-plugin/deviceinfo.go, GpuInfo.GetDevice): devices "gpu-<i>" with `type`,
+// `uuid`, `productName`, `pcieBusID` and resource.kubernetes.io/pcieRoot (its version
+// attributes and capacity are left out). For the demo and tests.
 nlohmann::json StandInGpuSlice(const std::string& node, const std::vector<sysfs::Gpu>& gpus);
 
 // The devices an allocation takes (DeviceKey), to add to `in_use`.

@@ -7,9 +7,16 @@
 // ResourceClaims (namespaced) kept as JSON; create (POST: 409 when the name is taken, uid,
 // resourceVersion, creationTimestamp set), get, list (fieldSelector spec.driver and
 // spec.nodeName on slices), replace (PUT: 409 on a stale metadata.resourceVersion; a claim's
-// /status subresource too), delete (404 when absent). What it does not: validation (the schema
-// check does that, deploy/check_schemas.py), watches, admission, authentication beyond logging
-// the bearer token it was sent.
+// /status subresource too), delete (404 when absent), watch (GET ...?watch=true: ADDED,
+// MODIFIED and DELETED events of the listed path and field selector, streamed as the real one
+// does, one JSON object a line), and, when `restrict_slices_to_node` names a user, the chart's
+// ValidatingAdmissionPolicy for ResourceSlices (deploy/helm/kube-rdma/templates/dra.yaml): that
+// user may create, replace and delete only slices whose spec.nodeName is the node its token
+// was bound to (the ServiceAccount token's authentication.kubernetes.io/node-name), else 403
+// with the policy's message. The policy's CEL is not evaluated: its rule is coded here, and a
+// test holds the rendered policy to the same expressions. What it does not: validation (the
+// schema check does that, deploy/check_schemas.py), other admission, authentication beyond the
+// `tokens` it is given.
 //
 //   ApiStandIn api;                       // a free port on 127.0.0.1
 //   ApiServer conn{.base = api.base()};   // the driver's client
@@ -53,6 +60,17 @@ class ApiStandIn {
   // The next `fail_next` requests answer 503 (an API server restarting).
   std::atomic<int> fail_next{0};
 
+  // Who a bearer token is: a user and, for a pod's ServiceAccount token, the pod's node.
+  struct Identity {
+    std::string user;  // "system:serviceaccount:kube-rdma:kube-rdma-dra"
+    std::string node;  // "" when the token is bound to no node
+  };
+  void AddToken(const std::string& token, Identity who);
+  // The user the node policy restricts ("" : no policy).
+  void RestrictSlicesToNode(const std::string& user);
+  // Open watch streams.
+  int watchers() const;
+
  private:
   struct Reply {
     int status;
@@ -63,6 +81,13 @@ class ApiStandIn {
   Reply Create(const std::string& path, const std::string& body);
   Reply Replace(const std::string& path, const std::string& body);
   Reply List(const std::string& path, const std::string& query) const;
+  // The node policy's verdict on a slice write by `headers`' token; nullopt: allowed.
+  std::optional<Reply> Admit(const std::string& method, const std::string& path,
+                             const std::string& body, const std::string& headers) const;
+  // A watch request on connection `c`: answered with the stream's head, kept open.
+  void AddWatcher(int c, const std::string& target);
+  // Sends `type` of `obj` at `path` to the watchers it matches (under mu_).
+  void Notify(const char* type, const std::string& path, const nlohmann::json& obj);
   static Reply Status(int code, const std::string& reason, const std::string& message);
 
   int fd_ = -1;
@@ -73,6 +98,14 @@ class ApiStandIn {
   int64_t version_ = 0;
   std::vector<std::string> log_;
   std::string last_headers_;
+  std::map<std::string, Identity> tokens_;
+  std::string restricted_user_;
+  struct Watcher {
+    int fd;
+    std::string prefix;  // "<list path>/"
+    std::map<std::string, std::string> selector;
+  };
+  std::vector<Watcher> watchers_;
   std::thread thread_;
 };
 
