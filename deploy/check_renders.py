@@ -218,21 +218,43 @@ def check_policy(report, helm):
               if p.get("automountServiceAccountToken") is not False]
     report.check(r.returncode == 0 and not tokens and any(True for _ in pod_specs(got)),
                  f"no pod mounts a ServiceAccount token (none needs the API): {tokens or r.stderr}")
-    # With the DRA driver: only its pods (the DaemonSet, the uninstall hook) hold a token, of the
-    # driver's ServiceAccount, whose ClusterRole is exactly what the driver uses.
+    # With the DRA driver: only its pods hold a token: the DaemonSet the driver's ServiceAccount
+    # (its ClusterRole exactly what the driver uses, its slice writes held to its own node by the
+    # ValidatingAdmissionPolicy), the uninstall hook its own (list and delete slices, unrestricted).
     r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "dra-values.yaml"))
     got = cm.load_text(r.stdout, "helm(dra)", report)
     holders = sorted(f"{o['kind']}/{p.get('serviceAccountName')}" for o, p in pod_specs(got)
                      if p.get("automountServiceAccountToken") is not False)
-    report.check(r.returncode == 0 and holders == ["DaemonSet/kube-rdma-dra", "Job/kube-rdma-dra"],
-                 f"with dra.enabled only the driver's pods hold its ServiceAccount's token: {holders}")
-    role = next((o for _, o in got if o["kind"] == "ClusterRole"), {})
-    rules = sorted((tuple(x["apiGroups"]), tuple(x["resources"]), tuple(sorted(x["verbs"])))
-                   for x in role.get("rules", []))
-    report.check(rules == [(("resource.k8s.io",), ("resourceclaims",), ("get",)),
+    report.check(r.returncode == 0 and holders == ["DaemonSet/kube-rdma-dra", "Job/kube-rdma-dra-uninstall"],
+                 f"with dra.enabled only the driver's pods hold a ServiceAccount token: {holders}")
+
+    def rules_of(name):
+        role = next((o for _, o in got if o["kind"] == "ClusterRole" and o["metadata"]["name"] == name), {})
+        return sorted((tuple(x["apiGroups"]), tuple(x["resources"]), tuple(sorted(x["verbs"])))
+                      for x in role.get("rules", []))
+    rules = rules_of("kube-rdma-dra")
+    report.check(rules == [(("",), ("nodes",), ("get",)),
+                           (("resource.k8s.io",), ("resourceclaims",), ("get",)),
                            (("resource.k8s.io",), ("resourceslices",),
-                            ("create", "delete", "list", "update"))],
+                            ("create", "delete", "list", "update", "watch"))],
                  f"the DRA driver's ClusterRole grants only what it uses: {rules}")
+    rules = rules_of("kube-rdma-dra-uninstall")
+    report.check(rules == [(("resource.k8s.io",), ("resourceslices",), ("delete", "list"))],
+                 f"the uninstall hook's ClusterRole lists and deletes slices, nothing more: {rules}")
+    vap = next((o for _, o in got if o["kind"] == "ValidatingAdmissionPolicy"), {})
+    spec = vap.get("spec", {})
+    cond = [c.get("expression", "") for c in spec.get("matchConditions", [])]
+    checks = [v.get("expression", "") for v in spec.get("validations", [])]
+    binding = next((o for _, o in got if o["kind"] == "ValidatingAdmissionPolicyBinding"), {})
+    # The stand-in API server (deviceplugin/dra/standin) enforces exactly these rules: keep both
+    # in step.
+    report.check(cond == ['request.userInfo.username == "system:serviceaccount:kube-rdma:kube-rdma-dra"']
+                 and checks == ['variables.userNodeName != ""',
+                                "variables.userNodeName == variables.objectNodeName"]
+                 and spec.get("failurePolicy") == "Fail"
+                 and binding.get("spec", {}).get("validationActions") == ["Deny"]
+                 and binding.get("spec", {}).get("policyName") == vap.get("metadata", {}).get("name"),
+                 f"a ValidatingAdmissionPolicy holds the driver's slice writes to its own node: {cond} {checks}")
     digest = "sha256:" + "ab" * 32
     r = helm_template(helm, "kube-rdma", "kube-rdma", f"image.digest={digest}",
                       "devicePlugin.config.configList[0].resourceName=shared",

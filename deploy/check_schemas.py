@@ -96,6 +96,22 @@ def dra_slices(plugin, fixtures):
             if not slices or any(len(s["object"]["spec"]["devices"]) != 8 for s in slices):
                 sys.exit(f"check_schemas: --dra-slices on {fx} did not publish its 8 HCAs:\n{out}")
             items += slices
+        # A port down: the slice as the driver writes it then, with the device's taint.
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.join(tmp, "roce8")
+            shutil.copytree(os.path.join(fixtures, "roce8"), root, symlinks=True)
+            for d, _, files in os.walk(root):
+                if d.endswith("infiniband/mlx5_3/ports/1") and "state" in files:
+                    open(os.path.join(d, "state"), "w").write("1: DOWN\n")
+            out = subprocess.run([plugin, "--config", cfg.name, "--sysfs-root", root,
+                                  "--node-name", "gpu-node-1", "--node-config", "/nonexistent",
+                                  "--dra-slices", "--dra-taint-effect", "NoExecute"],
+                                 check=True, capture_output=True, text=True).stdout
+            slices = list(documents("dra roce8 port down", out))
+            taints = [t for s in slices for d in s["object"]["spec"]["devices"] for t in d.get("taints", [])]
+            if [t.get("key") for t in taints] != ["rdma.kube-rdma.io/link-down"]:
+                sys.exit(f"check_schemas: --dra-slices with mlx5_3 down did not taint it link-down:\n{out}")
+            items += slices
     return items
 
 

@@ -9,8 +9,13 @@ const VERSIONS = ["k8s-1.27", "k8s-1.33", "k8s-1.34"];
 // CustomResources with a published model; other groups are reported, never passed silently.
 const CRDS = { "monitoring.coreos.com": "@kubernetes-models/prometheus-operator" };
 // API groups younger than the oldest version we support: validated from the version that has them
-// (resource.k8s.io/v1, DRA's GA API, is Kubernetes 1.34's).
-const SINCE = { "resource.k8s.io/v1": "k8s-1.34" };
+// (resource.k8s.io/v1, DRA's GA API, is Kubernetes 1.34's; ValidatingAdmissionPolicy is GA
+// since 1.30), by apiVersion or by apiVersion/kind.
+const SINCE = {
+  "resource.k8s.io/v1": "k8s-1.34",
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": "k8s-1.33",
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding": "k8s-1.33",
+};
 // No published model: its config (a JSON string) is checked by check_manifests.py and rdma itself.
 const UNMODELLED = new Set(["k8s.cni.cncf.io/v1/NetworkAttachmentDefinition"]);
 
@@ -35,7 +40,8 @@ async function check(item, counts) {
   const key = `${apiVersion}/${kind}`;
   if (UNMODELLED.has(key)) { counts.unmodelled++; return []; }
   const group = apiVersion.includes("/") ? apiVersion.split("/")[0] : "";
-  const since = SINCE[apiVersion] ? VERSIONS.indexOf(SINCE[apiVersion]) : 0;
+  const sinceVersion = SINCE[key] ?? SINCE[apiVersion];
+  const since = sinceVersion ? VERSIONS.indexOf(sinceVersion) : 0;
   const pkgs = CRDS[group] ? [[group, CRDS[group]]] : VERSIONS.slice(since).map((v) => [v, v]);
   const errors = [];
   for (const [label, pkg] of pkgs) {
