@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <tuple>
 
 #include "draplugin.grpc.pb.h"
@@ -313,6 +314,106 @@ std::pair<int, std::string> RunPlugin(const std::string& args) {
   while (std::fgets(b, sizeof b, p) != nullptr) out += b;
   int st = ::pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST_CASE("A wiped slice is back within 5 s, owned by its Node; registration republishes too") {
+  char tmpl[] = "/tmp/kuberdma-drawipe-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  auto shared = std::make_shared<deviceplugin::SharedResource>(
+      deviceplugin::Resource(testing::PerHcaResource(), root), dir + "/allocations");
+  shared->resource.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  ApiStandIn api;
+  api.Put("/api/v1/nodes/gpu-node-7",
+          {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "gpu-node-7"}}}});
+  const std::string node_uid = (*api.Object("/api/v1/nodes/gpu-node-7"))["metadata"]["uid"];
+  {
+    // The resync is an hour away: only the watch (or the registration) can bring a slice back.
+    Driver driver({.publish = {.node = "gpu-node-7"},
+                   .cdi_dir = dir + "/cdi",
+                   .plugins_dir = dir + "/plugins",
+                   .registry_dir = dir + "/registry",
+                   .resync = std::chrono::hours(1)},
+                  ApiServer{.base = api.base(), .timeout_s = 2, .attempts = 2});
+    driver.OnRescan({{"rdma/hca", shared}}, nullptr);
+    REQUIRE(driver.WaitFor([](const Driver::Status& s) { return s.syncs > 0; },
+                           std::chrono::milliseconds(5000)));
+    auto ours = [&] {
+      std::vector<json> out;
+      for (const auto& x : api.Objects(kSlices)) {
+        if (x["spec"]["driver"] == kDriverName) out.push_back(x);
+      }
+      return out;
+    };
+    REQUIRE(ours().size() == 1);
+    json owner = ours()[0]["metadata"]["ownerReferences"][0];
+    CHECK(owner["kind"] == "Node");
+    CHECK(owner["name"] == "gpu-node-7");
+    CHECK(owner["uid"] == node_uid);
+    // The watch is open before the kubelet wipes.
+    for (int i = 0; i < 100 && api.watchers() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    REQUIRE(api.watchers() == 1);
+    std::string name = ours()[0]["metadata"]["name"];
+    auto wiped = std::chrono::steady_clock::now();
+    api.Remove(std::string(kSlices) + name);  // the kubelet starting: every slice of the node
+    bool back = false;
+    while (!back && std::chrono::steady_clock::now() - wiped < std::chrono::seconds(5)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      back = api.Object(std::string(kSlices) + name).has_value();
+    }
+    CHECK(back);
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - wiped);
+    INFO("back after " << took.count() << " ms");
+    CHECK(took < std::chrono::seconds(5));
+    CHECK(driver.status().last_error.empty());
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Under the node policy a node's driver writes its own slices and no other node's") {
+  // The stand-in enforces the chart's ValidatingAdmissionPolicy (its rule coded, not its CEL
+  // evaluated; check_renders.py holds the rendered policy to the same expressions).
+  char tmpl[] = "/tmp/kuberdma-drapol-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  deviceplugin::Resource r(testing::PerHcaResource(), root);
+  r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  ApiStandIn api;
+  const std::string driver_user = "system:serviceaccount:kube-rdma:kube-rdma-dra";
+  api.RestrictSlicesToNode(driver_user);
+  api.AddToken("node7", {.user = driver_user, .node = "gpu-node-7"});
+  api.AddToken("nowhere", {.user = driver_user});
+  api.AddToken("uninstall", {.user = "system:serviceaccount:kube-rdma:kube-rdma-dra-uninstall"});
+  auto as = [&](const std::string& token) {
+    std::string file = dir + "/" + token;
+    std::ofstream(file) << token << "\n";
+    return ApiServer{.base = api.base(), .token_file = file, .attempts = 1};
+  };
+  auto slices_of = [&](const std::string& node) {
+    return ResourceSlices(r, {.node = node})->objects;
+  };
+  // Its own node's: written.
+  REQUIRE(SyncSlices(as("node7"), kDriverName, "gpu-node-7", slices_of("gpu-node-7")));
+  // Another node's: refused by the policy, nothing written.
+  auto other = SyncSlices(as("node7"), kDriverName, "gpu-node-8", slices_of("gpu-node-8"));
+  REQUIRE_FALSE(other);
+  CHECK(other.error().code() == ErrorCode::kPermissionDenied);
+  size_t before = api.Objects(kSlices).size();
+  REQUIRE(SyncSlices(as("uninstall"), kDriverName, "gpu-node-8", slices_of("gpu-node-8")));
+  CHECK(api.Objects(kSlices).size() == before + 1);
+  // Deleting another node's (a desired list of none): refused too.
+  CHECK_FALSE(SyncSlices(as("node7"), kDriverName, "gpu-node-8", {}));
+  CHECK(api.Objects(kSlices).size() == before + 1);
+  // A token bound to no node may write nothing.
+  CHECK_FALSE(SyncSlices(as("nowhere"), kDriverName, "gpu-node-7", {}));
+  // The uninstall hook's account clears every node's, as --dra-remove-slices does.
+  auto all = SyncSlices(as("uninstall"), kDriverName, "", {});
+  REQUIRE(all);
+  CHECK(all->deleted == 2);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("rdma-device-plugin --dra-remove-slices: a node's, or every node's on uninstall") {

@@ -18,6 +18,7 @@
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/doctor/doctor.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/sysfs.h"
 #include "roce8_node.h"
@@ -628,10 +629,37 @@ TEST_CASE(
              Catch::Contains("which has no kube-rdma allocation"));
   auto mine = add("pod-b", pod_b, "net1", R"(,"deviceID":"mlx5_2-0")");
   CHECK(mine.exit_code == 0);
+  // A DRA claim of pod B holding mlx5_3, as the driver records it when it prepares the claim.
+  // Released Multus passes each CDI device's name after '=' as deviceID: "<claim uid>_<PCI>".
+  const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
+  REQUIRE(podenv::RecordClaim(node.allocations_dir(), {.claim = "team-x/pod-b-nics",
+                                                        .uid = uid,
+                                                        .pods = {"team-x/pod-b"},
+                                                        .hcas = {"mlx5_3"}}));
+  {
+    // Another HCA under the claim's uid, or the HCA under a claim the pod does not hold: refused.
+    auto not_in_claim = add("pod-b", pod_b, "net2", R"(,"deviceID":")" + uid + R"(_0000:9f:00.0")");
+    CHECK(json::parse(not_in_claim.out)["code"] == 108);
+    CHECK_THAT(json::parse(not_in_claim.out)["msg"].get<std::string>(),
+               Catch::Contains("mlx5_4 (0000:9f:00.0) is not a device of DRA claim " + uid));
+    std::string other = "8c1f0000-0000-4000-8000-00000000000c";
+    auto not_held = add("pod-b", pod_b, "net2", R"(,"deviceID":")" + other + R"(_0000:3d:00.0")");
+    CHECK(json::parse(not_held.out)["code"] == 108);
+    CHECK_THAT(json::parse(not_held.out)["msg"].get<std::string>(),
+               Catch::Contains("no prepared claim of pod team-x/pod-b"));
+    // Pod A holds no such claim either, whatever HCA it names.
+    auto not_a = add("pod-a", pod_a, "net2", R"(,"deviceID":")" + uid + R"(_0000:3d:00.0")");
+    CHECK(json::parse(not_a.out)["code"] == 108);
+  }
+  auto claimed = add("pod-b", pod_b, "net2", R"(,"deviceID":")" + uid + R"(_0000:3d:00.0")");
+  INFO(claimed.out << claimed.err);
+  CHECK(claimed.exit_code == 0);
+  CHECK_FALSE(node.links().GetByName(node.node(), "ens4f0np0"));  // mlx5_3's, now pod B's
   // DEL works whatever the device plugin says.
   ::kill(dp, SIGTERM);
   for (auto [pod, path, ifname] : {std::tuple{std::string("pod-a"), pod_a, "net1"},
-                                   std::tuple{std::string("pod-b"), pod_b, "net1"}}) {
+                                   std::tuple{std::string("pod-b"), pod_b, "net1"},
+                                   std::tuple{std::string("pod-b"), pod_b, "net2"}}) {
     CniCall del{"DEL", pod + "-sandbox", path, ifname, RdmaNetConf(node, "1.0.0")};
     del.args = args(pod);
     CHECK(node.Run(kBin, del).exit_code == 0);

@@ -118,6 +118,15 @@ std::optional<Error> Refusal(long status, const std::string& what) {
   return std::nullopt;
 }
 
+// What the API server said in a refusal (a Status' message: an admission policy's, RBAC's),
+// as " (the API server: ...)", or "".
+std::string Said(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("message") || !j["message"].is_string()) return "";
+  std::string m = j["message"].get<std::string>().substr(0, 300);
+  return " (the API server: " + m + ")";
+}
+
 Result<std::string> ReadToken(const ApiServer& api) {
   if (api.token_file.empty()) return std::string();
   KUBERDMA_ASSIGN_OR_RETURN(std::string token, ReadFile(api.token_file));
@@ -146,7 +155,7 @@ Result<nlohmann::json> Request(const ApiServer& api, const Call& call) {
     if (a.status == 200 || a.status == 201) {
       return ParseUntrustedJson(a.body, "the API server's answer to " + what);
     }
-    if (auto refused = Refusal(a.status, what)) return Fail(*refused);
+    if (auto refused = Refusal(a.status, what + Said(a.body))) return Fail(*refused);
     last = a.status != 0 ? "HTTP " + std::to_string(a.status) : err;
   }
   return Fail(ErrorCode::kIo, what + " at " + api.base + ": " + last + " after " +
