@@ -26,8 +26,26 @@ class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Serv
         d->set_resource_name(resource);
         for (const auto& id : ids) d->add_device_ids(id);
       }
+      for (const auto& [claim, devs] : claims_[pod]) {
+        auto* dr = c->add_dynamic_resources();
+        dr->set_claim_name(claim);
+        dr->set_claim_namespace(pod.first);
+        for (const auto& d : devs) {
+          auto* cr = dr->add_claim_resources();
+          cr->set_driver_name(d.driver);
+          cr->set_pool_name(d.pool);
+          cr->set_device_name(d.device);
+          for (const auto& id : d.cdi_ids) cr->add_cdi_devices()->set_name(id);
+        }
+      }
     }
     return grpc::Status::OK;
+  }
+  void AssignClaim(const std::string& ns, const std::string& name, const std::string& claim,
+                   const std::vector<ClaimDevice>& devices) {
+    std::lock_guard lock(mu_);
+    pods_[{ns, name}];  // listed even with no device plugin resource
+    claims_[{ns, name}][claim] = devices;
   }
   void Assign(const std::string& ns, const std::string& name, const std::string& resource,
               const std::vector<std::string>& ids) {
@@ -39,6 +57,8 @@ class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Serv
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::map<std::string, std::vector<std::string>>>
       pods_;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::vector<ClaimDevice>>>
+      claims_;
 };
 
 KubeletStandIn::KubeletStandIn(std::string dir)
@@ -60,6 +80,12 @@ KubeletStandIn::~KubeletStandIn() {
     pod_resources_server_.reset();
     ::unlink(pod_resources_socket().c_str());
   }
+}
+
+void KubeletStandIn::AssignClaim(const std::string& ns, const std::string& name,
+                                 const std::string& claim,
+                                 const std::vector<ClaimDevice>& devices) {
+  pod_resources_->AssignClaim(ns, name, claim, devices);
 }
 
 void KubeletStandIn::AssignPod(const std::string& ns, const std::string& name,

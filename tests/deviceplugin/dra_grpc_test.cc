@@ -12,9 +12,11 @@
 #include "drahealth.grpc.pb.h"
 #include "draplugin.grpc.pb.h"
 #include "draplugin_v1beta1.grpc.pb.h"
+#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/dra/server.h"
 #include "per_hca.h"
 #include "pluginregistration.grpc.pb.h"
+#include "podresources.grpc.pb.h"
 
 namespace kuberdma::dra {
 namespace {
@@ -202,6 +204,34 @@ TEST_CASE("A 1.32-1.33 kubelet prepares over v1beta1 and every kubelet watches d
     c4.TryCancel();
   }
   CHECK_FALSE(fs::exists(o.dra_socket));
+  fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "The kubelet lists a pod's prepared claims with their CDI devices, as Multus reads them") {
+  char tmpl[] = "/tmp/kuberdma-drapr-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  {
+    deviceplugin::KubeletStandIn kubelet(dir);
+    const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
+    kubelet.AssignClaim("team-a", "trainer-0", "trainer-0-nics-x7k2p",
+                        {{.driver = kDriverName,
+                          .pool = "n/hca",
+                          .device = "mlx5-0",
+                          .cdi_ids = {"kube-rdma.io/hca=" + uid + "_0000:1a:00.0"}}});
+    auto stub = ::v1::PodResourcesLister::NewStub(grpc::CreateChannel(
+        "unix:" + kubelet.pod_resources_socket(), grpc::InsecureChannelCredentials()));
+    ::v1::ListPodResourcesResponse resp;
+    grpc::ClientContext ctx;
+    REQUIRE(stub->List(&ctx, {}, &resp).ok());
+    REQUIRE(resp.pod_resources_size() == 1);
+    const auto& dr = resp.pod_resources(0).containers(0).dynamic_resources(0);
+    CHECK(dr.claim_name() == "trainer-0-nics-x7k2p");
+    CHECK(dr.claim_namespace() == "team-a");
+    CHECK(dr.claim_resources(0).driver_name() == kDriverName);
+    CHECK(dr.claim_resources(0).cdi_devices(0).name() ==
+          "kube-rdma.io/hca=" + uid + "_0000:1a:00.0");
+  }
   fs::remove_all(dir);
 }
 

@@ -47,5 +47,22 @@ TEST_CASE("Multus' DRA path: deviceIDs of the claim's devices whose resourceName
   CHECK(DraAllocated({}, slices).empty());
 }
 
+TEST_CASE("Released Multus' DRA path: a claim's CDI names after '=' under the claim's name") {
+  // What the kubelet's pod-resources List says of a pod with two claims (dynamic_resources).
+  const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
+  std::map<std::string, std::vector<std::string>> claims = {
+      {"trainer-0-nics",
+       {"kube-rdma.io/hca=" + uid + "_0000:1a:00.0", "kube-rdma.io/hca=" + uid + "_0000:1b:00.0",
+        "broken-no-equals", "a=b=c"}},
+      {"trainer-0-gpus", {"k8s.gpu.nvidia.com/gpu=gpu-0"}}};
+  auto got = PodResourcesDraAllocated(claims);
+  // A NAD whose resourceName is "trainer-0-nics" gets these as deviceID in turn; a malformed CDI
+  // name is skipped, as Multus skips it.
+  CHECK(got["trainer-0-nics"] ==
+        std::vector<std::string>{uid + "_0000:1a:00.0", uid + "_0000:1b:00.0"});
+  CHECK(got["trainer-0-gpus"] == std::vector<std::string>{"gpu-0"});
+  CHECK(PodResourcesDraAllocated({}).empty());
+}
+
 }  // namespace
 }  // namespace kuberdma::sim

@@ -103,6 +103,20 @@ std::vector<CniCall> MultusDels(const std::vector<CniCall>& adds) {
   return dels;
 }
 
+std::map<std::string, std::vector<std::string>> PodResourcesDraAllocated(
+    const std::map<std::string, std::vector<std::string>>& claims) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [claim, cdi_ids] : claims) {
+    auto& ids = out[claim];
+    for (const auto& id : cdi_ids) {
+      auto eq = id.find('=');
+      if (eq == std::string::npos || id.find('=', eq + 1) != std::string::npos) continue;
+      ids.push_back(id.substr(eq + 1));
+    }
+  }
+  return out;
+}
+
 std::map<std::string, std::vector<std::string>> DraAllocated(
     const std::vector<nlohmann::json>& allocations, const std::vector<nlohmann::json>& slices) {
   // "driver/pool/device" -> its attributes.

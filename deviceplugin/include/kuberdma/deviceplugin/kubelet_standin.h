@@ -65,6 +65,14 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   std::string pod_resources_socket() const { return dir_ + "/pod-resources.sock"; }
   void AssignPod(const std::string& ns, const std::string& name, const std::string& resource,
                  const std::vector<std::string>& ids);
+  // A prepared DRA claim of the pod, as the kubelet lists it (dynamic_resources): the claim's
+  // name and, per device, the CDI device IDs the driver returned for it.
+  struct ClaimDevice {
+    std::string driver, pool, device;
+    std::vector<std::string> cdi_ids;
+  };
+  void AssignClaim(const std::string& ns, const std::string& name, const std::string& claim,
+                   const std::vector<ClaimDevice>& devices);
 
  private:
   void Watch(const v1beta1::RegisterRequest& r, const std::shared_ptr<grpc::ClientContext>& ctx);
