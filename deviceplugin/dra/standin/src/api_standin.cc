@@ -241,6 +241,14 @@ ApiStandIn::Reply ApiStandIn::Handle(const std::string& method, const std::strin
   if (item.size() > 7 && item.ends_with("/status")) item.resize(item.size() - 7);
   std::lock_guard l(mu_);
   if (method == "POST") return Create(path, body);
+  if (method == "PUT" && item.starts_with("/api/v1/namespaces/") &&
+      item.find("/pods/") != std::string::npos &&
+      json::parse(body, nullptr, false).is_discarded()) {
+    // client-go writing a pod's status in protobuf (Multus' network-status): taken, not stored.
+    auto pod = objects_.find(item);
+    if (pod == objects_.end()) return Status(404, "NotFound", item + " not found");
+    return {200, pod->second};
+  }
   if (method == "PUT") return Replace(item, body);
   auto it = objects_.find(item);
   if (method == "DELETE") {

@@ -7,7 +7,8 @@
 // ResourceClaims (namespaced) kept as JSON; create (POST: 409 when the name is taken, uid,
 // resourceVersion, creationTimestamp set), get, list (fieldSelector spec.driver and
 // spec.nodeName on slices), replace (PUT: 409 on a stale metadata.resourceVersion; a claim's
-// /status subresource too), delete (404 when absent), watch (GET ...?watch=true: ADDED,
+// /status subresource too; a pod's status written in protobuf, as client-go does for Multus, is
+// answered 200 and not stored), delete (404 when absent), watch (GET ...?watch=true: ADDED,
 // MODIFIED and DELETED events of the listed path and field selector, streamed as the real one
 // does, one JSON object a line), and, when `restrict_slices_to_node` names a user, the chart's
 // ValidatingAdmissionPolicy for ResourceSlices (deploy/helm/kube-rdma/templates/dra.yaml): that
