@@ -78,10 +78,17 @@ class DraDemo {
                             const std::string& resource);
   // A claim pairing a GPU with an HCA on another root is refused by the allocator.
   bool ShowMisaligned(Failures& fail);
+  // One of the first pod's NICs goes down (its port state in the fixture copy the device plugin
+  // reads): its device tainted on the slice, the pod's health status saying so, a new claim
+  // allocated around it. ShowNicUp: back up, the taint gone, healthy again.
+  bool ShowNicDown(Failures& fail);
+  bool ShowNicUp(Failures& fail);
   void UnprepareAll(Failures& fail);
 
  private:
   Result<nlohmann::json> AllocateClaim(const std::string& ns, const std::string& pod);
+  bool WaitForTaint(const std::string& device, bool tainted, Failures& fail);
+  std::string down_state_, down_device_, down_pool_, down_hca_;  // ShowNicDown's NIC
   void ShowPairs(const nlohmann::json& alloc, PodClaim& out) const;
   std::string dir_, fixture_, node_;
   dra::ApiStandIn api_;

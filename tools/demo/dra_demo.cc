@@ -7,6 +7,7 @@
 // k8s.cni.cncf.io/deviceID as the CNI's deviceID).
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "demo.h"
@@ -238,6 +239,117 @@ bool DraDemo::ShowMisaligned(Failures& fail) {
       far.c_str(), refused ? "ALLOCATED (wrong)" : refused.error().message().c_str());
   if (refused) fail("a misaligned claim was allocated");
   return !refused;
+}
+
+namespace {
+
+// The port-1 state file of `hca` under the sysfs root `root` ("" when there is none).
+std::string PortStateFile(const std::string& root, const std::string& hca) {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::string p = it->path().string();
+    if (p.ends_with("/infiniband/" + hca + "/ports/1/state")) return p;
+  }
+  return "";
+}
+
+// The taints of `device` on the driver's slices now ("" when none).
+std::string TaintsOf(const std::vector<json>& slices, const std::string& device) {
+  std::string out;
+  for (const auto& s : slices) {
+    if (s["spec"].value("driver", "") != dra::kDriverName) continue;
+    for (const auto& d : s["spec"].value("devices", json::array())) {
+      if (d.value("name", "") != device) continue;
+      for (const auto& t : d.value("taints", json::array())) {
+        out += (out.empty() ? "" : ", ") + t.value("key", "") + "=" + t.value("value", "") + ":" +
+               t.value("effect", "");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool DraDemo::WaitForTaint(const std::string& device, bool tainted, Failures& fail) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (TaintsOf(api_.Objects(kSlices), device).empty() != tainted) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  fail("the DRA driver did not " + std::string(tainted ? "taint " : "untaint ") + device +
+       " on its ResourceSlice within 15 s");
+  return false;
+}
+
+bool DraDemo::ShowNicDown(Failures& fail) {
+  if (prepared_.empty()) return false;
+  const dra::ClaimRef& ref = prepared_.front();
+  json claim = api_.Object(ClaimPath(ref.ns, ref.name)).value_or(json::object());
+  json ours;
+  for (const auto& r : claim["status"]["allocation"]["devices"]["results"]) {
+    if (r.value("driver", "") == dra::kDriverName) {
+      ours = r;
+      break;
+    }
+  }
+  if (ours.is_null()) return false;
+  const std::string device = ours["device"], pool = ours["pool"], request = ours["request"];
+  const std::string hca =
+      Attribute(slices_, dra::kDriverName, device, "rdma.kube-rdma.io/rdmaDevice");
+  const std::string state = PortStateFile(fixture_, hca);
+  if (state.empty() || !WriteFileAtomic(state, "1: DOWN\n")) {
+    fail("cannot take " + hca + "'s port down in the fixture copy " + fixture_);
+    return false;
+  }
+  std::printf("  %s (device %s of claim %s, request %s): port 1 now DOWN\n", hca.c_str(),
+              device.c_str(), ref.name.c_str(), request.c_str());
+  if (!WaitForTaint(device, true, fail)) return false;
+  std::printf("  ResourceSlice: %s tainted %s\n", device.c_str(),
+              TaintsOf(api_.Objects(kSlices), device).c_str());
+  auto health = kubelet_->WatchHealth(
+      [&](const auto& h) {
+        return h.contains(pool + "/" + device) && h.at(pool + "/" + device) == "Unhealthy";
+      },
+      std::chrono::seconds(15));
+  if (!health) {
+    fail("the kubelet's health stream never said " + device + " is Unhealthy");
+    return false;
+  }
+  std::printf(
+      "  pod status, allocatedResourcesStatus (the kubelet from NodeWatchResources):\n"
+      "    claim:%s/%s: %s/%s/%s: Unhealthy\n",
+      ref.name.c_str(), request.c_str(), dra::kDriverName, pool.c_str(), device.c_str());
+  // A new pod's claim from the same template, as if the node were free: around the tainted NIC.
+  json next = {{"metadata", {{"name", "next-pod"}, {"namespace", ref.ns}}},
+               {"spec", template_["spec"]["spec"]}};
+  auto alloc = dra::Allocate(next, api_.Objects(kSlices), classes_, {});
+  bool around =
+      alloc && !dra::AllocatedKeys(*alloc).contains(dra::DeviceKey(dra::kDriverName, pool, device));
+  std::printf("  a new pod's claim (%zu pairs, the node as if free): %s\n", pairs_,
+              !alloc ? alloc.error().message().c_str()
+                     : (around ? ("allocated around " + device).c_str() : "GOT THE TAINTED NIC"));
+  if (!around) fail("a new claim was not allocated around the tainted " + device);
+  down_state_ = state;
+  down_device_ = device;
+  down_pool_ = pool;
+  down_hca_ = hca;
+  return around;
+}
+
+bool DraDemo::ShowNicUp(Failures& fail) {
+  if (down_state_.empty()) return false;
+  if (!WriteFileAtomic(down_state_, "4: ACTIVE\n")) return false;
+  if (!WaitForTaint(down_device_, false, fail)) return false;
+  const std::string key = down_pool_ + "/" + down_device_;
+  auto health = kubelet_->WatchHealth(
+      [&](const auto& h) { return h.contains(key) && h.at(key) == "Healthy"; },
+      std::chrono::seconds(15));
+  std::printf("  %s port 1 ACTIVE again: taint removed, health %s\n", down_hca_.c_str(),
+              health ? "Healthy" : health.error().message().c_str());
+  if (!health) fail("the health stream never said " + down_device_ + " is Healthy again");
+  return health.has_value();
 }
 
 void DraDemo::UnprepareAll(Failures& fail) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "demo.h"
 #include "kuberdma/base/files.h"
@@ -81,6 +82,7 @@ class NodeDemo {
   void AllocatePods();
   void Allocate(Pod& pod, std::vector<std::string>& free_ids);
   void AllocateDra(Pod& pod);
+  void DoctorTaints();
   void AttachRails();
   void AttachClusterNetwork(Pod& pod);
   void Attach(Pod& pod, const CniCall& call, const std::string& id);
@@ -650,6 +652,33 @@ void NodeDemo::ShowNcclReports(const std::string& out) {
 // Before any pod, the node's own view: the fixture's ens4f0np0 has ECN off on purpose, and that
 // must be named. With the pods attached, the CNI records say where each netdev went, and nothing
 // fails (a pod's ECN switches are in its own sysfs: unknown from the node).
+// rdma-doctor node's lines on the DRA driver's tainted devices.
+void NodeDemo::DoctorTaints() {
+  std::vector<std::string> args = {o_.doctor_bin,
+                                   "--state-dir",
+                                   node_->state_dir(),
+                                   "--allocations-dir",
+                                   node_->allocations_dir(),
+                                   "node"};
+  pid_t pid = Start(node_->node(), args, FixtureEnv(nullptr), Dir("doctor-taints.txt"));
+  int status = 0;
+  if (pid > 0) ::waitpid(pid, &status, 0);
+  std::printf("  rdma-doctor node, on the tainted NIC:\n");
+  std::istringstream lines(ReadFile(Dir("doctor-taints.txt")).value_or(""));
+  bool shown = false;
+  bool after_taint = false;  // a finding's "fix:" line follows it
+  for (std::string l; std::getline(lines, l);) {
+    bool taint = l.find("dra-taints") != std::string::npos;
+    bool show = taint || l.find("draTaints") != std::string::npos ||
+                (after_taint && l.find("fix:") != std::string::npos);
+    after_taint = taint;
+    if (!show) continue;
+    std::printf("  %s\n", l.c_str());
+    shown = shown || taint;
+  }
+  if (!shown) fail_("rdma-doctor node did not show the tainted NIC (dra-taints)");
+}
+
 void NodeDemo::DoctorNode(const std::string& dpdir, bool attached) {
   std::printf("  rdma-doctor node (%s):\n",
               attached ? "the pods hold every netdev, the CNI records say where"
@@ -768,7 +797,8 @@ void NodeDemo::DoctorMisaligned() {
 }
 
 void NodeDemo::CheckAll() {
-  Heading(9, "CNI CHECK of every attachment (IPAM's addresses on the interface, host-local asked)");
+  Heading(dra_ ? 10 : 9,
+          "CNI CHECK of every attachment (IPAM's addresses on the interface, host-local asked)");
   size_t total = 0;
   for (const auto& pod : pods_) {
     for (auto c : pod.attachments) {
@@ -789,7 +819,8 @@ void NodeDemo::CheckAll() {
 }
 
 void NodeDemo::DetachAll() {
-  Heading(10, "Pods deleted: CNI DEL gives every device and address back; the plugin stops");
+  Heading(dra_ ? 11 : 10,
+          "Pods deleted: CNI DEL gives every device and address back; the plugin stops");
   for (auto pod = pods_.rbegin(); pod != pods_.rend(); ++pod) {
     for (auto a = pod->attachments.rbegin(); a != pod->attachments.rend(); ++a) {
       CniCall c = a->call;
@@ -837,6 +868,11 @@ int NodeDemo::Run() {
   ShowPods();
   Validate();
   Doctor();
+  if (dra_) {
+    Heading(9, "A NIC goes down: its device tainted, the pod told, new claims allocated around it");
+    if (dra_->ShowNicDown(fail_)) DoctorTaints();
+    dra_->ShowNicUp(fail_);
+  }
   CheckAll();
   DetachAll();
   if (dra_) dra_->UnprepareAll(fail_);
@@ -853,6 +889,21 @@ int NodeDemo::Run() {
 
 }  // namespace
 
-int RunNodeDemo(const Options& o) { return NodeDemo(o).Run(); }
+int RunNodeDemo(const Options& o) {
+  if (!o.dra) return NodeDemo(o).Run();
+  // DRA takes a NIC down and up again: on a copy of the fixture, never the repository's.
+  char tmpl[] = "/tmp/kuberdma-demo-sysfs-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return 2;
+  Options copy = o;
+  copy.fixture = std::string(tmpl) + "/sysfs";
+  std::error_code ec;
+  std::filesystem::copy(
+      o.fixture, copy.fixture,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks, ec);
+  int rc = ec ? 2 : NodeDemo(copy).Run();
+  if (ec) std::fprintf(stderr, "copy %s: %s\n", o.fixture.c_str(), ec.message().c_str());
+  std::filesystem::remove_all(tmpl, ec);
+  return rc;
+}
 
 }  // namespace kuberdma::demo

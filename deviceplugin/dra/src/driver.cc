@@ -9,6 +9,7 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/podenv/allocation.h"
 
 namespace kuberdma::dra {
 
@@ -261,6 +262,7 @@ void Driver::OnRescan(
     health = DeviceStates(shared->resource, o_.publish, roles);
   }
   if (server_ != nullptr) server_->SetHealth(health);
+  RecordTaintsFor(shared->allocations_dir, health);
   if (!published) {
     spdlog::error("event=dra_slices_failed error=\"{}\"", published.error().message());
     return;
@@ -274,6 +276,31 @@ void Driver::OnRescan(
   status_.devices = published->devices;
   dirty_ = true;
   cv_.notify_all();
+}
+
+void Driver::RecordTaintsFor(const std::string& dir, const std::vector<DeviceState>& devices) {
+  if (dir.empty()) return;
+  std::vector<podenv::TaintRecord> taints;
+  for (const auto& d : devices) {
+    for (const auto& t : d.taints) {
+      taints.push_back(
+          {.device = d.device, .hca = d.hca, .key = t.key, .value = t.value, .effect = t.effect});
+    }
+  }
+  if (taints == recorded_taints_ && taints_written_) return;
+  if (auto done = podenv::RecordTaints(dir, taints); !done) {
+    spdlog::warn("event=dra_taints_unrecorded error=\"{}\"", done.error().message());
+    return;
+  }
+  for (const auto& t : taints) {
+    bool was = std::ranges::find(recorded_taints_, t) != recorded_taints_.end();
+    if (!was) {
+      spdlog::warn("event=dra_device_tainted device={} hca={} taint={}={}:{}", t.device, t.hca,
+                   t.key, t.value, t.effect);
+    }
+  }
+  recorded_taints_ = std::move(taints);
+  taints_written_ = true;
 }
 
 std::string Driver::NodeUid() {

@@ -171,6 +171,39 @@ std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& 
   return out;
 }
 
+Result<void> RecordTaints(const std::string& dir, const std::vector<TaintRecord>& taints) {
+  json list = json::array();
+  for (const auto& t : taints) {
+    list.push_back({{"device", t.device},
+                    {"hca", t.hca},
+                    {"key", t.key},
+                    {"value", t.value},
+                    {"effect", t.effect}});
+  }
+  KUBERDMA_TRY(MakeDirs(dir));
+  return WriteFileAtomic(dir + "/dra-taints.json", json{{"taints", list}}.dump() + "\n");
+}
+
+Result<std::vector<TaintRecord>> ListTaints(const std::string& dir) {
+  const std::string path = dir + "/dra-taints.json";
+  KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
+  KUBERDMA_ASSIGN_OR_RETURN(json j, ParseUntrustedJson(text, path));
+  const json list = j.is_object() ? j.value("taints", json()) : json();
+  if (!list.is_array() || list.size() > kMaxAllocationSlots) {
+    return Fail(ErrorCode::kInvalidArgument, path + ": 'taints' must be an array");
+  }
+  std::vector<TaintRecord> out;
+  for (const auto& t : list) {
+    if (!t.is_object()) return Fail(ErrorCode::kInvalidArgument, path + ": a taint is no object");
+    out.push_back({.device = String(t, "device"),
+                   .hca = String(t, "hca"),
+                   .key = String(t, "key"),
+                   .value = String(t, "value"),
+                   .effect = String(t, "effect")});
+  }
+  return out;
+}
+
 std::string EncodePodQuery(const PodQuery& q) {
   return json{{"namespace", q.ns}, {"name", q.name}}.dump() + "\n";
 }

@@ -487,6 +487,36 @@ TEST_CASE("The node view lists the DRA driver's prepared claims: which pods got 
   CHECK_THAT(Render(v), Catch::Contains("team-a/trainer-0"));
 }
 
+TEST_CASE("The node view shows the DRA driver's tainted devices, and a bad record as such") {
+  Fixture f;
+  f.in.allocations_dir = f.dir + "/allocations";
+  View none = NodeView(f.in);  // DRA off: no record, nothing said
+  CHECK_FALSE(none.doc.contains("draTaints"));
+  CHECK(f.Find(none, "dra-taints", Status::kWarn) == nullptr);
+  REQUIRE(podenv::RecordTaints(f.in.allocations_dir, {{.device = "mlx5-3",
+                                                       .hca = "mlx5_3",
+                                                       .key = "rdma.kube-rdma.io/link-down",
+                                                       .value = "port-1-DOWN",
+                                                       .effect = "NoSchedule"},
+                                                      {.device = "mlx5-2",
+                                                       .hca = "mlx5_2",
+                                                       .key = "rdma.kube-rdma.io/degraded",
+                                                       .value = "rate-200-of-400gbps",
+                                                       .effect = "None"}}));
+  View v = NodeView(f.in);
+  REQUIRE(v.doc["draTaints"].size() == 2);
+  const Finding* down = f.Find(v, "dra-taints", Status::kWarn);
+  REQUIRE(down != nullptr);
+  CHECK_THAT(down->message, Catch::Contains("mlx5_3 is tainted rdma.kube-rdma.io/link-down="
+                                            "port-1-DOWN:NoSchedule: no new claim gets it"));
+  CHECK(f.Find(v, "dra-taints", Status::kOk) != nullptr);  // degraded: shown, not acted on
+  REQUIRE(WriteFileAtomic(f.in.allocations_dir + "/dra-taints.json", R"({"taints": "x"})"));
+  View bad = NodeView(f.in);
+  const Finding* unreadable = f.Find(bad, "dra-taints", Status::kWarn);
+  REQUIRE(unreadable != nullptr);
+  CHECK_THAT(unreadable->message, Catch::Contains("'taints' must be an array"));
+}
+
 TEST_CASE("The node view names each SR-IOV VF's PF") {
   Fixture f;
   f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/sriov");

@@ -162,6 +162,31 @@ json FromCheckpoint(const std::string& path, View& v) {
   return allocs;
 }
 
+// The DRA driver's tainted devices: what the scheduler keeps new claims off, and why.
+void ShowTaints(const Inputs& in, View& v) {
+  auto taints = podenv::ListTaints(in.allocations_dir);
+  if (!taints) {
+    if (taints.error().code() != ErrorCode::kNotFound) {
+      Add(v, "dra-taints", Status::kWarn, taints.error().message(),
+          "the DRA driver rewrites it on its next scan");
+    }
+    return;
+  }
+  json shown = json::array();
+  for (const auto& t : *taints) {
+    shown.push_back(t.device + " (" + t.hca + "): " + t.key + "=" + t.value + ":" + t.effect);
+    bool acted_on = t.effect == "NoSchedule" || t.effect == "NoExecute";
+    Add(v, "dra-taints", acted_on ? Status::kWarn : Status::kOk,
+        t.hca + " is tainted " + t.key + "=" + t.value + ":" + t.effect +
+            (t.effect == "NoExecute"    ? ": no new claim gets it, and pods holding it are evicted"
+             : t.effect == "NoSchedule" ? ": no new claim gets it"
+                                        : ": shown to the scheduler, not acted on"),
+        "docs/runbooks.md#dra-device-tainted: fix the cause (" + t.value +
+            "); the driver removes the taint by itself once the device is healthy");
+  }
+  v.doc["draTaints"] = shown;
+}
+
 // rdma/* allocations: the pod-resources API when it answers, the checkpoint file otherwise.
 void Allocations(const Inputs& in, View& v) {
   std::string cp =
@@ -185,6 +210,7 @@ void Allocations(const Inputs& in, View& v) {
     claims.push_back({{"claim", c.claim}, {"pods", c.pods}, {"hcas", c.hcas}});
   }
   if (!claims.empty()) v.doc["draClaims"] = claims;
+  ShowTaints(in, v);
   for (const auto& s : skipped) {
     Add(v, "dra-claims", Status::kWarn, "unreadable DRA claim record " + s,
         "the DRA driver rewrites it when the kubelet prepares the claim again");

@@ -139,8 +139,8 @@ std::string Render(const View& v) {
   if (v.doc.contains("hcas")) RenderHcas(v.doc["hcas"], o);
   if (v.doc.contains("matrix")) RenderMatrix(v.doc, o);
   if (v.doc.contains("lossless")) RenderLossless(v.doc["lossless"], o);
-  for (const char* key : {"netnsMode", "devicePlugin", "allocations", "draClaims", "cniRecords",
-                          "netdevs", "devices", "env"}) {
+  for (const char* key : {"netnsMode", "devicePlugin", "allocations", "draClaims", "draTaints",
+                          "cniRecords", "netdevs", "devices", "env"}) {
     if (!v.doc.contains(key)) continue;
     json shown = v.doc[key];
     // The device plugin's HCA descriptions are long: their names say enough here (--json has all).

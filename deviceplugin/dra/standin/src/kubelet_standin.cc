@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "drahealth.grpc.pb.h"
 #include "draplugin.grpc.pb.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
@@ -101,6 +102,32 @@ Result<KubeletDraStandIn::Prepared> KubeletDraStandIn::Prepare(const ClaimRef& c
     }
   }
   return out;
+}
+
+Result<KubeletDraStandIn::Health> KubeletDraStandIn::WatchHealth(
+    const std::function<bool(const Health&)>& until, std::chrono::milliseconds timeout) const {
+  auto stub = v1alpha1::DRAResourceHealth::NewStub(
+      grpc::CreateChannel("unix:" + endpoint_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  auto stream = stub->NodeWatchResources(&ctx, {});
+  v1alpha1::NodeWatchResourcesResponse m;
+  Health last;
+  while (stream->Read(&m)) {
+    last.clear();
+    for (const auto& d : m.devices()) {
+      const char* h = d.health() == v1alpha1::HEALTHY     ? "Healthy"
+                      : d.health() == v1alpha1::UNHEALTHY ? "Unhealthy"
+                                                          : "Unknown";
+      last[d.device().pool_name() + "/" + d.device().device_name()] = h;
+    }
+    if (until(last)) {
+      ctx.TryCancel();
+      return last;
+    }
+  }
+  return Fail(ErrorCode::kTimeout, "NodeWatchResources: the health asked for did not come in " +
+                                       std::to_string(timeout.count()) + " ms");
 }
 
 Result<void> KubeletDraStandIn::Unprepare(const std::vector<ClaimRef>& claims) const {

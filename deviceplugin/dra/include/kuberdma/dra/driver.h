@@ -30,6 +30,7 @@
 #include "kuberdma/dra/apiserver.h"
 #include "kuberdma/dra/server.h"
 #include "kuberdma/dra/slices.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 
 namespace kuberdma::dra {
@@ -96,6 +97,8 @@ class Driver {
  private:
   void Loop();
   void WatchLoop();
+  // The tainted devices into `dir` (the allocations directory) for rdma-doctor, when changed.
+  void RecordTaintsFor(const std::string& dir, const std::vector<DeviceState>& devices);
   // Publish again now (`why` logged).
   void Kick(const char* why);
   // The Node's uid for the slices' ownerReferences (read once; "" while it cannot be read).
@@ -120,7 +123,9 @@ class Driver {
   bool dirty_ = false;
   bool stop_ = false;
   Status status_;
-  std::string node_uid_;  // the writer thread's
+  std::string node_uid_;                              // the writer thread's
+  std::vector<podenv::TaintRecord> recorded_taints_;  // the scan thread's
+  bool taints_written_ = false;
   bool node_warned_ = false;
   std::thread thread_;
   std::thread watcher_;

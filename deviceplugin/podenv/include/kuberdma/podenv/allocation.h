@@ -73,6 +73,20 @@ std::vector<ClaimRecord> ClaimsOfPod(const std::string& dir, const std::string& 
                                      const std::string& name,
                                      std::vector<std::string>* skipped = nullptr);
 
+// The DRA driver's devices that carry a taint now (dra/slices.h), as it last published them, for
+// rdma-doctor: <dir>/dra-taints.json, rewritten when they change, empty when none is tainted.
+struct TaintRecord {
+  std::string device;  // "mlx5-0"
+  std::string hca;     // "mlx5_0"
+  std::string key;     // "rdma.kube-rdma.io/link-down"
+  std::string value;   // "port-1-DOWN"
+  std::string effect;  // NoSchedule, NoExecute, None
+  bool operator==(const TaintRecord&) const = default;
+};
+Result<void> RecordTaints(const std::string& dir, const std::vector<TaintRecord>& taints);
+// kNotFound when the driver never wrote one (DRA off); kInvalidArgument naming a bad file.
+Result<std::vector<TaintRecord>> ListTaints(const std::string& dir);
+
 // ---- Which HCAs a pod was allocated: the CNI asks rdma-device-plugin ----
 // The CNI checks that the HCA it is about to attach is the pod's (kube-rdma's resources in the
 // kubelet's pod-resources API). It runs for every attachment and must stay small and fast, so it

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ class KubeletDraStandIn {
   Result<Prepared> Prepare(const ClaimRef& claim) const;
   // NodeUnprepareResources for `claims`: the first error the driver gave, if any.
   Result<void> Unprepare(const std::vector<ClaimRef>& claims) const;
+  // The driver's device health as the kubelet's DRA health manager reads it: watches
+  // NodeWatchResources until `until` holds for a message ("pool/device" -> "Healthy",
+  // "Unhealthy", "Unknown") or `timeout`; the last message, or kTimeout.
+  using Health = std::map<std::string, std::string>;
+  Result<Health> WatchHealth(const std::function<bool(const Health&)>& until,
+                             std::chrono::milliseconds timeout) const;
 
  private:
   std::string endpoint_;
