@@ -255,6 +255,19 @@ def check_policy(report, helm):
                  and binding.get("spec", {}).get("validationActions") == ["Deny"]
                  and binding.get("spec", {}).get("policyName") == vap.get("metadata", {}).get("name"),
                  f"a ValidatingAdmissionPolicy holds the driver's slice writes to its own node: {cond} {checks}")
+    # acceptance.taintDevices: each acceptance pod writes its node's verdict where the node's DRA
+    # driver reads it; without the DRA driver nothing would read it: refused.
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "dra-values.yaml"),
+                      "acceptance.enabled=true", "acceptance.taintDevices=true")
+    got = cm.load_text(r.stdout, "helm(acceptance taints)", report)
+    job = next((p for o, p in pod_specs(got) if o["kind"] == "Job" and "acceptance" in o["metadata"]["name"]), {})
+    c = (job.get("containers") or [{}])[0]
+    report.check(r.returncode == 0 and "--taint-dir" in c.get("args", [])
+                 and any(m["mountPath"] == "/run/kube-rdma/allocations" for m in c.get("volumeMounts", [])),
+                 f"acceptance.taintDevices hands the node's DRA driver its verdict: {c.get('args')}")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "acceptance.enabled=true", "acceptance.taintDevices=true")
+    report.check(r.returncode != 0 and "dra.enabled" in r.stderr,
+                 "acceptance.taintDevices without the DRA driver is refused, naming dra.enabled")
     digest = "sha256:" + "ab" * 32
     r = helm_template(helm, "kube-rdma", "kube-rdma", f"image.digest={digest}",
                       "devicePlugin.config.configList[0].resourceName=shared",

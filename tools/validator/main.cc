@@ -22,6 +22,7 @@
 #include "kuberdma/base/version.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/validator/acceptance_run.h"
 #include "kuberdma/validator/gid_env.h"
@@ -207,6 +208,12 @@ void AddAcceptanceOptions(CLI::App& app, Cli& c) {
   app.add_option("--baseline-tolerance", o.baseline_tolerance,
                  "acceptance: a drop beyond this fraction of the baseline is a regression")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--taint-dir", o.taint_dir,
+                 "acceptance: write this node's HCAs the pass named slow here (the node's "
+                 "allocations directory): the DRA driver taints them until the next pass");
+  app.add_option("--taint-effect", o.taint_effect,
+                 "acceptance: those taints' effect, NoSchedule or None (shown, not acted on)")
+      ->check(CLI::IsMember({"NoSchedule", "None"}));
   app.add_option("--push-gateway", o.push_gateway,
                  "acceptance (rank 0): push gauges to this Pushgateway");
   app.add_option("--join-timeout", o.join_timeout_s,
@@ -332,6 +339,16 @@ int Acceptance(Validator& v, const Cli& c) {
       std::fprintf(stderr, "rdma-validate: %s\n", pushed.error().message().c_str());
       out.text += "  warning: " + pushed.error().message() + "\n";
     }
+  }
+  if (!c.o.taint_dir.empty() && out.exit_code < 2) {
+    std::vector<kuberdma::podenv::VerdictRecord> verdicts;
+    for (const auto& [hca, why] : out.slow_hcas) {
+      verdicts.push_back({.hca = hca, .why = why, .effect = c.o.taint_effect});
+    }
+    auto written = kuberdma::podenv::RecordVerdicts(c.o.taint_dir, verdicts);
+    out.text += written ? "  DRA taints: " + std::to_string(verdicts.size()) +
+                              " HCA(s) of this node until the next pass\n"
+                        : "  warning: " + written.error().message() + "\n";
   }
   // Exit 2 and 3 mean it could not run: say why on stderr, where a pod's error belongs.
   if (out.exit_code >= 2) {

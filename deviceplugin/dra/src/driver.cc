@@ -256,10 +256,11 @@ void Driver::OnRescan(
   if (shared != serving_) StartServer(shared);
   Result<Published> published = Fail(ErrorCode::kInternal, "not computed");
   std::vector<DeviceState> health;
+  PublishOptions publish = WithVerdicts(shared->allocations_dir);
   {
     std::lock_guard lock(shared->mu);
-    published = ResourceSlices(shared->resource, o_.publish, roles);
-    health = DeviceStates(shared->resource, o_.publish, roles);
+    published = ResourceSlices(shared->resource, publish, roles);
+    health = DeviceStates(shared->resource, publish, roles);
   }
   if (server_ != nullptr) server_->SetHealth(health);
   RecordTaintsFor(shared->allocations_dir, health);
@@ -301,6 +302,22 @@ void Driver::RecordTaintsFor(const std::string& dir, const std::vector<DeviceSta
   }
   recorded_taints_ = std::move(taints);
   taints_written_ = true;
+}
+
+PublishOptions Driver::WithVerdicts(const std::string& dir) {
+  PublishOptions o = o_.publish;
+  if (dir.empty()) return o;
+  auto verdicts = podenv::ListVerdicts(dir);
+  if (!verdicts) {
+    if (verdicts.error().code() != ErrorCode::kNotFound && !verdicts_warned_) {
+      spdlog::warn("event=dra_verdicts_unreadable error=\"{}\"", verdicts.error().message());
+      verdicts_warned_ = true;
+    }
+    return o;
+  }
+  verdicts_warned_ = false;
+  for (const auto& v : *verdicts) o.acceptance[v.hca] = {v.why, v.effect};
+  return o;
 }
 
 std::string Driver::NodeUid() {

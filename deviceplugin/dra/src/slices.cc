@@ -196,8 +196,8 @@ double BestRate(const deviceplugin::Resource& r, sysfs::LinkLayer layer) {
   return best;
 }
 
-std::vector<DeviceTaint> TaintsOf(const deviceplugin::Resource& r, const PublishOptions& o,
-                                  const deviceplugin::HcaHealth& h, const sysfs::Port& p) {
+std::vector<DeviceTaint> HealthTaints(const deviceplugin::Resource& r, const PublishOptions& o,
+                                      const deviceplugin::HcaHealth& h, const sysfs::Port& p) {
   const std::string ours = o.driver + "/";
   if (!h.present) return {{ours + kTaintNodeNic, TaintValue(h.reason), o.taint_effect}};
   if (p.state != sysfs::kPortActive) {
@@ -216,6 +216,18 @@ std::vector<DeviceTaint> TaintsOf(const deviceplugin::Resource& r, const Publish
              "None"}};
   }
   return {};
+}
+
+// The device's health taints, and the fleet acceptance's verdict on its HCA.
+std::vector<DeviceTaint> TaintsOf(const deviceplugin::Resource& r, const PublishOptions& o,
+                                  const deviceplugin::HcaHealth& h, const sysfs::Port& p) {
+  auto taints = HealthTaints(r, o, h, p);
+  if (auto v = o.acceptance.find(h.hca.name); v != o.acceptance.end()) {
+    std::string why = TaintValue(v->second.first);
+    taints.push_back(
+        {o.driver + "/" + kTaintAcceptance, why.empty() ? "slow" : why, v->second.second});
+  }
+  return taints;
 }
 
 }  // namespace

@@ -204,6 +204,36 @@ Result<std::vector<TaintRecord>> ListTaints(const std::string& dir) {
   return out;
 }
 
+Result<void> RecordVerdicts(const std::string& dir, const std::vector<VerdictRecord>& verdicts) {
+  json list = json::array();
+  for (const auto& v : verdicts) {
+    list.push_back({{"hca", v.hca}, {"why", v.why}, {"effect", v.effect}});
+  }
+  KUBERDMA_TRY(MakeDirs(dir));
+  return WriteFileAtomic(dir + "/acceptance-verdicts.json", json{{"verdicts", list}}.dump() + "\n");
+}
+
+Result<std::vector<VerdictRecord>> ListVerdicts(const std::string& dir) {
+  const std::string path = dir + "/acceptance-verdicts.json";
+  KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
+  KUBERDMA_ASSIGN_OR_RETURN(json j, ParseUntrustedJson(text, path));
+  const json list = j.is_object() ? j.value("verdicts", json()) : json();
+  if (!list.is_array() || list.size() > kMaxAllocationSlots) {
+    return Fail(ErrorCode::kInvalidArgument, path + ": 'verdicts' must be an array");
+  }
+  std::vector<VerdictRecord> out;
+  for (const auto& v : list) {
+    std::string effect = v.is_object() ? String(v, "effect") : "";
+    if (!v.is_object() || !PlainName(String(v, "hca")) ||
+        (effect != "NoSchedule" && effect != "None")) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  path + ": a verdict needs an HCA name and an effect NoSchedule or None");
+    }
+    out.push_back({.hca = String(v, "hca"), .why = String(v, "why"), .effect = effect});
+  }
+  return out;
+}
+
 std::string EncodePodQuery(const PodQuery& q) {
   return json{{"namespace", q.ns}, {"name", q.name}}.dump() + "\n";
 }

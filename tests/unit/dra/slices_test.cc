@@ -167,6 +167,28 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("An HCA the fleet acceptance named slow is tainted as its verdict says") {
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  deviceplugin::Resource r(testing::PerHcaResource(), root);
+  r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  PublishOptions o{.node = "n1"};
+  o.acceptance["mlx5_4"] = {"rail 5 (mlx5_4): 0.20 GB/s against the fleet median of 2.00",
+                            "NoSchedule"};
+  auto p = ResourceSlices(r, o);
+  REQUIRE(p);
+  const json t = DeviceIn(*p, "mlx5-4")["taints"];
+  REQUIRE(t.size() == 1);
+  CHECK(t[0]["key"] == "rdma.kube-rdma.io/acceptance");
+  CHECK(t[0]["value"] == "rail-5-mlx5_4-0.20-GB-s-against-the-fleet-median-of-2.00");
+  CHECK(t[0]["effect"] == "NoSchedule");
+  CHECK_FALSE(DeviceIn(*p, "mlx5-3").contains("taints"));
+  o.acceptance["mlx5_4"].second = "None";  // shown only
+  bool healthy = false;
+  for (const auto& d : DeviceStates(r, o))
+    healthy = healthy || (d.device == "mlx5-4" && d.Healthy());
+  CHECK(healthy);
+}
+
 TEST_CASE("A taint value is a label value, whatever the reason says") {
   CHECK(TaintValue("port 1 DOWN") == "port-1-DOWN");
   CHECK(TaintValue("  --weird\x01 reason: a/b  ") == "weird-reason-a-b");

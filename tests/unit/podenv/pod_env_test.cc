@@ -152,6 +152,35 @@ TEST_CASE("Allocation records round-trip, refuse what is not one, and find nothi
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
+TEST_CASE("Acceptance verdicts and DRA taint records: round trip, and bad files named") {
+  char tmpl[] = "/tmp/kuberdma-verdicts-XXXXXX";
+  std::string dir = std::string(mkdtemp(tmpl)) + "/allocations";
+  CHECK(ListVerdicts(dir).error().code() == ErrorCode::kNotFound);  // no pass yet
+  std::vector<VerdictRecord> v = {{.hca = "mlx5_3", .why = "slow", .effect = "NoSchedule"}};
+  REQUIRE(RecordVerdicts(dir, v));
+  REQUIRE(ListVerdicts(dir));
+  CHECK(*ListVerdicts(dir) == v);
+  REQUIRE(RecordVerdicts(dir, {}));  // the next pass, clean: no verdict left
+  CHECK(ListVerdicts(dir)->empty());
+  for (const char* bad :
+       {R"({"verdicts":[{"hca":"../x","effect":"NoSchedule"}]})",
+        R"({"verdicts":[{"hca":"mlx5_0","effect":"NoExecute"}]})", R"({"verdicts":"x"})", "{cut"}) {
+    REQUIRE(WriteFileAtomic(dir + "/acceptance-verdicts.json", bad));
+    INFO(bad);
+    auto r = ListVerdicts(dir);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == ErrorCode::kInvalidArgument);
+  }
+  std::vector<TaintRecord> t = {{.device = "mlx5-3",
+                                 .hca = "mlx5_3",
+                                 .key = "rdma.kube-rdma.io/link-down",
+                                 .value = "port-1-DOWN",
+                                 .effect = "NoSchedule"}};
+  REQUIRE(RecordTaints(dir, t));
+  CHECK(*ListTaints(dir) == t);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
 TEST_CASE("DRA claim records: found by pod, wrong types and cut files passed over, uids checked") {
   char tmpl[] = "/tmp/kuberdma-claims-XXXXXX";
   std::string dir = std::string(mkdtemp(tmpl)) + "/allocations";

@@ -67,6 +67,21 @@ TEST_CASE("Pair rounds are disjoint and, over K-1 rounds, pair every two nodes e
   CHECK(PairRound({7}, 0).empty());
 }
 
+TEST_CASE("The HCAs a pass names for DRA taints: only certain culprits, only the node's own") {
+  auto nodes = Fleet(4, 2);
+  FleetReport rep;
+  rep.in.nodes = nodes;
+  rep.localisation = Localise(Measure(4, 2, 1, {{2, 1}}), nodes, Thresholds{});
+  CHECK(SlowHcas(rep, 2).empty());  // ambiguous after one round: nobody tainted on a guess
+  rep.localisation = Localise(Measure(4, 2, 2, {{2, 1}}), nodes, Thresholds{});
+  auto slow = SlowHcas(rep, 2);
+  REQUIRE(slow.size() == 1);
+  CHECK(slow[0].first == "net2");
+  CHECK_THAT(slow[0].second, Catch::Contains("rail 2 (net2)"));
+  CHECK(SlowHcas(rep, 1).empty());
+  CHECK(SlowHcas(rep, 9).empty());  // no such node
+}
+
 TEST_CASE("One slow rail is ambiguous after one round and named for certain after two") {
   auto nodes = Fleet(4, 2);
   Thresholds t;

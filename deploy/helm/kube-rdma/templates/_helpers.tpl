@@ -118,6 +118,10 @@ template:
         {{- if $a.baseline.configMap }}
         {{- $args = concat $args (list "--baseline" "/etc/kuberdma-acceptance/baseline.json" "--baseline-tolerance" (toString $a.baseline.tolerance)) }}
         {{- end }}
+        {{- if $a.taintDevices }}
+        {{- if not .root.Values.dra.enabled }}{{ fail "acceptance.taintDevices taints through the DRA driver: set dra.enabled" }}{{ end }}
+        {{- $args = concat $args (list "--taint-dir" "/run/kube-rdma/allocations" "--taint-effect" $a.taintEffect) }}
+        {{- end }}
         {{- if $a.pushGateway }}
         {{- $args = concat $args (list "--push-gateway" $a.pushGateway) }}
         {{- end }}
@@ -158,12 +162,17 @@ template:
             {{- range $res, $n := include "kube-rdma.podResources" (dict "root" .root "names" $names "fallback" $a.rdmaResource) | fromJson }}
             {{ $res }}: {{ $n }}
             {{- end }}
-        {{- if or $a.baseline.configMap $a.jobImage }}
+        {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices }}
         volumeMounts:
           {{- if $a.baseline.configMap }}
           - name: baseline
             mountPath: /etc/kuberdma-acceptance
             readOnly: true
+          {{- end }}
+          {{- if $a.taintDevices }}
+          # This node's verdict file, which the node's DRA driver reads on every scan.
+          - name: allocations
+            mountPath: /run/kube-rdma/allocations
           {{- end }}
           {{- if $a.jobImage }}
           - name: kube-rdma-bin
@@ -171,13 +180,19 @@ template:
             readOnly: true
           {{- end }}
         {{- end }}
-    {{- if or $a.baseline.configMap $a.jobImage }}
+    {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices }}
     volumes:
       {{- if $a.baseline.configMap }}
       - name: baseline
         configMap:
           name: {{ $a.baseline.configMap }}
           optional: true
+      {{- end }}
+      {{- if $a.taintDevices }}
+      - name: allocations
+        hostPath:
+          path: /run/kube-rdma/allocations
+          type: Directory
       {{- end }}
       {{- if $a.jobImage }}
       - name: kube-rdma-bin

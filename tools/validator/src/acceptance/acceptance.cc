@@ -369,4 +369,30 @@ std::optional<Baseline> ParseBaseline(const json& report) {
   return b;
 }
 
+std::vector<std::pair<std::string, std::string>> SlowHcas(const FleetReport& rep, int rank) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto node = rep.in.nodes.find(rank);
+  if (node == rep.in.nodes.end()) return out;
+  const auto& hcas = node->second.hcas;
+  auto add = [&](size_t rail, const std::string& why) {
+    if (rail >= hcas.size()) return;
+    for (const auto& [h, w] : out) {
+      if (h == hcas[rail].name) return;
+    }
+    out.emplace_back(hcas[rail].name, why);
+  };
+  for (const auto& c : rep.localisation.culprits) {
+    // Only what the pass is sure of: an ambiguous pair's two suspects are not both tainted.
+    if ((c.node != rank && c.node != -1) || !c.certain) continue;
+    std::string why = c.node == -1 ? "slow on rail " + std::to_string(c.rail) + " fleet-wide"
+                                   : c.why.substr(0, 120);
+    if (c.rail >= 0) {
+      add(static_cast<size_t>(c.rail), why);
+    } else {
+      for (size_t r = 0; r < hcas.size(); ++r) add(r, why);
+    }
+  }
+  return out;
+}
+
 }  // namespace kuberdma::validator::acceptance

@@ -350,7 +350,8 @@ AcceptanceOutcome RunAcceptance(Validator& v,
             .text = rep->Table(),
             .summary = rep->Summary(),
             .document = rep->ToJson(),
-            .fleet = *rep};
+            .fleet = *rep,
+            .slow_hcas = acceptance::SlowHcas(*rep, 0)};
   }
   auto mine = acceptance::Participate(*cfg, cfg->rank, agent);
   if (!mine)
@@ -364,7 +365,8 @@ AcceptanceOutcome RunAcceptance(Validator& v,
           .summary = mine->fleet_summary,
           .document = {{"verdict", mine->verdict},
                        {"problems", mine->problems},
-                       {"fleet", mine->fleet_summary}}};
+                       {"fleet", mine->fleet_summary}},
+          .slow_hcas = mine->slow_hcas};
 }
 
 }  // namespace kuberdma::validator

@@ -403,10 +403,13 @@ void FoldRound(const std::map<int, TaskResult>& results, const std::map<int, Tas
 void Tell(Session& s, const FleetReport& rep) {
   for (auto& [rank, conn] : s.conns) {
     const NodeVerdict& v = rep.nodes.at(rank);
+    json slow = json::array();
+    for (const auto& [hca, why] : SlowHcas(rep, rank)) slow.push_back({hca, why});
     (void)conn.Send({{"type", "done"},
                      {"verdict", v.verdict},
                      {"problems", v.problems},
-                     {"summary", rep.Summary()}});
+                     {"summary", rep.Summary()},
+                     {"slow_hcas", slow}});
   }
 }
 
@@ -476,9 +479,14 @@ Result<NodeOutcome> Participate(const Config& cfg, int rank, NodeAgent& agent) {
     KUBERDMA_ASSIGN_OR_RETURN(json msg, c.Recv(Clock::now() + wait));
     std::string type = msg.value("type", "");
     if (type == "done") {
-      return NodeOutcome{.verdict = msg.value("verdict", "fail"),
-                         .problems = msg.value("problems", std::vector<std::string>{}),
-                         .fleet_summary = msg.value("summary", "")};
+      NodeOutcome out{.verdict = msg.value("verdict", "fail"),
+                      .problems = msg.value("problems", std::vector<std::string>{}),
+                      .fleet_summary = msg.value("summary", "")};
+      for (const auto& x : msg.value("slow_hcas", json::array())) {
+        if (x.is_array() && x.size() == 2 && x[0].is_string() && x[1].is_string())
+          out.slow_hcas.emplace_back(x[0].get<std::string>(), x[1].get<std::string>());
+      }
+      return out;
     }
     if (type != "task") continue;
     Task task;

@@ -99,6 +99,8 @@ class Driver {
   void WatchLoop();
   // The tainted devices into `dir` (the allocations directory) for rdma-doctor, when changed.
   void RecordTaintsFor(const std::string& dir, const std::vector<DeviceState>& devices);
+  // The publish options with the fleet acceptance's verdicts in `dir` (none when unreadable).
+  PublishOptions WithVerdicts(const std::string& dir);
   // Publish again now (`why` logged).
   void Kick(const char* why);
   // The Node's uid for the slices' ownerReferences (read once; "" while it cannot be read).
@@ -126,6 +128,7 @@ class Driver {
   std::string node_uid_;                              // the writer thread's
   std::vector<podenv::TaintRecord> recorded_taints_;  // the scan thread's
   bool taints_written_ = false;
+  bool verdicts_warned_ = false;
   bool node_warned_ = false;
   std::thread thread_;
   std::thread watcher_;

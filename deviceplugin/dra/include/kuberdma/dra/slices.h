@@ -21,8 +21,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kuberdma/base/error.h"
@@ -49,6 +51,9 @@ struct PublishOptions {
   // it), or "NoExecute" (the pods whose claims hold it are evicted too). Degraded devices get
   // "None" (shown, not acted on) whatever this says.
   std::string taint_effect = "NoSchedule";
+  // The fleet acceptance's verdicts by HCA (podenv::ListVerdicts): each such device gets the
+  // taint rdma.kube-rdma.io/acceptance with the verdict's reason and effect.
+  std::map<std::string, std::pair<std::string, std::string>> acceptance;  // hca -> (why, effect)
 };
 
 // The taint keys (under the driver's domain, "rdma.kube-rdma.io/link-down") and what each means.

@@ -87,6 +87,19 @@ Result<void> RecordTaints(const std::string& dir, const std::vector<TaintRecord>
 // kNotFound when the driver never wrote one (DRA off); kInvalidArgument naming a bad file.
 Result<std::vector<TaintRecord>> ListTaints(const std::string& dir);
 
+// The fleet acceptance's verdict on this node's HCAs (rdma-validate --taint-dir, opt-in): the
+// HCAs it named slow in its last pass, which the DRA driver taints (rdma.kube-rdma.io/acceptance)
+// until the next pass rewrites the file. <dir>/acceptance-verdicts.json.
+struct VerdictRecord {
+  std::string hca;     // "mlx5_3"
+  std::string why;     // "slow on rail 3: 40% of the fleet's median"
+  std::string effect;  // the taint's: NoSchedule or None
+  bool operator==(const VerdictRecord&) const = default;
+};
+Result<void> RecordVerdicts(const std::string& dir, const std::vector<VerdictRecord>& verdicts);
+// kNotFound when no pass wrote one; kInvalidArgument naming a bad file.
+Result<std::vector<VerdictRecord>> ListVerdicts(const std::string& dir);
+
 // ---- Which HCAs a pod was allocated: the CNI asks rdma-device-plugin ----
 // The CNI checks that the HCA it is about to attach is the pod's (kube-rdma's resources in the
 // kubelet's pod-resources API). It runs for every attachment and must stay small and fast, so it

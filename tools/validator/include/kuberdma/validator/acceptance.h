@@ -209,4 +209,9 @@ struct FleetReport {
 // culprits, baseline regressions.
 FleetReport Evaluate(Inputs in);
 
+// The HCAs of node `rank` that the report's certain culprits name (that node's rail, every rail
+// of the node, or a rail slow on every node), each with why: what --taint-dir hands the DRA
+// driver. An ambiguous pass's suspects are not named.
+std::vector<std::pair<std::string, std::string>> SlowHcas(const FleetReport& rep, int rank);
+
 }  // namespace kuberdma::validator::acceptance

@@ -19,7 +19,8 @@ struct AcceptanceOutcome {
   std::string text;     // readable, for stdout
   std::string summary;  // one line, for the termination log
   nlohmann::json document;  // rank 0: the fleet report; others: their own outcome
-  std::optional<acceptance::FleetReport> fleet;  // rank 0 only
+  std::optional<acceptance::FleetReport> fleet;                // rank 0 only
+  std::vector<std::pair<std::string, std::string>> slow_hcas;  // this node's, named by the pass
 };
 
 AcceptanceOutcome RunAcceptance(Validator& v,

@@ -87,6 +87,7 @@ struct NodeOutcome {
   std::string verdict;  // the node's own: pass or fail
   std::vector<std::string> problems;
   std::string fleet_summary;
+  std::vector<std::pair<std::string, std::string>> slow_hcas;  // acceptance::SlowHcas of it
 };
 
 // Rank 0: serves the exchange, runs its own node through `local` like any other, and returns

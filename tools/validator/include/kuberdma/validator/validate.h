@@ -82,7 +82,12 @@ struct Options {
   std::string baseline_file;
   double baseline_tolerance = 0.1;
   std::string push_gateway;  // http://host:port
-  int join_timeout_s = 0;    // 0: max(120, 5 x timeout)
+  // Opt-in: write this node's HCAs the pass named slow to <taint_dir>/acceptance-verdicts.json
+  // (podenv::RecordVerdicts, the allocations directory), which the DRA driver taints until the
+  // next pass rewrites it.
+  std::string taint_dir;
+  std::string taint_effect = "NoSchedule";  // or None
+  int join_timeout_s = 0;                   // 0: max(120, 5 x timeout)
 };
 
 struct DeviceResult {
