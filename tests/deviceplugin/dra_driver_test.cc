@@ -352,6 +352,21 @@ TEST_CASE("A wiped slice is back within 5 s and owned by its Node") {
     CHECK(owner["kind"] == "Node");
     CHECK(owner["name"] == "gpu-node-7");
     CHECK(owner["uid"] == node_uid);
+    // The fleet acceptance's verdict file in the allocations directory: tainted on the next scan.
+    REQUIRE(podenv::RecordVerdicts(dir + "/allocations",
+                                   {{.hca = "mlx5_5", .why = "slow", .effect = "NoSchedule"}}));
+    driver.OnRescan({{"rdma/hca", shared}}, nullptr);
+    auto acceptance_taint = [&] {
+      const auto now = ours();
+      for (const auto& d : now[0]["spec"]["devices"]) {
+        if (d["name"] == "mlx5-5" && d.contains("taints")) return d["taints"][0]["key"].dump();
+      }
+      return std::string();
+    };
+    for (int i = 0; i < 250 && acceptance_taint().empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(acceptance_taint() == "\"rdma.kube-rdma.io/acceptance\"");
     // The watch is open before the kubelet wipes.
     for (int i = 0; i < 100 && api.watchers() == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
