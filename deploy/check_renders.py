@@ -255,6 +255,31 @@ def check_policy(report, helm):
                  and binding.get("spec", {}).get("validationActions") == ["Deny"]
                  and binding.get("spec", {}).get("policyName") == vap.get("metadata", {}).get("name"),
                  f"a ValidatingAdmissionPolicy holds the driver's slice writes to its own node: {cond} {checks}")
+    # dra.multus: released Multus (podResources, the default) files a pod's DRA devices under its
+    # claim's name: every trainer Pod names its own ResourceClaim, and each of its networks is a
+    # NAD whose resourceName is that claim. Multus' main branch (attributes): the template and
+    # the StatefulSet, NADs matched against the devices' resourceName attribute.
+    for mode in ("podResources", "attributes"):
+        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "dra-values.yaml"),
+                          f"dra.multus={mode}")
+        got = [o for _, o in cm.load_text(r.stdout, f"helm(dra.multus={mode})", report)]
+        nads = {o["metadata"]["name"]: o for o in got if o["kind"] == "NetworkAttachmentDefinition"}
+        claims = {o["metadata"]["name"] for o in got if o["kind"] == "ResourceClaim"}
+        pods = [o for o in got if o["kind"] == "Pod"]
+        sts = [o for o in got if o["kind"] == "StatefulSet"]
+        ok = r.returncode == 0
+        if mode == "podResources":
+            ok = ok and len(pods) == 2 and not sts and len(claims) == 2
+            for pod in pods:
+                claim = pod["spec"]["resourceClaims"][0].get("resourceClaimName")
+                nets = json.loads(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+                ok = ok and claim in claims and len(nets) == 8 and all(
+                    nads.get(n["name"], {}).get("metadata", {}).get("annotations", {})
+                    .get("k8s.v1.cni.cncf.io/resourceName") == claim for n in nets)
+        else:
+            ok = ok and len(sts) == 1 and not pods and not claims
+        report.check(ok, f"dra.multus={mode} renders what that Multus resolves: {len(pods)} pods, "
+                         f"{len(sts)} StatefulSet, claims {sorted(claims)}")
     # acceptance.taintDevices: each acceptance pod writes its node's verdict where the node's DRA
     # driver reads it; without the DRA driver nothing would read it: refused.
     r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "dra-values.yaml"),
