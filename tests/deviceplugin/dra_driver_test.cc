@@ -390,6 +390,41 @@ TEST_CASE("A wiped slice is back within 5 s and owned by its Node") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("Where the API server drops device taints, an unhealthy NIC is left out instead") {
+  char tmpl[] = "/tmp/kuberdma-dranotaint-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  auto shared = std::make_shared<deviceplugin::SharedResource>(
+      deviceplugin::Resource(testing::PerHcaResource(), root), dir + "/allocations");
+  auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  hcas[2].ports[0].state = 1;
+  hcas[2].ports[0].state_name = "DOWN";
+  shared->resource.Refresh(hcas);
+  ApiStandIn api;
+  api.drop_device_taints = true;  // DRADeviceTaints off
+  {
+    Driver driver({.publish = {.node = "gpu-node-7"},
+                   .cdi_dir = dir + "/cdi",
+                   .plugins_dir = dir + "/plugins",
+                   .registry_dir = dir + "/registry"},
+                  ApiServer{.base = api.base(), .timeout_s = 2, .attempts = 2});
+    driver.OnRescan({{"rdma/hca", shared}}, nullptr);
+    REQUIRE(driver.WaitFor([](const Driver::Status& s) { return s.syncs > 0; },
+                           std::chrono::milliseconds(5000)));
+    driver.OnRescan({{"rdma/hca", shared}}, nullptr);  // the next scan
+    REQUIRE(driver.WaitFor([](const Driver::Status& s) { return s.devices.size() == 7; },
+                           std::chrono::milliseconds(5000)));
+    REQUIRE(driver.WaitFor([](const Driver::Status& s) { return s.syncs > 1; },
+                           std::chrono::milliseconds(5000)));
+    for (const auto& x : api.Objects(kSlices)) {
+      if (x["spec"]["driver"] != kDriverName) continue;
+      CHECK(x["spec"]["devices"].size() == 7);  // mlx5-2 not offered as if healthy
+      for (const auto& d : x["spec"]["devices"]) CHECK(d["name"] != "mlx5-2");
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("Under the node policy a node's driver writes its own slices and no other node's") {
   // The stand-in enforces the chart's ValidatingAdmissionPolicy (its rule coded, not its CEL
   // evaluated; check_renders.py holds the rendered policy to the same expressions).

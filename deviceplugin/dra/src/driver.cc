@@ -98,6 +98,13 @@ std::set<std::string> ChangedPools(const std::map<std::string, json>& have,
   return changed;
 }
 
+bool HasTaints(const json& slice) {
+  const json& devices = slice.value("spec", json::object()).value("devices", json::array());
+  return std::ranges::any_of(devices, [](const json& d) {
+    return d.is_object() && d.contains("taints") && !d["taints"].empty();
+  });
+}
+
 }  // namespace
 
 void OwnBy(std::vector<json>& slices, const std::string& node, const std::string& node_uid) {
@@ -136,17 +143,21 @@ Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
       continue;
     }
     s["spec"]["pool"]["generation"] = generation[pool] + 1;
+    Result<json> stored = json();
     if (it == have.end()) {
-      KUBERDMA_TRY(Request(api, {.method = "POST", .path = kSlicesPath, .body = s.dump()}));
+      stored = Request(api, {.method = "POST", .path = kSlicesPath, .body = s.dump()});
+      KUBERDMA_TRY(stored);
       ++n.created;
     } else {
       const json& version = it->second["metadata"].value("resourceVersion", json(""));
       s["metadata"]["resourceVersion"] = version.is_string() ? version : json("");
-      KUBERDMA_TRY(Request(
-          api, {.method = "PUT", .path = std::string(kSlicesPath) + "/" + name, .body = s.dump()}));
+      stored = Request(
+          api, {.method = "PUT", .path = std::string(kSlicesPath) + "/" + name, .body = s.dump()});
+      KUBERDMA_TRY(stored);
       ++n.updated;
       have.erase(it);
     }
+    n.taints_dropped = n.taints_dropped || (HasTaints(s) && !HasTaints(*stored));
   }
   for (const auto& s : desired) have.erase(s["metadata"]["name"].get<std::string>());
   for (const auto& [name, s] : have) {
@@ -257,6 +268,7 @@ void Driver::OnRescan(
   Result<Published> published = Fail(ErrorCode::kInternal, "not computed");
   std::vector<DeviceState> health;
   PublishOptions publish = WithVerdicts(shared->allocations_dir);
+  publish.omit_tainted = omit_tainted_;
   {
     std::lock_guard lock(shared->mu);
     published = ResourceSlices(shared->resource, publish, roles);
@@ -356,6 +368,14 @@ void Driver::Loop() {
     l.unlock();
     Result<SyncCounts> done = SyncOnce(std::move(want));
     l.lock();
+    if (done && done->taints_dropped && !omit_tainted_) {
+      // Kubernetes before device taints, or DRADeviceTaints off: an unhealthy device would be
+      // published as healthy. Leave them out instead, as the scheduler then cannot be told.
+      omit_tainted_ = true;
+      spdlog::warn(
+          "event=dra_taints_dropped (the API server dropped the device taints: DRADeviceTaints is "
+          "off; unhealthy devices are left out of the slices instead, from the next scan on)");
+    }
     if (done) {
       ++status_.syncs;
       status_.last_error.clear();

@@ -288,6 +288,7 @@ Result<Published> ResourceSlices(const deviceplugin::Resource& r, const PublishO
   Published out;
   json devices = json::array();
   for (const auto& st : DeviceStates(r, o, roles)) {
+    if (o.omit_tainted && !st.Healthy()) continue;
     const auto& h = r.hcas().at(st.hca);
     const rails::HcaRole* role = roles != nullptr ? roles->Find(st.hca) : nullptr;
     for (const auto& p : h.hca.ports) {

@@ -240,6 +240,14 @@ ApiStandIn::Reply ApiStandIn::Handle(const std::string& method, const std::strin
   std::string item = path;
   if (item.size() > 7 && item.ends_with("/status")) item.resize(item.size() - 7);
   std::lock_guard l(mu_);
+  if (drop_device_taints && path.find("/resourceslices") != std::string::npos &&
+      (method == "POST" || method == "PUT")) {
+    json obj = json::parse(body, nullptr, false);
+    if (obj.is_object() && obj.contains("spec") && obj["spec"].contains("devices")) {
+      for (auto& d : obj["spec"]["devices"]) d.erase("taints");
+      return method == "POST" ? Create(path, obj.dump()) : Replace(item, obj.dump());
+    }
+  }
   if (method == "POST") return Create(path, body);
   if (method == "PUT" && item.starts_with("/api/v1/namespaces/") &&
       item.find("/pods/") != std::string::npos &&

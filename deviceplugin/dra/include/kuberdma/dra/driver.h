@@ -13,6 +13,7 @@
 // unhealthy), and every `resync` anyway (a slice deleted by someone else comes back).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -42,6 +43,9 @@ struct SyncCounts {
   int updated = 0;
   int deleted = 0;
   int unchanged = 0;
+  // A slice written with device taints came back without them: the API server has
+  // DRADeviceTaints off and drops the field.
+  bool taints_dropped = false;
   std::string Text() const;  // "created 1, updated 0, deleted 0, unchanged 0"
 };
 
@@ -129,6 +133,7 @@ class Driver {
   std::vector<podenv::TaintRecord> recorded_taints_;  // the scan thread's
   bool taints_written_ = false;
   bool verdicts_warned_ = false;
+  std::atomic<bool> omit_tainted_{false};  // the API server drops taints: leave them out
   bool node_warned_ = false;
   std::thread thread_;
   std::thread watcher_;

@@ -54,6 +54,9 @@ struct PublishOptions {
   // The fleet acceptance's verdicts by HCA (podenv::ListVerdicts): each such device gets the
   // taint rdma.kube-rdma.io/acceptance with the verdict's reason and effect.
   std::map<std::string, std::pair<std::string, std::string>> acceptance;  // hca -> (why, effect)
+  // The API server drops device taints (DRADeviceTaints off): a device with a NoSchedule or
+  // NoExecute taint is left out of the slices instead, as before taints existed.
+  bool omit_tainted = false;
 };
 
 // The taint keys (under the driver's domain, "rdma.kube-rdma.io/link-down") and what each means.

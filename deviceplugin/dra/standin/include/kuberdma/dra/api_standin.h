@@ -60,6 +60,8 @@ class ApiStandIn {
   std::atomic<int> delay_ms{0};
   // The next `fail_next` requests answer 503 (an API server restarting).
   std::atomic<int> fail_next{0};
+  // Drop the devices' taints of written slices, as an API server with DRADeviceTaints off does.
+  std::atomic<bool> drop_device_taints{false};
 
   // Who a bearer token is: a user and, for a pod's ServiceAccount token, the pod's node.
   struct Identity {
