@@ -181,7 +181,7 @@ void ShowTaints(const Inputs& in, View& v) {
             (t.effect == "NoExecute"    ? ": no new claim gets it, and pods holding it are evicted"
              : t.effect == "NoSchedule" ? ": no new claim gets it"
                                         : ": shown to the scheduler, not acted on"),
-        "docs/runbooks.md#dra-device-tainted: fix the cause (" + t.value +
+        "docs/dra.md#health: fix the cause (" + t.value +
             "); the driver removes the taint by itself once the device is healthy");
   }
   v.doc["draTaints"] = shown;
