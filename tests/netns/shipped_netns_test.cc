@@ -7,6 +7,7 @@
 // CNI_ARGS and all. Real namespaces, the real binary, Debian's host-local for the IPAM sections.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -120,7 +121,12 @@ std::vector<std::string> Allocate(const Shipped& s, const std::string& resource,
 // allocated by the stand-in scheduler from this node's slices (the shipped config's per-HCA
 // resource on roce8) and NVIDIA's stand-in GPU slice, turned into the NADs' device IDs by Multus'
 // DRA path. Empty when the rendering has no claim template.
-std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s) {
+// The device IDs a pod's DRA claim gives each resource, as the Multus of the rendering reads
+// them: by the devices' attributes (no `claim_name`), or, for a pod that names its own claim
+// (dra.multus podResources), by the claim's name from the kubelet's pod-resources.
+std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s,
+                                                             const std::string& claim_name = "",
+                                                             const std::string& claim_uid = "") {
   std::vector<nlohmann::json> classes = {
       {{"metadata", {{"name", "gpu.nvidia.com"}}},
        {"spec",
@@ -144,7 +150,17 @@ std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s) {
   nlohmann::json claim = {{"metadata", {{"name", "c"}}}, {"spec", tmpl["spec"]["spec"]}};
   auto alloc = dra::Allocate(claim, slices, classes, {});
   REQUIRE(alloc);
-  return sim::DraAllocated({*alloc}, slices);
+  if (claim_name.empty()) return sim::DraAllocated({*alloc}, slices);  // Multus' main branch
+  // Released Multus: the kubelet's pod-resources lists the claim under its name with each
+  // device's CDI name, as our driver returns them (<claim uid>_<PCI address>).
+  std::vector<std::string> cdi;
+  for (const auto& d : sim::DraAllocated({*alloc}, slices)) {
+    for (const auto& pci : d.second) {
+      cdi.push_back(std::string(podenv::kClaimDeviceCdiKind) + "=" +
+                    podenv::FormatClaimDevice({.uid = claim_uid, .address = pci}));
+    }
+  }
+  return sim::PodResourcesDraAllocated({{claim_name, cdi}});
 }
 
 // A pod to run from a rendering: each workload's first replica; with none (the default values
@@ -157,7 +173,7 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
     auto networks = ParseNetworksAnnotation(w.networks);
     REQUIRE(networks);
     MultusPod pod{.ns = w.ns,
-                  .name = w.name + "-0",
+                  .name = w.kind == "Pod" ? w.name : w.name + "-0",
                   .uid = "u-" + std::to_string(n),
                   .sandbox = "c0ffee" + std::to_string(n++),
                   .networks = *networks};
@@ -165,7 +181,17 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
       auto ids = Allocate(s, res, static_cast<size_t>(count));
       if (!ids.empty()) pod.allocated[res] = ids;
     }
-    for (auto& [res, ids] : DraAllocated(s)) pod.allocated[res] = ids;  // through its claim
+    // Through its claim: a claim uid as the API server gives them.
+    char uid[40];
+    std::snprintf(uid, sizeof uid, "00000000-0000-4000-8000-%012d", n);
+    for (auto& [res, ids] : DraAllocated(s, w.claim, w.claim.empty() ? "" : uid))
+      pod.allocated[res] = ids;
+    if (!w.claim.empty()) {
+      // Released Multus: the pod's own claim, its devices as <claim uid>_<PCI address>.
+      REQUIRE(pod.allocated.contains(w.claim));
+      REQUIRE_FALSE(pod.allocated[w.claim].empty());
+      CHECK(podenv::ParseClaimDevice(pod.allocated[w.claim].front()));
+    }
     out.emplace_back(w.Describe(), pod);
   }
   if (!out.empty()) return out;
@@ -191,14 +217,17 @@ MultusPod AsKubeletLists(SimNode& node, MultusPod pod) {
       g.hcas.push_back(slot->base);
     }
     if (!g.slots.empty()) REQUIRE(podenv::RecordAllocation(node.allocations_dir(), g));
-    // DRA device IDs (PCI addresses): the claim record the DRA driver writes at prepare.
+    // DRA device IDs (PCI addresses, or released Multus' <claim uid>_<PCI address>): the claim
+    // record the DRA driver writes at prepare.
     podenv::ClaimRecord claim{.claim = pod.ns + "/" + pod.name + "-claim",
                               .uid = pod.uid,
                               .pods = {pod.ns + "/" + pod.name}};
     auto present = *sysfs::DiscoverHcas(sysfs::SysfsRoot(kRoce8), sysfs::HcaDetail::kIdentity);
     for (const auto& id : ids) {
+      auto claimed = podenv::ParseClaimDevice(id);
+      if (claimed) claim.uid = claimed->uid;
       for (const auto& h : present) {
-        if (h.pci_address == id) claim.hcas.push_back(h.name);
+        if (h.pci_address == (claimed ? claimed->address : id)) claim.hcas.push_back(h.name);
       }
     }
     if (!claim.hcas.empty()) REQUIRE(podenv::RecordClaim(node.allocations_dir(), claim));
@@ -252,10 +281,12 @@ std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& al
     std::vector<std::string> want;
     for (const auto& id : ids) {
       auto slot = podenv::ParseSlot(id);
+      auto claimed = podenv::ParseClaimDevice(id);
+      const std::string pci = claimed ? claimed->address : id;
       auto at = std::find_if(present.begin(), present.end(),
-                             [&](const sysfs::Hca& h) { return h.pci_address == id; });
+                             [&](const sysfs::Hca& h) { return h.pci_address == pci; });
       REQUIRE((slot || at != present.end()));
-      if (!slot) {
+      if (!slot || claimed) {
         want.push_back(at->name);
       } else if (slot->kind == podenv::SlotKind::kPerHca) {
         want.push_back(slot->base);

@@ -113,6 +113,7 @@ const json& PodTemplate(const json& o) {
   if (kind == "StatefulSet" || kind == "Deployment" || kind == "Job") {
     return At(o, {"spec", "template"});
   }
+  if (kind == "Pod") return o;  // a bare pod is its own template
   return At(o, {"no such path"});
 }
 
@@ -165,6 +166,9 @@ std::vector<Workload> Rendered::Workloads() const {
     }
     const json& containers = At(tpl, {"spec", "containers"});
     if (containers.is_array() && !containers.empty()) w.main = ReadContainer(containers[0]);
+    for (const auto& c : Array(At(tpl, {"spec", "resourceClaims"}))) {
+      if (w.claim.empty()) w.claim = Str(c, "resourceClaimName");
+    }
     out.push_back(std::move(w));
   }
   return out;

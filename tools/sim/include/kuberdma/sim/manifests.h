@@ -31,10 +31,11 @@ struct Container {
 // A pod template and what owns it: a StatefulSet, Deployment, Job or CronJob.
 struct Workload {
   std::string kind, name, ns;
-  int replicas = 1;      // StatefulSet/Deployment replicas, Job parallelism
+  int replicas = 1;      // StatefulSet/Deployment replicas, Job parallelism (a Pod: 1)
   std::string networks;  // the k8s.v1.cni.cncf.io/networks annotation, "" when none
   std::vector<Container> init_containers;
-  Container main;  // the first container
+  Container main;     // the first container
+  std::string claim;  // a ResourceClaim it names (resourceClaimName), "" when none
   std::string Describe() const { return kind + " " + ns + "/" + name; }
   // The init container that runs rdma-validate (the chart's "rdma-validate", after the step that
   // copies it from the node image), or nullptr.
