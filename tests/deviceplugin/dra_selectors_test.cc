@@ -48,7 +48,8 @@ std::vector<std::pair<std::string, json>> Devices(const std::string& fixture) {
   auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
   // Rails in PCI order, as a node config declaring them would give.
   rails::NodeRoles roles;
-  for (size_t i = 0; i < hcas.size(); ++i) roles.by_hca[hcas[i].name].rail = static_cast<int>(i) + 1;
+  for (size_t i = 0; i < hcas.size(); ++i)
+    roles.by_hca[hcas[i].name].rail = static_cast<int>(i) + 1;
   deviceplugin::Resource r(testing::PerHcaResource(), root);
   r.Refresh(hcas, &roles);
   std::vector<std::pair<std::string, json>> out;
@@ -85,7 +86,8 @@ TEST_CASE("Every shipped selector evaluates without error on every device of eve
       for (const auto& [driver, device] : devices) {
         // A request's selectors meet only devices of its class: a GPU selector, GPUs.
         bool gpu_selector = expr.find("gpu.nvidia.com") != std::string::npos;
-        if (gpu_selector != (driver == "gpu.nvidia.com") && expr.find("device.driver") == std::string::npos)
+        if (gpu_selector != (driver == "gpu.nvidia.com") &&
+            expr.find("device.driver") == std::string::npos)
           continue;
         auto ok = EvaluateSelector(expr, driver, device);
         INFO(fixture << ": `" << expr << "` on " << device["name"]);
@@ -104,7 +106,8 @@ TEST_CASE("Every shipped selector evaluates without error on every device of eve
   }
 }
 
-TEST_CASE("An unguarded selector on an attribute some devices lack is the error a scheduler gives") {
+TEST_CASE(
+    "An unguarded selector on an attribute some devices lack is the error a scheduler gives") {
   auto devices = Devices("sriov");
   bool errored = false;
   for (const auto& [driver, device] : devices) {

@@ -632,10 +632,9 @@ TEST_CASE(
   // A DRA claim of pod B holding mlx5_3, as the driver records it when it prepares the claim.
   // Released Multus passes each CDI device's name after '=' as deviceID: "<claim uid>_<PCI>".
   const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
-  REQUIRE(podenv::RecordClaim(node.allocations_dir(), {.claim = "team-x/pod-b-nics",
-                                                        .uid = uid,
-                                                        .pods = {"team-x/pod-b"},
-                                                        .hcas = {"mlx5_3"}}));
+  REQUIRE(podenv::RecordClaim(
+      node.allocations_dir(),
+      {.claim = "team-x/pod-b-nics", .uid = uid, .pods = {"team-x/pod-b"}, .hcas = {"mlx5_3"}}));
   {
     // Another HCA under the claim's uid, or the HCA under a claim the pod does not hold: refused.
     auto not_in_claim = add("pod-b", pod_b, "net2", R"(,"deviceID":")" + uid + R"(_0000:9f:00.0")");

@@ -88,6 +88,7 @@ class DraDemo {
  private:
   Result<nlohmann::json> AllocateClaim(const std::string& ns, const std::string& pod);
   bool WaitForTaint(const std::string& device, bool tainted, Failures& fail);
+  bool ShowAllocatedAround(const std::string& ns, Failures& fail);
   std::string down_state_, down_device_, down_pool_, down_hca_;  // ShowNicDown's NIC
   void ShowPairs(const nlohmann::json& alloc, PodClaim& out) const;
   std::string dir_, fixture_, node_;

@@ -283,58 +283,67 @@ bool DraDemo::WaitForTaint(const std::string& device, bool tainted, Failures& fa
   return false;
 }
 
+namespace {
+
+// The first device of ours in `claim`'s allocation (null when none).
+json FirstOfOurs(const json& claim) {
+  const json results = claim.value("status", json::object())
+                           .value("allocation", json::object())
+                           .value("devices", json::object())
+                           .value("results", json::array());
+  for (const auto& r : results.is_array() ? results : json::array()) {
+    if (r.is_object() && r.value("driver", "") == dra::kDriverName) return r;
+  }
+  return {};
+}
+
+}  // namespace
+
 bool DraDemo::ShowNicDown(Failures& fail) {
   if (prepared_.empty()) return false;
   const dra::ClaimRef& ref = prepared_.front();
-  json claim = api_.Object(ClaimPath(ref.ns, ref.name)).value_or(json::object());
-  json ours;
-  for (const auto& r : claim["status"]["allocation"]["devices"]["results"]) {
-    if (r.value("driver", "") == dra::kDriverName) {
-      ours = r;
-      break;
-    }
-  }
+  json ours = FirstOfOurs(api_.Object(ClaimPath(ref.ns, ref.name)).value_or(json::object()));
   if (ours.is_null()) return false;
-  const std::string device = ours["device"], pool = ours["pool"], request = ours["request"];
-  const std::string hca =
-      Attribute(slices_, dra::kDriverName, device, "rdma.kube-rdma.io/rdmaDevice");
-  const std::string state = PortStateFile(fixture_, hca);
-  if (state.empty() || !WriteFileAtomic(state, "1: DOWN\n")) {
-    fail("cannot take " + hca + "'s port down in the fixture copy " + fixture_);
+  down_device_ = ours["device"];
+  down_pool_ = ours["pool"];
+  down_hca_ = Attribute(slices_, dra::kDriverName, down_device_, "rdma.kube-rdma.io/rdmaDevice");
+  down_state_ = PortStateFile(fixture_, down_hca_);
+  if (down_state_.empty() || !WriteFileAtomic(down_state_, "1: DOWN\n")) {
+    fail("cannot take " + down_hca_ + "'s port down in the fixture copy " + fixture_);
     return false;
   }
-  std::printf("  %s (device %s of claim %s, request %s): port 1 now DOWN\n", hca.c_str(),
-              device.c_str(), ref.name.c_str(), request.c_str());
-  if (!WaitForTaint(device, true, fail)) return false;
-  std::printf("  ResourceSlice: %s tainted %s\n", device.c_str(),
-              TaintsOf(api_.Objects(kSlices), device).c_str());
+  std::printf("  %s (device %s of claim %s, request %s): port 1 now DOWN\n", down_hca_.c_str(),
+              down_device_.c_str(), ref.name.c_str(), ours["request"].get<std::string>().c_str());
+  if (!WaitForTaint(down_device_, true, fail)) return false;
+  std::printf("  ResourceSlice: %s tainted %s\n", down_device_.c_str(),
+              TaintsOf(api_.Objects(kSlices), down_device_).c_str());
+  const std::string key = down_pool_ + "/" + down_device_;
   auto health = kubelet_->WatchHealth(
-      [&](const auto& h) {
-        return h.contains(pool + "/" + device) && h.at(pool + "/" + device) == "Unhealthy";
-      },
+      [&](const auto& h) { return h.contains(key) && h.at(key) == "Unhealthy"; },
       std::chrono::seconds(15));
   if (!health) {
-    fail("the kubelet's health stream never said " + device + " is Unhealthy");
+    fail("the kubelet's health stream never said " + down_device_ + " is Unhealthy");
     return false;
   }
   std::printf(
       "  pod status, allocatedResourcesStatus (the kubelet from NodeWatchResources):\n"
-      "    claim:%s/%s: %s/%s/%s: Unhealthy\n",
-      ref.name.c_str(), request.c_str(), dra::kDriverName, pool.c_str(), device.c_str());
+      "    claim:%s/%s: %s/%s: Unhealthy\n",
+      ref.name.c_str(), ours["request"].get<std::string>().c_str(), dra::kDriverName, key.c_str());
+  return ShowAllocatedAround(ref.ns, fail);
+}
+
+bool DraDemo::ShowAllocatedAround(const std::string& ns, Failures& fail) {
   // A new pod's claim from the same template, as if the node were free: around the tainted NIC.
-  json next = {{"metadata", {{"name", "next-pod"}, {"namespace", ref.ns}}},
+  json next = {{"metadata", {{"name", "next-pod"}, {"namespace", ns}}},
                {"spec", template_["spec"]["spec"]}};
   auto alloc = dra::Allocate(next, api_.Objects(kSlices), classes_, {});
-  bool around =
-      alloc && !dra::AllocatedKeys(*alloc).contains(dra::DeviceKey(dra::kDriverName, pool, device));
-  std::printf("  a new pod's claim (%zu pairs, the node as if free): %s\n", pairs_,
-              !alloc ? alloc.error().message().c_str()
-                     : (around ? ("allocated around " + device).c_str() : "GOT THE TAINTED NIC"));
-  if (!around) fail("a new claim was not allocated around the tainted " + device);
-  down_state_ = state;
-  down_device_ = device;
-  down_pool_ = pool;
-  down_hca_ = hca;
+  bool around = alloc && !dra::AllocatedKeys(*alloc).contains(
+                             dra::DeviceKey(dra::kDriverName, down_pool_, down_device_));
+  std::string what = !alloc   ? alloc.error().message()
+                     : around ? "allocated around " + down_device_
+                              : "GOT THE TAINTED NIC";
+  std::printf("  a new pod's claim (%zu pairs, the node as if free): %s\n", pairs_, what.c_str());
+  if (!around) fail("a new claim was not allocated around the tainted " + down_device_);
   return around;
 }
 

@@ -123,6 +123,33 @@ std::string SyncCounts::Text() const {
          ", deleted " + std::to_string(deleted) + ", unchanged " + std::to_string(unchanged);
 }
 
+namespace {
+
+// Creates `s`, or replaces the listed slice of its name (taken out of `have`), counting in `n`.
+Result<void> WriteSlice(const ApiServer& api, json& s, std::map<std::string, json>& have,
+                        SyncCounts& n) {
+  const std::string name = s["metadata"]["name"];
+  auto it = have.find(name);
+  Result<json> stored = json();
+  if (it == have.end()) {
+    stored = Request(api, {.method = "POST", .path = kSlicesPath, .body = s.dump()});
+    KUBERDMA_TRY(stored);
+    ++n.created;
+  } else {
+    const json& version = it->second["metadata"].value("resourceVersion", json(""));
+    s["metadata"]["resourceVersion"] = version.is_string() ? version : json("");
+    stored = Request(
+        api, {.method = "PUT", .path = std::string(kSlicesPath) + "/" + name, .body = s.dump()});
+    KUBERDMA_TRY(stored);
+    ++n.updated;
+    have.erase(it);
+  }
+  n.taints_dropped = n.taints_dropped || (HasTaints(s) && !HasTaints(*stored));
+  return {};
+}
+
+}  // namespace
+
 Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
                               const std::string& node, std::vector<json> desired) {
   KUBERDMA_ASSIGN_OR_RETURN(json list, Get(api, ListPath(driver, node)));
@@ -135,29 +162,13 @@ Result<SyncCounts> SyncSlices(const ApiServer& api, const std::string& driver,
   std::set<std::string> changed = ChangedPools(have, desired, &generation);
   SyncCounts n;
   for (auto& s : desired) {
-    std::string name = s["metadata"]["name"];
     std::string pool = PoolOf(s);
-    auto it = have.find(name);
     if (!changed.contains(pool)) {
       ++n.unchanged;
       continue;
     }
     s["spec"]["pool"]["generation"] = generation[pool] + 1;
-    Result<json> stored = json();
-    if (it == have.end()) {
-      stored = Request(api, {.method = "POST", .path = kSlicesPath, .body = s.dump()});
-      KUBERDMA_TRY(stored);
-      ++n.created;
-    } else {
-      const json& version = it->second["metadata"].value("resourceVersion", json(""));
-      s["metadata"]["resourceVersion"] = version.is_string() ? version : json("");
-      stored = Request(
-          api, {.method = "PUT", .path = std::string(kSlicesPath) + "/" + name, .body = s.dump()});
-      KUBERDMA_TRY(stored);
-      ++n.updated;
-      have.erase(it);
-    }
-    n.taints_dropped = n.taints_dropped || (HasTaints(s) && !HasTaints(*stored));
+    KUBERDMA_TRY(WriteSlice(api, s, have, n));
   }
   for (const auto& s : desired) have.erase(s["metadata"]["name"].get<std::string>());
   for (const auto& [name, s] : have) {

@@ -220,7 +220,36 @@ json DeviceNodes(const std::vector<deviceplugin::DeviceNode>& devices,
   return dn;
 }
 
+// What every device of the claim needs (rdma_cm) is the spec's own edit, applied once for any of
+// them; each device's uverbs (and umad, issm) nodes are its own, so that a container that
+// references one request of the claim gets that HCA alone. The paths in every `per_device`.
+std::set<std::string> CommonNodes(
+    const std::vector<std::vector<deviceplugin::DeviceNode>>& per_device,
+    const std::vector<deviceplugin::DeviceNode>& all) {
+  std::set<std::string> common;
+  if (per_device.size() < 2) return common;
+  for (const auto& d : all) {
+    bool everywhere = std::ranges::all_of(per_device, [&](const auto& one) {
+      return std::ranges::any_of(
+          one, [&](const auto& x) { return x.container_path == d.container_path; });
+    });
+    if (everywhere) common.insert(d.container_path);
+  }
+  return common;
+}
+
 }  // namespace
+
+json Preparer::ClaimEnv(const ClaimRef& ref, const json& claim,
+                        const std::vector<AllocatedDevice>& devices,
+                        const std::map<std::string, std::string>& plugin_env) const {
+  json env = json::array();
+  for (const auto& [k, v] : plugin_env) env.push_back(k + "=" + v);
+  env.push_back(std::string(kClaimEnv) + "=" + ref.ns + "/" + ref.name);
+  std::string roots = AlignedRoots(claim, o_.driver, devices, r_);
+  if (!roots.empty()) env.push_back(std::string(kClaimRootsEnv) + "=" + roots);
+  return env;
+}
 
 Result<nlohmann::json> Preparer::Spec(const ClaimRef& ref, const json& claim,
                                       std::vector<AllocatedDevice>& devices) const {
@@ -242,35 +271,20 @@ Result<nlohmann::json> Preparer::Spec(const ClaimRef& ref, const json& claim,
     if (std::find(slots.begin(), slots.end(), id) == slots.end()) slots.push_back(id);
   }
   KUBERDMA_ASSIGN_OR_RETURN(auto alloc, nodes.Allocate(slots));
-  // What every device needs (rdma_cm) is the spec's own edit, applied once for any of them;
-  // each device's uverbs (and umad, issm) nodes are its own, so a container that references one
-  // request of the claim gets that HCA alone.
-  std::set<std::string> common;
-  for (const auto& d : alloc.devices) {
-    bool everywhere = std::ranges::all_of(per_device, [&](const auto& one) {
-      return std::ranges::any_of(
-          one, [&](const auto& x) { return x.container_path == d.container_path; });
-    });
-    if (everywhere && per_device.size() > 1) common.insert(d.container_path);
-  }
-  json env = json::array();
-  for (const auto& [k, v] : alloc.envs) env.push_back(k + "=" + v);
-  env.push_back(std::string(kClaimEnv) + "=" + ref.ns + "/" + ref.name);
-  std::string roots = AlignedRoots(claim, o_.driver, devices, r_);
-  if (!roots.empty()) env.push_back(std::string(kClaimRootsEnv) + "=" + roots);
-  json cdi_devices = json::array();
+  std::set<std::string> common = CommonNodes(per_device, alloc.devices);
+  json env = ClaimEnv(ref, claim, devices, alloc.envs);
   std::vector<deviceplugin::DeviceNode> shared;
   for (const auto& d : alloc.devices) {
     if (common.contains(d.container_path)) shared.push_back(d);
   }
+  json cdi_devices = json::array();
   for (size_t i = 0; i < devices.size(); ++i) {
     std::string name = CdiName(ref, devices[i], r_);
     devices[i].cdi_id = std::string(podenv::kClaimDeviceCdiKind) + "=" + name;
-    if (std::ranges::any_of(cdi_devices, [&](const json& x) { return x["name"] == name; }))
-      continue;
-    cdi_devices.push_back(
-        {{"name", name},
-         {"containerEdits", {{"deviceNodes", DeviceNodes(per_device[i], common)}}}});
+    if (std::ranges::none_of(cdi_devices, [&](const json& x) { return x["name"] == name; }))
+      cdi_devices.push_back(
+          {{"name", name},
+           {"containerEdits", {{"deviceNodes", DeviceNodes(per_device[i], common)}}}});
   }
   return json{{"cdiVersion", "0.5.0"},
               {"kind", podenv::kClaimDeviceCdiKind},

@@ -177,6 +177,21 @@ std::optional<ApiStandIn::Reply> ApiStandIn::Admit(const std::string& method,
   return std::nullopt;
 }
 
+ApiStandIn::Reply ApiStandIn::Answer(const std::string& method, const std::string& target,
+                                     const std::string& body, const std::string& head) {
+  std::optional<Reply> refused;
+  {
+    std::lock_guard l(mu_);
+    refused = Admit(method, target.substr(0, target.find('?')), body, head);
+  }
+  if (refused) return *refused;
+  if (fail_next > 0) {
+    --fail_next;
+    return Status(503, "ServiceUnavailable", "the stand-in is restarting");
+  }
+  return Handle(method, target, body);
+}
+
 void ApiStandIn::Loop() {
   while (!stop_) {
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -199,19 +214,7 @@ void ApiStandIn::Loop() {
         AddWatcher(c, target);
         continue;
       }
-      std::optional<Reply> refused;
-      {
-        std::lock_guard l(mu_);
-        refused = Admit(method, target.substr(0, target.find('?')), body, head);
-      }
-      if (refused) {
-        r = *refused;
-      } else if (fail_next > 0) {
-        --fail_next;
-        r = Status(503, "ServiceUnavailable", "the stand-in is restarting");
-      } else {
-        r = Handle(method, target, body);
-      }
+      r = Answer(method, target, body, head);
     }
     std::string text = r.body.dump();
     std::string out =

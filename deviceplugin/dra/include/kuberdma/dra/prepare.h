@@ -13,6 +13,7 @@
 // and unprepares by removing it, whatever it remembered.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -91,6 +92,11 @@ class Preparer {
  private:
   // The claim's CDI spec: the device plugin's device nodes and environment for its HCAs, the
   // claim, the roots it tied HCAs to.
+  // The claim's environment: the device plugin's for its HCAs (`plugin_env`), KUBERDMA_CLAIM,
+  // KUBERDMA_CLAIM_PCIE_ROOTS where it tied HCAs to another driver's devices.
+  nlohmann::json ClaimEnv(const ClaimRef& ref, const nlohmann::json& claim,
+                          const std::vector<AllocatedDevice>& devices,
+                          const std::map<std::string, std::string>& plugin_env) const;
   // Sets each device's cdi_id.
   Result<nlohmann::json> Spec(const ClaimRef& ref, const nlohmann::json& claim,
                               std::vector<AllocatedDevice>& devices) const;

@@ -81,6 +81,9 @@ class ApiStandIn {
   };
   void Loop();
   Reply Handle(const std::string& method, const std::string& target, const std::string& body);
+  // The node policy's verdict, an injected 503, or Handle's answer.
+  Reply Answer(const std::string& method, const std::string& target, const std::string& body,
+               const std::string& head);
   Reply Create(const std::string& path, const std::string& body);
   Reply Replace(const std::string& path, const std::string& body);
   Reply List(const std::string& path, const std::string& query) const;
