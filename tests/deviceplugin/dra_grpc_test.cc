@@ -146,13 +146,13 @@ TEST_CASE("A 1.32-1.33 kubelet prepares over v1beta1 and every kubelet watches d
     REQUIRE(srv);
     auto channel = grpc::CreateChannel("unix:" + o.dra_socket, grpc::InsecureChannelCredentials());
 
-    // v1beta1: the same claim, the same answer as v1 gives.
-    drabeta::NodePrepareResourcesRequest req;
+    // v1beta1: the same claim, the same answer as v1 gives (on v1's messages: the wire is one).
+    drapb::NodePrepareResourcesRequest req;
     auto* c = req.add_claims();
     c->set_namespace_("team-a");
     c->set_uid("u1");
     c->set_name("c-u1");
-    drabeta::NodePrepareResourcesResponse resp;
+    drapb::NodePrepareResourcesResponse resp;
     grpc::ClientContext c1;
     REQUIRE(drabeta::DRAPlugin::NewStub(channel)->NodePrepareResources(&c1, req, &resp).ok());
     const auto& got = resp.claims().at("u1");
@@ -160,9 +160,9 @@ TEST_CASE("A 1.32-1.33 kubelet prepares over v1beta1 and every kubelet watches d
     REQUIRE(got.devices_size() == 1);
     CHECK(got.devices(0).device_name() == "mlx5-2");
     CHECK_THAT(got.devices(0).cdi_device_ids(0), Catch::StartsWith("kube-rdma.io/hca=u1_"));
-    drabeta::NodeUnprepareResourcesRequest ureq;
+    drapb::NodeUnprepareResourcesRequest ureq;
     *ureq.mutable_claims() = req.claims();
-    drabeta::NodeUnprepareResourcesResponse uresp;
+    drapb::NodeUnprepareResourcesResponse uresp;
     grpc::ClientContext c2;
     REQUIRE(drabeta::DRAPlugin::NewStub(channel)->NodeUnprepareResources(&c2, ureq, &uresp).ok());
     CHECK(uresp.claims().at("u1").error().empty());

@@ -21,6 +21,7 @@
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/sysfs.h"
+#include "node_device_plugin.h"
 #include "roce8_node.h"
 
 namespace kuberdma::sim {
@@ -562,9 +563,6 @@ TEST_CASE(
   std::string dir = node.state_dir() + "/kubelet";
   REQUIRE(MakeDirs(dir));
   deviceplugin::KubeletStandIn kubelet(dir);
-  REQUIRE(WriteFileAtomic(dir + "/device-plugin.json",
-                          R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1,)"
-                          R"("policy":"per-hca"}]})"));
   REQUIRE(WriteFileAtomic(node.node_config_path(), "{}"));  // the check on, as on a cluster
   std::string pod_a = node.AddPod("pod-a");
   std::string pod_b = node.AddPod("pod-b");
@@ -588,23 +586,8 @@ TEST_CASE(
                Catch::Contains("is rdma-device-plugin running"));
     CHECK(node.links().GetByName(node.node(), "ens1f0np0"));
   }
-  UniqueFd log(::open((dir + "/device-plugin.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-  pid_t dp =
-      testing::SpawnIn(node.node(),
-                       {KUBERDMA_DP_BIN, "--config", dir + "/device-plugin.json",
-                        "--device-plugin-dir", dir, "--sysfs-root", kRoce8, "--metrics-port", "-1",
-                        "--node-config", node.node_config_path(), "--allocations-dir",
-                        node.allocations_dir(), "--pod-resources", kubelet.pod_resources_socket()},
-                       {"PATH=/usr/bin:/bin"}, -1, log.get(), log.get())
-          .value_or(-1);
-  REQUIRE(dp > 0);
-  struct Stop {
-    pid_t pid;
-    ~Stop() {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } stop{dp};
+  NodeDevicePlugin dp(node, dir, kubelet);
+  REQUIRE(dp.started());
   REQUIRE(kubelet.WaitFor([&] { return !kubelet.Lists("rdma/hca").empty(); },
                           std::chrono::seconds(10)));
   kubelet.AssignPod("team-x", "pod-a", "rdma/hca", {"mlx5_0-0", "mlx5_1-0"});
@@ -655,7 +638,7 @@ TEST_CASE(
   CHECK(claimed.exit_code == 0);
   CHECK_FALSE(node.links().GetByName(node.node(), "ens4f0np0"));  // mlx5_3's, now pod B's
   // DEL works whatever the device plugin says.
-  ::kill(dp, SIGTERM);
+  dp.Stop();
   for (auto [pod, path, ifname] : {std::tuple{std::string("pod-a"), pod_a, "net1"},
                                    std::tuple{std::string("pod-b"), pod_b, "net1"},
                                    std::tuple{std::string("pod-b"), pod_b, "net2"}}) {

@@ -23,6 +23,7 @@
 #include "kuberdma/dra/api_standin.h"
 #include "kuberdma/dra/prepare.h"
 #include "kuberdma/sim/sim_node.h"
+#include "node_device_plugin.h"
 #include "per_hca.h"
 #include "roce8_node.h"
 
@@ -72,26 +73,8 @@ TEST_CASE("Released Multus attaches a DRA claim's NICs through the kubelet's pod
         {.driver = dra::kDriverName, .pool = d.pool, .device = d.device, .cdi_ids = {d.cdi_id}});
   }
   kubelet.AssignClaim("team-a", "trainer-0", "trainer-0-nics-x7k2p", devices);
-  REQUIRE(WriteFileAtomic(dir + "/device-plugin.json",
-                          R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1,)"
-                          R"("policy":"per-hca"}]})"));
-  UniqueFd log(::open((dir + "/device-plugin.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-  pid_t dp =
-      testing::SpawnIn(node.node(),
-                       {KUBERDMA_DP_BIN, "--config", dir + "/device-plugin.json",
-                        "--device-plugin-dir", dir, "--sysfs-root", kRoce8, "--metrics-port", "-1",
-                        "--node-config", node.node_config_path(), "--allocations-dir",
-                        node.allocations_dir(), "--pod-resources", kubelet.pod_resources_socket()},
-                       {"PATH=/usr/bin:/bin"}, -1, log.get(), log.get())
-          .value_or(-1);
-  REQUIRE(dp > 0);
-  struct Stop {
-    pid_t pid;
-    ~Stop() {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } stop{dp};
+  NodeDevicePlugin dp(node, dir, kubelet);
+  REQUIRE(dp.started());
   REQUIRE(kubelet.WaitFor([&] { return !kubelet.Lists("rdma/hca").empty(); },
                           std::chrono::seconds(10)));
   // The API server: the pod asks for two attachments of a NAD whose resourceName is the claim's

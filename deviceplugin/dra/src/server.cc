@@ -25,8 +25,7 @@ namespace regpb = pluginregistration;
 
 namespace {
 
-template <class Claim>
-ClaimRef RefOf(const Claim& c) {
+ClaimRef RefOf(const drapb::Claim& c) {
   return {.ns = c.namespace_(), .uid = c.uid(), .name = c.name()};
 }
 
@@ -42,23 +41,6 @@ healthpb::NodeWatchResourcesResponse HealthMessage(const std::vector<DeviceState
   }
   return out;
 }
-
-// One version of the DRAPlugin API's types (v1 and v1beta1 have the same messages).
-template <class Svc, class PrepReq, class PrepResp, class UnprepReq, class UnprepResp>
-struct DraApi {
-  using DRAPlugin = Svc;
-  using NodePrepareResourcesRequest = PrepReq;
-  using NodePrepareResourcesResponse = PrepResp;
-  using NodeUnprepareResourcesRequest = UnprepReq;
-  using NodeUnprepareResourcesResponse = UnprepResp;
-};
-using DraV1 = DraApi<drapb::DRAPlugin, drapb::NodePrepareResourcesRequest,
-                     drapb::NodePrepareResourcesResponse, drapb::NodeUnprepareResourcesRequest,
-                     drapb::NodeUnprepareResourcesResponse>;
-using DraV1beta1 =
-    DraApi<drabeta::DRAPlugin, drabeta::NodePrepareResourcesRequest,
-           drabeta::NodePrepareResourcesResponse, drabeta::NodeUnprepareResourcesRequest,
-           drabeta::NodeUnprepareResourcesResponse>;
 
 }  // namespace
 
@@ -78,10 +60,8 @@ class DraServer::Services {
         o_(o),
         registered_(registered) {}
 
-  // One claim prepared, or the error that refused it, into `out` (a v1 or v1beta1 answer: the
-  // same message).
-  template <class Claim, class Answer>
-  void PrepareOne(const Claim& c, Answer* out) {
+  // One claim prepared, or the error that refused it, into `out`.
+  void PrepareOne(const drapb::Claim& c, drapb::NodePrepareResourceResponse* out) {
     ClaimRef ref = RefOf(c);
     auto claim = claims_.Get(ref);
     if (!claim) {
@@ -104,30 +84,29 @@ class DraServer::Services {
     }
   }
 
-  template <class Claim>
-  std::string UnprepareOne(const Claim& c) {
+  std::string UnprepareOne(const drapb::Claim& c) {
     std::lock_guard lock(res_->mu);
     Preparer p(res_->resource, publish_, cdi_dir_, res_->allocations_dir);
     auto r = p.Unprepare(RefOf(c));
     return r ? "" : r.error().message();
   }
 
-  // The DRAPlugin service of one version (`Pb`: v1 or v1beta1, whose messages are the same).
-  template <class Pb>
-  class Dra final : public Pb::DRAPlugin::CallbackService {
+  // The DRAPlugin service of one version (`Service`: v1's or v1beta1's, both on v1's messages).
+  template <class Service>
+  class Dra final : public Service::CallbackService {
    public:
     explicit Dra(Services& s) : s_(s) {}
     grpc::ServerUnaryReactor* NodePrepareResources(
-        grpc::CallbackServerContext* ctx, const typename Pb::NodePrepareResourcesRequest* req,
-        typename Pb::NodePrepareResourcesResponse* resp) override {
+        grpc::CallbackServerContext* ctx, const drapb::NodePrepareResourcesRequest* req,
+        drapb::NodePrepareResourcesResponse* resp) override {
       for (const auto& c : req->claims()) s_.PrepareOne(c, &(*resp->mutable_claims())[c.uid()]);
       auto* r = ctx->DefaultReactor();
       r->Finish(grpc::Status::OK);
       return r;
     }
     grpc::ServerUnaryReactor* NodeUnprepareResources(
-        grpc::CallbackServerContext* ctx, const typename Pb::NodeUnprepareResourcesRequest* req,
-        typename Pb::NodeUnprepareResourcesResponse* resp) override {
+        grpc::CallbackServerContext* ctx, const drapb::NodeUnprepareResourcesRequest* req,
+        drapb::NodeUnprepareResourcesResponse* resp) override {
       for (const auto& c : req->claims()) {
         (*resp->mutable_claims())[c.uid()].set_error(s_.UnprepareOne(c));
       }
@@ -263,8 +242,8 @@ class DraServer::Services {
     Services& s_;
   };
 
-  Dra<DraV1> dra;
-  Dra<DraV1beta1> dra_beta;
+  Dra<drapb::DRAPlugin> dra;
+  Dra<drabeta::DRAPlugin> dra_beta;
   Health health;
   Registration registration;
 
