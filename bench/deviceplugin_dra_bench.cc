@@ -108,6 +108,9 @@ int main(int argc, char** argv) {
       dir + "/config.json",
       R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1000,"policy":"per-hca"}]})");
   kuberdma::dra::ApiStandIn api;
+  // The Node the driver makes its slices' owner.
+  api.Put("/api/v1/nodes/bench-node",
+          {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "bench-node"}}}});
   for (int i = 0; i < 8; ++i) {
     api.Put("/apis/resource.k8s.io/v1/namespaces/bench/resourceclaims/c" + std::to_string(i),
             Claim(i));
