@@ -163,6 +163,7 @@ bool Resource::Refresh(const std::vector<Hca>& all, const rails::NodeRoles* role
     HcaHealth& st = hcas_[h.name];
     st.hca = h;
     st.present = true;
+    st.node_own = false;
     st.reason = Health(h, &st.healthy);
   }
   for (auto& [name, st] : hcas_) {
@@ -171,7 +172,8 @@ bool Resource::Refresh(const std::vector<Hca>& all, const rails::NodeRoles* role
       // An HCA that became the node's own (an address or route added on the host) stops being
       // offered: Unhealthy, saying why, so no new pod gets it.
       auto own = taken_by_node.find(name);
-      st.reason = own == taken_by_node.end() ? "gone" : "the node's own NIC: " + own->second;
+      st.node_own = own != taken_by_node.end();
+      st.reason = st.node_own ? "the node's own NIC: " + own->second : "gone";
     }
   }
   return state() != before;

@@ -277,20 +277,18 @@ void Driver::OnRescan(
   }
   if (shared != serving_) StartServer(shared);
   Result<Published> published = Fail(ErrorCode::kInternal, "not computed");
-  std::vector<DeviceState> health;
   PublishOptions publish = WithVerdicts(shared->allocations_dir);
   publish.omit_tainted = omit_tainted_;
   {
     std::lock_guard lock(shared->mu);
     published = ResourceSlices(shared->resource, publish, roles);
-    health = DeviceStates(shared->resource, publish, roles);
   }
-  if (server_ != nullptr) server_->SetHealth(health);
-  RecordTaintsFor(shared->allocations_dir, health);
   if (!published) {
     spdlog::error("event=dra_slices_failed error=\"{}\"", published.error().message());
     return;
   }
+  if (server_ != nullptr) server_->SetHealth(published->states);
+  RecordTaintsFor(shared->allocations_dir, published->states);
   std::string text = json(published->objects).dump();
   std::lock_guard l(mu_);
   status_.serving = server_ != nullptr;

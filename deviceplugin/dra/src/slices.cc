@@ -232,15 +232,13 @@ std::vector<DeviceTaint> TaintsOf(const deviceplugin::Resource& r, const Publish
 
 }  // namespace
 
-std::vector<DeviceState> DeviceStates(const deviceplugin::Resource& r, const PublishOptions& o,
-                                      const rails::NodeRoles* /*roles*/) {
+std::vector<DeviceState> DeviceStates(const deviceplugin::Resource& r, const PublishOptions& o) {
   std::vector<DeviceState> out;
   std::string pool = o.node + "/" + DeviceName(r.config().resource_name, 0, false);
   for (const auto& [name, h] : r.hcas()) {
     // A gone HCA is not published; one the node took (an address or route on it) is, tainted,
     // so the scheduler and `kubectl get resourceslices` say why it is not offered.
-    bool node_own = !h.present && h.reason.starts_with("the node's own NIC");
-    if (!h.present && !node_own) continue;
+    if (!h.present && !h.node_own) continue;
     for (const auto& p : h.hca.ports) {
       out.push_back({.pool = pool,
                      .device = DeviceName(name, p.number, h.hca.ports.size() > 1),
@@ -287,7 +285,8 @@ Result<Published> ResourceSlices(const deviceplugin::Resource& r, const PublishO
   }
   Published out;
   json devices = json::array();
-  for (const auto& st : DeviceStates(r, o, roles)) {
+  out.states = DeviceStates(r, o);
+  for (const auto& st : out.states) {
     if (o.omit_tainted && !st.Healthy()) continue;
     const auto& h = r.hcas().at(st.hca);
     const rails::HcaRole* role = roles != nullptr ? roles->Find(st.hca) : nullptr;

@@ -153,7 +153,7 @@ TEST_CASE(
 
   // The same verdicts are the health the kubelet is streamed.
   std::map<std::string, bool> healthy;
-  for (const auto& d : DeviceStates(r, {.node = "n1"}, &roles)) healthy[d.device] = d.Healthy();
+  for (const auto& d : DeviceStates(r, {.node = "n1"})) healthy[d.device] = d.Healthy();
   CHECK(healthy.size() == 7);
   CHECK_FALSE(healthy["mlx5-3"]);
   CHECK_FALSE(healthy["mlx5-6"]);

@@ -44,7 +44,8 @@ struct HcaHealth {
   sysfs::Hca hca;
   bool present = false;
   bool healthy = false;
-  std::string reason;  // why not healthy: "gone", "port 1 DOWN"
+  std::string reason;     // why not healthy: "gone", "port 1 DOWN"
+  bool node_own = false;  // not present because the node took it (an address or route on it)
 };
 
 class Resource {

@@ -87,17 +87,19 @@ struct DeviceState {
 
 // Every device of `r` that the node publishes: each port of each present HCA (healthy or not:
 // an unhealthy one is tainted), and of an HCA the node took as its own; not a gone HCA.
-std::vector<DeviceState> DeviceStates(const deviceplugin::Resource& r, const PublishOptions& o,
-                                      const rails::NodeRoles* roles = nullptr);
-
-// `why` as a label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends).
-std::string TaintValue(const std::string& why);
+std::vector<DeviceState> DeviceStates(const deviceplugin::Resource& r, const PublishOptions& o);
 
 struct Published {
   std::vector<nlohmann::json> objects;  // ResourceSlices, pool.resourceSliceCount each
   std::vector<std::string> devices;     // device names, in order
   std::vector<std::string> dropped;     // attributes left out, and why
+  // Every device's state (DeviceStates), those left out of `objects` (omit_tainted) too: what
+  // the health stream and the doctor's record say.
+  std::vector<DeviceState> states;
 };
+
+// `why` as a label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends).
+std::string TaintValue(const std::string& why);
 
 // A DNS label (RFC 1123) for `hca` port `port`: lower case, '_' and '.' become '-'; "-p<port>"
 // when the HCA has several ports.
