@@ -31,9 +31,15 @@ def check(cond, msg):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port whose next one (the coordinator's) is free too, when asked."""
+    while True:
+        with socket.socket() as s, socket.socket() as t:
+            s.bind(("127.0.0.1", 0))
+            try:
+                t.bind(("127.0.0.1", s.getsockname()[1] + 1))
+            except OSError:
+                continue
+            return s.getsockname()[1]
 
 
 class Gateway(http.server.BaseHTTPRequestHandler):

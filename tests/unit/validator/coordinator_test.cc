@@ -167,6 +167,42 @@ TEST_CASE("A participant with no coordinator gives up with a clear error") {
   CHECK_THAT(r.error().message(), Catch::Contains("could not reach the acceptance coordinator"));
 }
 
+TEST_CASE("A participant whose port is held by something else names it instead of waiting") {
+  // A server that accepts and never speaks, as another process on port + 1 would.
+  UniqueFd srv(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(srv.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(srv.get(), 4) == 0);
+  ::getsockname(srv.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  Config cfg = Cfg(2);
+  cfg.coord_port = ntohs(a.sin_port);
+  cfg.join_timeout_s = 60;  // what it would otherwise wait, and more
+  cfg.welcome_timeout_s = 1;
+  FakeAgent agent(1, -1, -1);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = Participate(cfg, 1, agent);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == ErrorCode::kTimeout);
+  CHECK_THAT(r.error().message(), Catch::Contains("is not the acceptance coordinator"));
+  CHECK_THAT(r.error().message(), Catch::Contains(std::to_string(cfg.coord_port)));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+}
+
+TEST_CASE("A pod whose rank the coordinator cannot take is turned away, not left waiting") {
+  Config cfg = Cfg(2);
+  cfg.join_timeout_s = 3;
+  FakeAgent a0(0, -1, -1), stray(7, -1, -1);
+  std::thread coord([&] { (void)Coordinate(cfg, a0); });
+  auto r = Participate(cfg, 7, stray);  // rank 7 of a fleet of two
+  coord.join();
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == ErrorCode::kAlreadyExists);
+  CHECK_THAT(r.error().message(), Catch::Contains("turned rank 7 away"));
+}
+
 TEST_CASE("Jobs and results survive the wire") {
   Job j{.tag = "r2-n0-n3-rail1",
         .comm_id = "10.0.0.1:29532",

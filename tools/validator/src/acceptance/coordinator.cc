@@ -307,6 +307,7 @@ Result<void> Gather(Session& s, int lfd) {
     // Where its pair bootstraps listen: the address it reached us from (rank 0's own is the one
     // every pod was given).
     n.address = n.rank == 0 ? s.cfg.comm_host : PeerAddress(c.fd());
+    if (!c.Send({{"type", "welcome"}})) continue;
     s.nodes[n.rank] = n;
     s.conns[n.rank] = std::move(c);
   }
@@ -431,6 +432,26 @@ void RunRounds(Session& s, Inputs& in, bool need_pairs) {
   }
 }
 
+// Whatever accepted the connection must be rank 0's coordinator, and must take this rank: an
+// unrelated server on the port would otherwise hold the pod for the whole run's wait.
+Result<void> AwaitWelcome(const Config& cfg, int rank, Conn& c) {
+  std::string where = cfg.comm_host + ":" + std::to_string(cfg.coord_port);
+  auto got = c.Recv(Clock::now() + std::chrono::seconds(std::max(1, cfg.welcome_timeout_s)));
+  if (got && got->value("type", "") == "welcome") return {};
+  if (!got && got.error().code() == ErrorCode::kIo) {
+    return Fail(ErrorCode::kAlreadyExists,
+                "the acceptance coordinator at " + where + " turned rank " + std::to_string(rank) +
+                    " away (closed the connection): is another pod running with the same rank, "
+                    "or is the rank outside --world-size?");
+  }
+  return Fail(ErrorCode::kTimeout,
+              "what answers at " + where + " is not the acceptance coordinator (" +
+                  (got ? std::string("it sent something else") : got.error().message()) +
+                  " within " + std::to_string(std::max(1, cfg.welcome_timeout_s)) +
+                  " s of the hello): --comm-id must be rank 0's address and the port after it "
+                  "must be free for the coordinator");
+}
+
 }  // namespace
 
 Result<FleetReport> Coordinate(const Config& cfg, NodeAgent& local) {
@@ -473,6 +494,7 @@ Result<NodeOutcome> Participate(const Config& cfg, int rank, NodeAgent& agent) {
   NodeInfo me = agent.Describe();
   me.rank = rank;
   KUBERDMA_TRY(c.Send({{"type", "hello"}, {"node", ToJson(me)}}));
+  KUBERDMA_TRY(AwaitWelcome(cfg, rank, c));
   // The coordinator may wait for slow pods and run up to four phases: wait as long as it might.
   auto wait = JoinWait(cfg) + (kMaxRounds + 1) * TaskWait(cfg);
   for (;;) {

@@ -72,6 +72,7 @@ struct Config {
   int timeout_s = 60;      // NCCL phases; a task's wait is derived from it
   int task_phases = 3;     // phases of timeout_s a task's ranks may take (runner.h's Phases)
   int join_timeout_s = 0;  // how long rank 0 waits for the pods to arrive; 0: max(120, 5 x timeout)
+  int welcome_timeout_s = 30;  // how long a pod waits for rank 0 to take its hello
   Thresholds thresholds;
   PairPolicy pairs = PairPolicy::kAlways;  // a baseline for every node, not only for a slow ring
   int max_rounds = kMaxRounds;
@@ -94,7 +95,9 @@ struct NodeOutcome {
 // the fleet's report. Nodes that do not arrive within the wait are reported, not waited for.
 Result<FleetReport> Coordinate(const Config& cfg, NodeAgent& local);
 
-// Every other rank: connects (retrying until the coordinator is up), runs what it is told.
+// Every other rank: connects (retrying until the coordinator is up), says hello and waits for
+// the coordinator's welcome (whatever else listens on that port is named, not waited on for the
+// whole run), then runs what it is told.
 Result<NodeOutcome> Participate(const Config& cfg, int rank, NodeAgent& agent);
 
 // The wire forms (tested for round trips).
