@@ -23,6 +23,7 @@ test_packages=(
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
   buildah skopeo debootstrap busybox-static   # make images: build, archive, plain root, image shell
   chromium                             # the fleet report page test (headless)
+  lldpd                                # the switches of the cabling test (their LLDP agent)
   qemu-system-x86 kmod cpio            # the VM tier: Debian's kernel under QEMU, its initramfs
 )
 # npm (Helm and the Kubernetes API schemas come from its registry) is whatever Node.js the machine

@@ -3,7 +3,8 @@
 //
 //   rdma-doctor node|pod|topo [--json] [--sysfs-root DIR] [--host-root DIR] [--state-dir DIR]
 //               [--device-plugin-dir DIR] [--checkpoint FILE] [--pod-resources SOCKET]
-//   rdma-doctor node [--roce-priority 3]
+//   rdma-doctor node [--roce-priority 3] [--lldp-wait SECONDS] [--node NAME]
+//   rdma-doctor cabling NODE.json ...   (the fleet's cabling from each node's node --json)
 //   rdma-doctor partitions [--pkey 0x8001 ...] [--node NAME]   (opensm partitions.conf entries)
 //
 // Exit: 0 no failed check, 1 a check failed, 2 usage.
@@ -16,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "kuberdma/base/files.h"
+#include "kuberdma/base/json.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/dcb/dcb_ops.h"
 #include "kuberdma/doctor/doctor.h"
@@ -33,6 +36,8 @@ struct Cli {
   CLI::App* node = nullptr;
   CLI::App* pod = nullptr;
   CLI::App* partitions = nullptr;
+  CLI::App* cabling = nullptr;
+  std::vector<std::string> cabling_files;
   std::vector<std::string> pkeys;
   std::string node_name;
   // The host paths the admin named; the others default under --host-root.
@@ -87,6 +92,16 @@ void AddOptions(CLI::App& app, Cli& c) {
                            "also list every GUID the node can hand out on this pkey (its IB "
                            "PFs' ports, their VFs' derived GUIDs): configure the SM ahead");
   c.partitions->add_option("--node", c.node_name, "the node's name in the output (default: host)");
+  c.node->add_option("--node", c.node_name, "the node's name in the output (default: host)");
+  c.cabling = app.add_subcommand(
+      "cabling", "the fleet's rail cabling from each node's `rdma-doctor node --json --lldp-wait`");
+  c.cabling->add_option("documents", c.cabling_files, "one file per node")->required();
+  c.node
+      ->add_option_function<double>(
+          "--lldp-wait", [&in](double s) { in.lldp_wait_ms = static_cast<int>(s * 1000); },
+          "listen this many seconds for each rail's LLDP neighbour (its switch and port) and "
+          "check it against the node config's railSwitches; switches send every 30 s by default")
+      ->check(CLI::Range(0.0, 300.0));
   c.node
       ->add_option("--roce-priority", in.roce_priority,
                    "the priority lossless RoCE uses where the port's DSCP table does not say")
@@ -98,19 +113,40 @@ void AddOptions(CLI::App& app, Cli& c) {
   }
 }
 
+// --node, else this host's name.
+std::string NodeName(const Cli& c) {
+  if (!c.node_name.empty()) return c.node_name;
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "";
+}
+
 int Partitions(const Cli& c) {
-  std::string node = c.node_name;
-  if (node.empty()) {
-    char buf[256] = {};
-    if (gethostname(buf, sizeof buf - 1) == 0) node = buf;
-  }
-  auto conf = kuberdma::doctor::PartitionsConf(c.in, c.pkeys, node);
+  auto conf = kuberdma::doctor::PartitionsConf(c.in, c.pkeys, NodeName(c));
   if (!conf) {
     std::fprintf(stderr, "rdma-doctor partitions: %s\n", conf.error().message().c_str());
     return 1;
   }
   std::fputs(conf->c_str(), stdout);
   return 0;
+}
+
+int Print(const Cli& c, const kuberdma::doctor::View& v) {
+  std::fputs(c.json ? (kuberdma::DumpJson(v.ToJson(), 2) + "\n").c_str() : Render(v).c_str(),
+             stdout);
+  return v.ExitCode();
+}
+
+int Cabling(const Cli& c) {
+  std::vector<std::pair<std::string, std::string>> docs;
+  for (const auto& f : c.cabling_files) {
+    auto text = kuberdma::ReadRegularFile(f);
+    if (!text) {
+      std::fprintf(stderr, "rdma-doctor cabling: %s\n", text.error().message().c_str());
+      return 2;
+    }
+    docs.emplace_back(f, std::move(*text));
+  }
+  return Print(c, kuberdma::doctor::FleetCablingView(docs));
 }
 
 int Run(int argc, char** argv) {
@@ -128,19 +164,22 @@ int Run(int argc, char** argv) {
     if (opt->count() == 0) *path = kuberdma::doctor::HostPath(c.in, *path);
   }
   if (c.partitions->parsed()) return Partitions(c);
+  if (c.cabling->parsed()) return Cabling(c);
   kuberdma::link::NetlinkLinkOps links;
   kuberdma::rdma::NetlinkRdmaOps rdma;
   kuberdma::link::NetlinkAddrOps addrs;
   kuberdma::dcb::NetlinkDcbOps dcb;
+  kuberdma::lldp::PacketLldpListener lldp;
+  c.in.lldp = &lldp;
   c.in.links = &links;
   c.in.rdma = &rdma;
   c.in.addrs = &addrs;
   c.in.dcb = &dcb;
   c.in.getenv = [](const char* k) { return std::getenv(k); };
+  c.in.node_name = NodeName(c);
   kuberdma::doctor::View v =
       c.node->parsed() ? NodeView(c.in) : (c.pod->parsed() ? PodView(c.in) : TopoView(c.in));
-  std::fputs(c.json ? (v.ToJson().dump(2) + "\n").c_str() : Render(v).c_str(), stdout);
-  return v.ExitCode();
+  return Print(c, v);
 }
 
 }  // namespace

@@ -106,11 +106,11 @@ Result<void> ParseLevel(const json& obj, const std::string& where, bool top, Nod
   if (!obj.is_object()) return Bad(where.empty() ? "(top level)" : where, "must be an object");
   for (const auto& [key, value] : obj.items()) {
     if (key == "rails" || key == "nodeAddresses" || key == "allowUnallocated" || key == "sriov" ||
-        key == "partitionHook" || (top && key == "nodes")) {
+        key == "partitionHook" || key == "railSwitches" || (top && key == "nodes")) {
       continue;
     }
     return Bad(where + key, std::string("unknown field (known: rails, nodeAddresses, "
-                                        "allowUnallocated, sriov, partitionHook") +
+                                        "allowUnallocated, sriov, partitionHook, railSwitches") +
                                 (top ? ", nodes" : "") + ")");
   }
   if (auto it = obj.find("partitionHook"); it != obj.end() && !it->is_null()) {
@@ -126,6 +126,9 @@ Result<void> ParseLevel(const json& obj, const std::string& where, bool top, Nod
   }
   if (obj.contains("nodeAddresses")) {
     KUBERDMA_ASSIGN_OR_RETURN(out->node_addresses, Names(obj, "nodeAddresses", where));
+  }
+  if (obj.contains("railSwitches")) {
+    KUBERDMA_ASSIGN_OR_RETURN(out->rail_switches, Names(obj, "railSwitches", where));
   }
   if (obj.contains("sriov") && !obj["sriov"].is_null()) {
     KUBERDMA_ASSIGN_OR_RETURN(out->sriov, VfCounts(obj, where));
@@ -171,6 +174,7 @@ std::string FormatNodeConfig(const NodeConfig& config) {
             {"nodeAddresses", config.node_addresses},
             {"allowUnallocated", config.allow_unallocated}};
   if (!config.partition_hook.empty()) j["partitionHook"] = config.partition_hook;
+  if (!config.rail_switches.empty()) j["railSwitches"] = config.rail_switches;
   if (!config.sriov.empty()) {
     j["sriov"] = json::array();
     for (const auto& v : config.sriov) {

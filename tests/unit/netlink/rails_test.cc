@@ -195,6 +195,23 @@ TEST_CASE("The node config's partitionHook is an absolute, clean path, per node 
   }
 }
 
+TEST_CASE("The node config's railSwitches are per node like the rest, and survive the CNI's file") {
+  auto ok = ParseNodeConfig(R"({"railSwitches":["leaf-1","leaf-2"],
+      "nodes":{"gpu-9":{"railSwitches":["leaf-9a","leaf-9b"]}}})",
+                            "gpu-9");
+  REQUIRE(ok);
+  CHECK(ok->rail_switches == std::vector<std::string>{"leaf-9a", "leaf-9b"});
+  CHECK(ParseNodeConfig(FormatNodeConfig(*ok), "")->rail_switches == ok->rail_switches);
+  CHECK(ParseNodeConfig(R"({"railSwitches":["leaf-1"]})", "gpu-1")->rail_switches.size() == 1);
+  for (const char* bad : {R"({"railSwitches":"leaf-1"})", R"({"railSwitches":["leaf-1","leaf-1"]})",
+                          R"({"railSwitches":[""]})"}) {
+    INFO(bad);
+    auto r = ParseNodeConfig(bad, "");
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message(), Catch::Contains("railSwitches"));
+  }
+}
+
 TEST_CASE("The node config's sriov names each PF once, by name or by rail, with a bounded count") {
   auto ok = ParseNodeConfig(R"({"sriov":[{"rail":1,"numVfs":8},{"pf":"ens2np0","numVfs":0}],
       "nodes":{"gpu-2":{"sriov":[{"pf":"0000:1a:00.0","numVfs":4}]}}})",

@@ -8,6 +8,9 @@
 
 #include "kuberdma/cni/state.h"
 #include "kuberdma/doctor/doctor.h"
+#include "kuberdma/netns/netns.h"
+#include "kuberdma/rails/node_config.h"
+#include "kuberdma/rails/rails.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::doctor::internal {
@@ -57,5 +60,10 @@ void CheckGpuDirect(const Inputs& in, const std::vector<sysfs::Hca>& hcas, View&
 
 void CheckLossless(const Inputs& in, const std::vector<sysfs::Hca>& hcas,
                    const std::vector<cni::AttachmentRecord>& records, View& v);
+
+// Each rail's LLDP neighbour, heard for in.lldp_wait_ms on the rails whose netdev is in `host`,
+// judged against config.rail_switches (cabling_view.cc); nothing when not asked to listen.
+void CheckCabling(const Inputs& in, const netns::NetNs& host, const std::vector<sysfs::Hca>& hcas,
+                  const rails::NodeRoles& roles, const rails::NodeConfig& config, View& v);
 
 }  // namespace kuberdma::doctor::internal

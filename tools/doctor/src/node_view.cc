@@ -351,6 +351,7 @@ void NodeNics(const Inputs& in, const Result<netns::NetNs>& host,
   }
   v.doc["railsDeclared"] = config->Declared();
   Sriov(in, *config, roles, hcas, v);
+  internal::CheckCabling(in, *host, hcas, roles, *config, v);
 }
 
 // Which CNI binaries are kube-rdma's: the DaemonSet installs ours as kube-rdma (cni.binaryName)
@@ -393,6 +394,7 @@ void CniBinaries(const Inputs& in, View& v) {
 
 View NodeView(const Inputs& in) {
   View v{"node", json::object(), {}};
+  if (!in.node_name.empty()) v.doc["node"] = in.node_name;
   auto host = netns::NetNs::Current();
   auto hcas = sysfs::DiscoverHcas(in.root, sysfs::HcaDetail::kPorts);
   std::vector<cni::AttachmentRecord> records = Records(in, v);

@@ -131,6 +131,24 @@ void RenderValue(const std::string& title, const json& x, std::ostringstream& o)
   for (const auto& r : cells) line(r);
 }
 
+// Each rail's switch and port as LLDP named them (the neighbour's other TLVs are in --json).
+void RenderCabling(const json& rails, std::ostringstream& o) {
+  o << "  cabling:\n";
+  for (const auto& r : rails) {
+    o << "    rail " << r.value("rail", 0) << "  " << r.value("hca", "") << "  "
+      << r.value("netdev", "") << " -> ";
+    if (!r.contains("neighbor") || !r["neighbor"].is_object()) {
+      o << "(no LLDP heard)\n";
+      continue;
+    }
+    const json& n = r["neighbor"];
+    o << r.value("switch", "") << " port " << r.value("port", "");
+    if (n.value("portVlan", 0) != 0) o << "  vlan " << n.value("portVlan", 0);
+    if (n.value("maxFrameSize", 0) != 0) o << "  max frame " << n.value("maxFrameSize", 0);
+    o << "\n";
+  }
+}
+
 }  // namespace
 
 std::string Render(const View& v) {
@@ -139,8 +157,9 @@ std::string Render(const View& v) {
   if (v.doc.contains("hcas")) RenderHcas(v.doc["hcas"], o);
   if (v.doc.contains("matrix")) RenderMatrix(v.doc, o);
   if (v.doc.contains("lossless")) RenderLossless(v.doc["lossless"], o);
-  for (const char* key : {"netnsMode", "devicePlugin", "allocations", "draClaims", "draTaints",
-                          "cniRecords", "netdevs", "devices", "env"}) {
+  if (v.doc.contains("cabling")) RenderCabling(v.doc["cabling"], o);
+  for (const char* key : {"nodes", "netnsMode", "devicePlugin", "allocations", "draClaims",
+                          "draTaints", "cniRecords", "netdevs", "devices", "env"}) {
     if (!v.doc.contains(key)) continue;
     json shown = v.doc[key];
     // The device plugin's HCA descriptions are long: their names say enough here (--json has all).

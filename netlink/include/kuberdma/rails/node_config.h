@@ -10,6 +10,7 @@
 //    "allowUnallocated": false,                              // HCAs outside the pod's allocation
 //    "sriov": [{"rail": 1, "numVfs": 8}, {"pf": "ens9f0np0", "numVfs": 4}],  // VFs to create
 //    "partitionHook": "/opt/kube-rdma/sm-hook",    // told each VF GUID put on / off a partition
+//    "railSwitches": ["leaf-1", "leaf-2", "leaf-3"],  // the switch (LLDP) each rail is cabled to
 //    "nodes": {"gpu-17": {"rails": ["ens2f0np0", "..."]}}}  // replaces the fields it names
 //
 //   KUBERDMA_ASSIGN_OR_RETURN(NodeConfig nc, LoadNodeConfig(NodeConfigPath(), node_name));
@@ -58,6 +59,10 @@ struct NodeConfig {
   // a partition a GUID, and when it takes it back, so that an external subnet manager (UFM) adds
   // or removes the GUID (docs/cni.md#infiniband-partitions); "" for none.
   std::string partition_hook;
+  // "railSwitches": the switch each rail must be cabled to, in rail order, as LLDP names it (its
+  // system name, else its chassis ID); the doctor holds each rail's neighbour to it
+  // (rails/cabling.h). Empty: no expectation, only the fleet's majority.
+  std::vector<std::string> rail_switches;
   bool Declared() const { return !rails.empty(); }
 };
 

@@ -4,7 +4,8 @@
 // fix in the message):
 //   node  every HCA, where its netdev and RDMA device are, the netns mode, the device plugin's
 //         sockets, kubelet allocations (pod-resources API, else the checkpoint file), the CNI's
-//         records, stranded devices, and each RoCE port's lossless setup (PFC, trust, ECN);
+//         records, stranded devices, each RoCE port's lossless setup (PFC, trust, ECN), and with
+//         --lldp-wait each rail's switch and port (LLDP) against the node config's railSwitches;
 //   pod   what was injected (netdevs, addresses, RDMA devices, GID tables, /dev/infiniband, env)
 //         and NCCL sanity, RoCE's GID index and retry settings included;
 //   topo  the GPU-to-HCA matrix in nvidia-smi topo -m's terms, flagging GPUs whose nearest HCA is
@@ -23,6 +24,7 @@
 #include "kuberdma/dcb/dcb_ops.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
+#include "kuberdma/lldp/lldp.h"
 #include "kuberdma/rdma/rdma_ops.h"
 #include "kuberdma/sysfs/hca.h"
 
@@ -52,6 +54,11 @@ struct Inputs {
   rdma::RdmaOps* rdma = nullptr;
   link::AddrOps* addrs = nullptr;  // pod: the interfaces' addresses
   dcb::DcbOps* dcb = nullptr;      // node: PFC and trust of RoCE ports
+  // node: each rail's switch, heard for lldp_wait_ms (0: not listened for; switches send every
+  // 30 s by default).
+  lldp::LldpListener* lldp = nullptr;
+  int lldp_wait_ms = 0;
+  std::string node_name;  // node: shown as "node" (the fleet's cabling view keys nodes by it)
   std::function<const char*(const char*)> getenv;
   // node: the priority lossless RoCE traffic uses when the port's DSCP table does not say (NCCL's
   // traffic class 106 is DSCP 26, which NVIDIA's lossless setup maps to priority 3).
@@ -82,6 +89,11 @@ struct Inputs {
 std::string HostPath(const Inputs& in, const std::string& path);
 
 View NodeView(const Inputs& in);
+// `rdma-doctor cabling`: the fleet's cabling from each node's `rdma-doctor node --json
+// --lldp-wait N` document (name, text): rail i's switch is the one most nodes' rail i reaches,
+// and a node whose rail reaches another is a finding naming the rail whose switch it reached.
+// A document that does not parse is a warning naming it, never a reason to stop.
+View FleetCablingView(const std::vector<std::pair<std::string, std::string>>& nodes);
 View PodView(const Inputs& in);
 View TopoView(const Inputs& in);
 std::string Render(const View& v);

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// LLDP (IEEE 802.1AB): who is on the other end of each rail's cable. The switch's LLDP agent
+// sends a frame on every port every few seconds (30 by default); we read it ourselves from an
+// AF_PACKET socket on the netdev instead of asking a node-side lldpd (docs/fabric.md#why-our-own-
+// lldp-reader). A frame comes from the wire, so it is untrusted: every TLV is bounds-checked, and
+// every name kept is printable (anything else escaped as \xNN).
+//
+//   PacketLldpListener listener;
+//   auto heard = listener.Listen({"ens1f0np0", "ens2f0np0"}, std::chrono::seconds(35));
+//   for (const auto& [netdev, n] : *heard) std::cout << netdev << " -> " << n.Switch() << "\n";
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+
+namespace kuberdma::lldp {
+
+inline constexpr uint16_t kEtherType = 0x88cc;
+// The nearest-bridge group address, which switches send LLDP to (802.1AB 7.1).
+inline constexpr uint8_t kNearestBridge[6] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e};
+
+// What one neighbour said. Names are printable ASCII (escaped); a TLV not sent is empty or 0.
+struct Neighbor {
+  std::string chassis_id;  // a MAC as aa:bb:cc:dd:ee:ff, else the escaped text
+  std::string port_id;     // likewise
+  std::string system_name;
+  std::string port_description;
+  int ttl_s = 0;
+  int port_vlan = 0;       // 802.1 Port VLAN ID
+  int max_frame_size = 0;  // 802.3 Maximum Frame Size (the switch port's MTU plus 18)
+
+  // The switch as people name it: its system name, else its chassis ID.
+  const std::string& Switch() const { return system_name.empty() ? chassis_id : system_name; }
+  // The switch port: the port ID when it is a name, else its description (lldpd's default sends
+  // the port's MAC as its ID and the port's name as its description).
+  std::string Port() const;
+  bool operator==(const Neighbor&) const = default;
+};
+
+// `bytes` as printable ASCII: 0x20..0x7e kept except '\', which becomes "\\"; anything else
+// "\xNN". Never fails.
+std::string Escape(std::span<const uint8_t> bytes);
+
+// The LLDPDU (the frame's payload after the EtherType). kInvalidArgument naming the offset for a
+// TLV that runs past the end, the mandatory TLVs (chassis ID, port ID, TTL) missing or out of
+// order, or no End TLV. Never throws; never reads past `pdu`.
+Result<Neighbor> ParseLldpdu(std::span<const uint8_t> pdu);
+
+// A whole Ethernet frame (with or without one 802.1Q tag). kInvalidArgument when it is not LLDP.
+Result<Neighbor> ParseFrame(std::span<const uint8_t> frame);
+
+// The state-file form (podenv's cabling record) and back; FromJson skips fields of the wrong type
+// and escapes what it keeps, as the file is written by another process.
+nlohmann::json ToJson(const Neighbor& n);
+Neighbor NeighborFromJson(const nlohmann::json& j);
+
+// The seam: LLDP neighbours heard on netdevs of the caller's network namespace.
+class LldpListener {
+ public:
+  virtual ~LldpListener() = default;
+  // Listens on each of `netdevs` until every one has heard a neighbour or `wait` is over; a
+  // netdev that heard nothing is absent from the answer. kNotFound for a netdev that does not
+  // exist, kPermissionDenied without CAP_NET_RAW. Frames that do not parse are skipped.
+  virtual Result<std::map<std::string, Neighbor>> Listen(const std::vector<std::string>& netdevs,
+                                                         std::chrono::milliseconds wait) = 0;
+};
+
+// The real listener: one AF_PACKET socket per netdev, bound to it and to LLDP's EtherType, joined
+// to the nearest-bridge group (a NIC filters multicast it was not asked for).
+class PacketLldpListener final : public LldpListener {
+ public:
+  Result<std::map<std::string, Neighbor>> Listen(const std::vector<std::string>& netdevs,
+                                                 std::chrono::milliseconds wait) override;
+};
+
+}  // namespace kuberdma::lldp

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+// The LLDPDU's TLVs (802.1AB 8.4-8.5, the 802.1 and 802.3 organisational TLVs of annexes D and F)
+// into a Neighbor, bounds-checked at every step.
+#include "kuberdma/lldp/lldp.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kuberdma::lldp {
+namespace {
+
+enum Tlv : int {
+  kEnd = 0,
+  kChassisId = 1,
+  kPortId = 2,
+  kTtl = 3,
+  kPortDescription = 4,
+  kSystemName = 5,
+  kOrganizational = 127,
+};
+constexpr int kSubtypeMac = 4;      // chassis ID subtype "MAC address"
+constexpr int kPortSubtypeMac = 3;  // port ID subtype "MAC address"
+constexpr uint8_t kOui8021[3] = {0x00, 0x80, 0xc2};
+constexpr uint8_t kOui8023[3] = {0x00, 0x12, 0x0f};
+constexpr size_t kEthHeader = 14;
+
+std::string Mac(std::span<const uint8_t> b) {
+  std::string out;
+  for (size_t i = 0; i < b.size(); ++i) {
+    char x[4];
+    std::snprintf(x, sizeof x, i == 0 ? "%02x" : ":%02x", b[i]);
+    out += x;
+  }
+  return out;
+}
+
+// A chassis or port ID: a MAC when its subtype says so and it has six bytes, else text.
+std::string Id(std::span<const uint8_t> v, int mac_subtype) {
+  if (v.empty()) return "";
+  std::span<const uint8_t> id = v.subspan(1);
+  return v[0] == mac_subtype && id.size() == 6 ? Mac(id) : Escape(id);
+}
+
+uint16_t Be16(std::span<const uint8_t> v) { return static_cast<uint16_t>(v[0] << 8 | v[1]); }
+
+void Organizational(std::span<const uint8_t> v, Neighbor& n) {
+  if (v.size() < 6) return;  // OUI, subtype and a 16-bit value: anything shorter is not ours
+  bool ieee8021 = std::equal(kOui8021, kOui8021 + 3, v.begin());
+  bool ieee8023 = std::equal(kOui8023, kOui8023 + 3, v.begin());
+  if (ieee8021 && v[3] == 1) n.port_vlan = Be16(v.subspan(4));
+  if (ieee8023 && v[3] == 4) n.max_frame_size = Be16(v.subspan(4));
+}
+
+Error Bad(size_t off, const std::string& what) {
+  return Error(ErrorCode::kInvalidArgument,
+               "LLDPDU: " + what + " at byte " + std::to_string(off) + "; frame ignored");
+}
+
+// Applies TLV `type` (the `index`th) with value `v`; an error for a mandatory TLV out of place.
+Result<void> Apply(int type, int index, std::span<const uint8_t> v, size_t off, Neighbor& n) {
+  static constexpr int kMandatory[] = {kChassisId, kPortId, kTtl};
+  if (index < 3 && type != kMandatory[index]) {
+    return Fail(Bad(off, "TLV " + std::to_string(type) + " where TLV " +
+                             std::to_string(kMandatory[index]) + " must come"));
+  }
+  if ((type == kChassisId || type == kPortId) && v.size() < 2) {
+    return Fail(Bad(off, "an ID TLV with no ID"));
+  }
+  switch (type) {
+    case kChassisId:
+      n.chassis_id = Id(v, kSubtypeMac);
+      break;
+    case kPortId:
+      n.port_id = Id(v, kPortSubtypeMac);
+      break;
+    case kTtl:
+      if (v.size() < 2) return Fail(Bad(off, "a TTL shorter than 2 bytes"));
+      n.ttl_s = Be16(v);
+      break;
+    case kPortDescription:
+      n.port_description = Escape(v);
+      break;
+    case kSystemName:
+      n.system_name = Escape(v);
+      break;
+    case kOrganizational:
+      Organizational(v, n);
+      break;
+    default:
+      break;  // capabilities, management address, ...: not needed
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string Neighbor::Port() const {
+  bool port_id_is_mac = port_id.size() == 17 && port_id[2] == ':' && port_id[14] == ':';
+  return port_id_is_mac && !port_description.empty() ? port_description : port_id;
+}
+
+std::string Escape(std::span<const uint8_t> bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (uint8_t c : bytes) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char x[8];
+      std::snprintf(x, sizeof x, "\\x%02x", c);
+      out += x;
+    }
+  }
+  return out;
+}
+
+Result<Neighbor> ParseLldpdu(std::span<const uint8_t> pdu) {
+  Neighbor n;
+  size_t off = 0;
+  for (int index = 0;; ++index) {
+    if (off + 2 > pdu.size()) return Fail(Bad(off, "no End TLV before the frame ends"));
+    int type = pdu[off] >> 1;
+    size_t len = static_cast<size_t>((pdu[off] & 1) << 8 | pdu[off + 1]);  // 9 bits: <= 511
+    if (off + 2 + len > pdu.size()) {
+      return Fail(Bad(off, "TLV " + std::to_string(type) + " of " + std::to_string(len) +
+                               " bytes runs past the frame"));
+    }
+    if (type == kEnd) {
+      if (index < 3) return Fail(Bad(off, "the frame ends before its chassis ID, port ID and TTL"));
+      return n;
+    }
+    KUBERDMA_TRY(Apply(type, index, pdu.subspan(off + 2, len), off, n));
+    off += 2 + len;
+  }
+}
+
+Result<Neighbor> ParseFrame(std::span<const uint8_t> frame) {
+  if (frame.size() < kEthHeader) return Fail(Bad(0, "a frame shorter than its Ethernet header"));
+  size_t at = 12;
+  if (Be16(frame.subspan(at)) == 0x8100 && frame.size() >= kEthHeader + 4) at += 4;  // 802.1Q
+  if (Be16(frame.subspan(at)) != kEtherType) return Fail(Bad(at, "not LLDP's EtherType"));
+  return ParseLldpdu(frame.subspan(at + 2));
+}
+
+nlohmann::json ToJson(const Neighbor& n) {
+  return {{"chassisId", n.chassis_id},
+          {"portId", n.port_id},
+          {"systemName", n.system_name},
+          {"portDescription", n.port_description},
+          {"ttl", n.ttl_s},
+          {"portVlan", n.port_vlan},
+          {"maxFrameSize", n.max_frame_size}};
+}
+
+Neighbor NeighborFromJson(const nlohmann::json& j) {
+  auto text = [&](const char* k) {
+    const auto it = j.find(k);
+    if (it == j.end() || !it->is_string()) return std::string();
+    const std::string& s = it->get_ref<const std::string&>();
+    // Kept as written when already printable (our own escapes included); else escaped again.
+    bool printable = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+    return printable ? s.substr(0, 2048)
+                     : Escape({reinterpret_cast<const uint8_t*>(s.data()),
+                               std::min<size_t>(s.size(), 511)});
+  };
+  auto number = [&](const char* k) {
+    const auto it = j.find(k);
+    return it != j.end() && it->is_number_integer()
+               ? std::clamp(it->get<int64_t>(), int64_t{0}, int64_t{65535})
+               : 0;
+  };
+  if (!j.is_object()) return {};
+  return {.chassis_id = text("chassisId"),
+          .port_id = text("portId"),
+          .system_name = text("systemName"),
+          .port_description = text("portDescription"),
+          .ttl_s = static_cast<int>(number("ttl")),
+          .port_vlan = static_cast<int>(number("portVlan")),
+          .max_frame_size = static_cast<int>(number("maxFrameSize"))};
+}
+
+}  // namespace kuberdma::lldp

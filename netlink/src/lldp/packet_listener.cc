@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// PacketLldpListener: AF_PACKET sockets, one per netdev, polled together until each has heard a
+// neighbour that parses or the wait is over.
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/lldp/lldp.h"
+
+namespace kuberdma::lldp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Result<UniqueFd> OpenOn(const std::string& netdev) {
+  unsigned ifindex = ::if_nametoindex(netdev.c_str());
+  if (ifindex == 0) {
+    return Fail(ErrorCode::kNotFound,
+                "listen for LLDP on " + netdev + ": no such netdev in this network namespace");
+  }
+  UniqueFd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(kEtherType)));
+  if (!fd.valid()) {
+    return FailErrno(errno, "listen for LLDP on " + netdev +
+                                ": an AF_PACKET socket (needs CAP_NET_RAW in the node's network "
+                                "namespace)");
+  }
+  sockaddr_ll at{};
+  at.sll_family = AF_PACKET;
+  at.sll_protocol = htons(kEtherType);
+  at.sll_ifindex = static_cast<int>(ifindex);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) {
+    return FailErrno(errno, "listen for LLDP on " + netdev + ": bind");
+  }
+  packet_mreq group{};
+  group.mr_ifindex = static_cast<int>(ifindex);
+  group.mr_type = PACKET_MR_MULTICAST;
+  group.mr_alen = 6;
+  std::memcpy(group.mr_address, kNearestBridge, 6);
+  if (::setsockopt(fd.get(), SOL_PACKET, PACKET_ADD_MEMBERSHIP, &group, sizeof group) != 0) {
+    return FailErrno(errno, "listen for LLDP on " + netdev + ": join 01:80:c2:00:00:0e");
+  }
+  return fd;
+}
+
+// Reads what is queued on `fd`; the first frame that parses is `netdev`'s neighbour.
+void Drain(int fd, const std::string& netdev, std::map<std::string, Neighbor>& heard) {
+  uint8_t frame[9216];  // a jumbo frame; LLDP never needs more, a longer one is truncated
+  for (;;) {
+    ssize_t n = ::recv(fd, frame, sizeof frame, 0);
+    if (n <= 0) return;  // EAGAIN: nothing more queued
+    auto parsed = ParseFrame({frame, static_cast<size_t>(n)});
+    if (parsed && !heard.contains(netdev)) heard[netdev] = std::move(*parsed);
+  }
+}
+
+}  // namespace
+
+Result<std::map<std::string, Neighbor>> PacketLldpListener::Listen(
+    const std::vector<std::string>& netdevs, std::chrono::milliseconds wait) {
+  std::vector<UniqueFd> fds;
+  std::vector<pollfd> polls;
+  for (const auto& d : netdevs) {
+    KUBERDMA_ASSIGN_OR_RETURN(UniqueFd fd, OpenOn(d));
+    polls.push_back({fd.get(), POLLIN, 0});
+    fds.push_back(std::move(fd));
+  }
+  std::map<std::string, Neighbor> heard;
+  auto deadline = Clock::now() + wait;
+  while (heard.size() < netdevs.size()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    int ready = ::poll(polls.data(), polls.size(), static_cast<int>(left.count()));
+    if (ready < 0 && errno != EINTR) return FailErrno(errno, "wait for LLDP frames");
+    for (size_t i = 0; ready > 0 && i < polls.size(); ++i) {
+      if (polls[i].revents & POLLIN) Drain(polls[i].fd, netdevs[i], heard);
+    }
+  }
+  return heard;
+}
+
+}  // namespace kuberdma::lldp

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Rail cabling proven with Debian's lldpd as the switches (CTest, root; exit 77 without root or
+lldpd):
+  - three leaf switches, each a network namespace running lldpd under its own hostname (leaf-1..3),
+    and three nodes, each a namespace whose rails (the roce8 fixture's netdevs) are veths to the
+    leaves' ports swp<node>;
+  - gpu-1 and gpu-2 are cabled rail i -> leaf-i; gpu-3's rails 2 and 3 are crossed;
+  - rdma-doctor node --lldp-wait in each node names each rail's switch and port, and holds them to
+    the node config's railSwitches: gpu-3 fails naming both crossed rails and whose leaf they
+    reached; the others pass;
+  - rdma-doctor cabling over the three documents (no railSwitches: the fleet's majority) names
+    gpu-3's rails 2 and 3, and only them;
+  - every namespace and lldpd is removed, whatever happens.
+Usage: lldp_cabling_test.py <rdma-doctor> <sysfs fixture roce8>
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+failures = []
+TAG = f"lc{os.getpid() % 100000}"
+LEAVES = [f"{TAG}l{i}" for i in (1, 2, 3)]
+NODES = [f"{TAG}n{i}" for i in (1, 2, 3)]
+NETDEVS = ["ens1f0np0", "ens2f0np0", "ens3f0np0"]
+
+
+def check(cond, msg):
+    print("ok  " if cond else "FAIL", msg)
+    if not cond:
+        failures.append(msg)
+
+
+def sh(*args, **kw):
+    return subprocess.run(list(args), check=True, capture_output=True, text=True, timeout=60, **kw)
+
+
+def cable(node_ns, netdev, leaf_ns, port):
+    sh("ip", "link", "add", port, "netns", leaf_ns, "type", "veth", "peer", "name", netdev, "netns", node_ns)
+    sh("ip", "-n", leaf_ns, "link", "set", port, "up")
+    sh("ip", "-n", node_ns, "link", "set", netdev, "up")
+
+
+def start_leaves(tmp, procs):
+    for i, ns in enumerate(LEAVES, 1):
+        sock = os.path.join(tmp, f"leaf{i}.sock")
+        log = open(os.path.join(tmp, f"leaf{i}.log"), "w")
+        procs.append(subprocess.Popen(
+            ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
+             f"hostname leaf-{i}; exec lldpd -d -u {sock}"], stdout=log, stderr=log))
+    for i in (1, 2, 3):
+        sock = os.path.join(tmp, f"leaf{i}.sock")
+        # Once a second instead of every 30 s, as a test's patience needs; retried while lldpd
+        # starts (its control socket answers once it runs).
+        for _ in range(100):
+            r = subprocess.run(["lldpcli", "-u", sock, "configure", "lldp", "tx-interval", "1"],
+                               capture_output=True, text=True, timeout=10)
+            if r.returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"lldpd of leaf-{i} never answered: {r.stderr}")
+
+
+def doctor_node(exe, fixture, tmp, ns, name, switches):
+    config = os.path.join(tmp, f"{name}.json")
+    with open(config, "w") as f:
+        json.dump({"rails": NETDEVS, "railSwitches": switches}, f)
+    r = subprocess.run(["ip", "netns", "exec", ns, exe, "--sysfs-root", fixture, "--node-config", config,
+                        "--json", "node", "--node", name, "--lldp-wait", "10"],
+                       capture_output=True, text=True, timeout=60)
+    return r, json.loads(r.stdout) if r.stdout.startswith("{") else {}
+
+
+def cabling_findings(doc, check_name):
+    return [f for f in doc.get("findings", []) if f["check"] == check_name]
+
+
+def run(exe, fixture, tmp):
+    for ns in LEAVES + NODES:
+        sh("ip", "netns", "add", ns)
+    plan = {1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 3, 2]}  # node -> the leaf each rail reaches
+    for n, leaves in plan.items():
+        for rail, leaf in enumerate(leaves, 1):
+            cable(NODES[n - 1], NETDEVS[rail - 1], LEAVES[leaf - 1], f"swp{n}")
+    procs = []
+    try:
+        start_leaves(tmp, procs)
+        docs = {}
+        for n in (1, 2, 3):
+            r, doc = doctor_node(exe, fixture, tmp, NODES[n - 1], f"gpu-{n}", ["leaf-1", "leaf-2", "leaf-3"])
+            docs[n] = doc
+            shown = {c["rail"]: (c.get("switch"), c.get("port")) for c in doc.get("result", {}).get("cabling", [])}
+            want = {rail: (f"leaf-{leaf}", f"swp{n}") for rail, leaf in enumerate(plan[n], 1)}
+            check(shown == want, f"gpu-{n}: each rail's switch and port as lldpd sent them ({shown})")
+            bad = [f for f in cabling_findings(doc, "rail-cabling") if f["status"] == "FAIL"]
+            if n < 3:
+                check(not bad and r.returncode in (0, 1), f"gpu-{n}: no cabling finding ({bad})")
+            else:
+                msgs = " | ".join(f["message"] for f in bad)
+                check(len(bad) == 2 and r.returncode == 1, f"gpu-3: both crossed rails fail the node: {msgs}")
+                check("rail 2 (mlx5_1, ens2f0np0) is cabled to leaf-3 (rail 3's switch), not leaf-2" in msgs,
+                      "gpu-3: rail 2 names the leaf it reached and whose it is")
+        paths = []
+        for n, doc in docs.items():
+            p = os.path.join(tmp, f"gpu-{n}.doctor.json")
+            with open(p, "w") as f:
+                json.dump(doc, f)
+            paths.append(p)
+        r = subprocess.run([exe, "--json", "cabling", *paths], capture_output=True, text=True, timeout=30)
+        fleet = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+        bad = [f["message"] for f in cabling_findings(fleet, "fleet-cabling") if f["status"] == "FAIL"]
+        check(r.returncode == 1 and len(bad) == 2 and all(m.startswith("gpu-3 rail ") for m in bad),
+              f"the fleet's majority names gpu-3's crossed rails, and only them: {bad}")
+        check(any("gpu-3 rail 3 (mlx5_2, ens3f0np0) is cabled to leaf-2 (rail 2's switch), not leaf-3" in m for m in bad),
+              "with the rail whose leaf it reached")
+    finally:
+        for p in procs:
+            p.kill()  # lldpd's monitor; its privilege-separated child goes with the namespace below
+            p.wait(timeout=10)
+
+
+def main():
+    if os.geteuid() != 0 or shutil.which("lldpd") is None or shutil.which("lldpcli") is None:
+        print("skip: needs root and Debian's lldpd (apt-get install lldpd)")
+        return 77
+    exe, fixture = sys.argv[1], sys.argv[2]
+    tmp = tempfile.mkdtemp(prefix="kuberdma-lldp-")
+    os.chmod(tmp, 0o755)  # lldpcli talks to lldpd's socket as the _lldpd group
+    try:
+        run(exe, fixture, tmp)
+    finally:
+        for ns in LEAVES + NODES:
+            # Whatever still runs there (lldpd's children), then the namespace.
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+            for pid in pids:
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    left = [ns for ns in LEAVES + NODES if ns in sh("ip", "netns", "list").stdout]
+    check(not left, f"every namespace is gone ({left})")
+    running = subprocess.run(["pgrep", "-f", tmp], capture_output=True, text=True).stdout.split()
+    check(not running, f"no lldpd of the test is left ({running})")
+    print(f"{len(failures)} failed" if failures else "all cabling checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

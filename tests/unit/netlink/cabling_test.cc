@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+// Cabling judgements: a node against its railSwitches, and a fleet against its majority.
+#include "kuberdma/rails/cabling.h"
+
+#include <catch2/catch.hpp>
+
+namespace kuberdma::rails {
+namespace {
+
+RailNeighbor On(int rail, const std::string& sw, const std::string& port = "swp1") {
+  RailNeighbor r{.rail = rail,
+                 .hca = "mlx5_" + std::to_string(rail - 1),
+                 .netdev = "ens" + std::to_string(rail) + "f0np0"};
+  if (!sw.empty())
+    r.neighbor = lldp::Neighbor{.chassis_id = "c-" + sw, .port_id = port, .system_name = sw};
+  return r;
+}
+
+NodeCabling Node(const std::string& name, const std::vector<std::string>& switches) {
+  NodeCabling n{.node = name};
+  for (size_t i = 0; i < switches.size(); ++i)
+    n.rails.push_back(On(static_cast<int>(i) + 1, switches[i]));
+  return n;
+}
+
+TEST_CASE("A node's rail on another rail's switch is named against railSwitches") {
+  std::vector<RailNeighbor> rails = {On(1, "leaf-1"), On(2, "leaf-3"), On(3, "leaf-2"), On(4, "")};
+  auto f = JudgeNodeCabling(rails, {"leaf-1", "leaf-2", "leaf-3", "leaf-4"});
+  REQUIRE(f.size() ==
+          2);  // rails 2 and 3 crossed; rail 4 heard nothing, which is not a cabling fault
+  CHECK(f[0].Message() ==
+        "rail 2 (mlx5_1, ens2f0np0) is cabled to leaf-3 (rail 3's switch), not leaf-2");
+  CHECK(f[0].certain);
+  CHECK(f[1].seen_rail == 2);
+  CHECK(JudgeNodeCabling({On(1, "leaf-1"), On(2, "leaf-2")}, {"leaf-1", "leaf-2"}).empty());
+}
+
+TEST_CASE("Without railSwitches, two rails on one leaf among rails on their own are uncertain") {
+  auto f = JudgeNodeCabling({On(1, "leaf-1"), On(2, "leaf-1"), On(3, "leaf-3")}, {});
+  REQUIRE(f.size() == 2);
+  CHECK_FALSE(f[0].certain);
+  CHECK_THAT(f[0].Message(), Catch::Contains("(uncertain)"));
+  // Every rail on one switch: a small fabric, not a miscabling.
+  CHECK(JudgeNodeCabling({On(1, "tor"), On(2, "tor")}, {}).empty());
+}
+
+TEST_CASE("A fleet's majority names the miscabled rail and the rail whose leaf it reached") {
+  std::vector<NodeCabling> fleet;
+  for (int i = 1; i <= 16; ++i) {
+    fleet.push_back(
+        Node("gpu-" + std::to_string(i), {"leaf-1", "leaf-2", "leaf-3", "leaf-4", "leaf-5"}));
+  }
+  fleet[16 - 1 + 1 - 1].rails[2] = On(3, "leaf-5");  // gpu-16's rail 3 on rail 5's leaf
+  fleet[3].rails[0] = On(1, "");                     // gpu-4's rail 1 heard nothing
+  auto f = JudgeFleetCabling(fleet);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].node == "gpu-16");
+  CHECK(f[0].certain);
+  CHECK(f[0].Message() ==
+        "gpu-16 rail 3 (mlx5_2, ens3f0np0) is cabled to leaf-5 (rail 5's switch), not leaf-3");
+}
+
+TEST_CASE("A fleet split in half is reported, uncertain") {
+  std::vector<NodeCabling> fleet = {Node("a", {"leaf-1"}), Node("b", {"leaf-9"})};
+  auto f = JudgeFleetCabling(fleet);
+  REQUIRE(f.size() == 1);
+  CHECK_FALSE(f[0].certain);
+  CHECK(JudgeFleetCabling({}).empty());
+}
+
+}  // namespace
+}  // namespace kuberdma::rails

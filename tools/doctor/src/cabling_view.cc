@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// The node view's cabling: each rail's LLDP neighbour (switch, port, VLAN, frame size) and the
+// rails cabled to a switch other than the node config's railSwitches (rails/cabling.h).
+#include <algorithm>
+
+#include "internal.h"
+#include "kuberdma/rails/cabling.h"
+
+namespace kuberdma::doctor::internal {
+
+using nlohmann::json;
+
+namespace {
+
+// The rails whose netdev is in this namespace: one a pod holds hears its LLDP in the pod.
+std::vector<rails::RailNeighbor> RailsOf(const Inputs& in, const netns::NetNs& host,
+                                         const std::vector<sysfs::Hca>& hcas,
+                                         const rails::NodeRoles& roles) {
+  std::vector<rails::RailNeighbor> out;
+  for (const auto& h : hcas) {
+    const rails::HcaRole* r = roles.Find(h.name);
+    if (r == nullptr || r->rail == 0 || h.netdevs.empty()) continue;
+    if (!in.links->GetByName(host, h.netdevs.front())) continue;
+    out.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rail < b.rail; });
+  return out;
+}
+
+json Shown(const rails::RailNeighbor& r) {
+  json e = {{"rail", r.rail}, {"hca", r.hca}, {"netdev", r.netdev}};
+  if (!r.neighbor) {
+    e["neighbor"] = nullptr;
+    return e;
+  }
+  e["switch"] = r.neighbor->Switch();
+  e["port"] = r.neighbor->Port();
+  e["neighbor"] = lldp::ToJson(*r.neighbor);
+  return e;
+}
+
+void Judge(const std::vector<rails::RailNeighbor>& heard, const std::vector<std::string>& expected,
+           const std::string& config_path, View& v) {
+  auto findings = rails::JudgeNodeCabling(heard, expected);
+  for (const auto& f : findings) {
+    Add(v, "rail-cabling", f.certain ? Status::kFail : Status::kWarn, f.Message(),
+        f.certain
+            ? "recable the rail to " + f.expected +
+                  " (docs/runbooks.md#rail-cabling), or correct railSwitches in " + config_path
+            : "a rail-optimised fabric gives each rail its own leaf: check these cables "
+              "against the cabling plan (docs/runbooks.md#rail-cabling)");
+  }
+  std::vector<std::string> silent;
+  for (const auto& r : heard) {
+    if (!r.neighbor) silent.push_back("rail " + std::to_string(r.rail) + " (" + r.netdev + ")");
+  }
+  if (!silent.empty()) {
+    Add(v, "rail-lldp", Status::kWarn, "no LLDP neighbour heard on " + Join(silent, ", "),
+        "enable LLDP transmit on the switch ports (lldp enable / set lldp), or wait longer than "
+        "the switch's interval (--lldp-wait)");
+  }
+  if (findings.empty() && silent.empty()) {
+    Add(v, "rail-cabling", Status::kOk,
+        std::to_string(heard.size()) + " rail(s), each on " +
+            (expected.empty() ? "a switch of its own" : "its railSwitches entry"),
+        "");
+  }
+}
+
+}  // namespace
+
+void CheckCabling(const Inputs& in, const netns::NetNs& host, const std::vector<sysfs::Hca>& hcas,
+                  const rails::NodeRoles& roles, const rails::NodeConfig& config, View& v) {
+  if (in.lldp == nullptr || in.lldp_wait_ms <= 0 || in.links == nullptr) return;
+  std::vector<rails::RailNeighbor> rails = RailsOf(in, host, hcas, roles);
+  std::vector<std::string> netdevs;
+  for (const auto& r : rails) netdevs.push_back(r.netdev);
+  auto heard = in.lldp->Listen(netdevs, std::chrono::milliseconds(in.lldp_wait_ms));
+  if (!heard) {
+    Add(v, "rail-lldp", Status::kUnknown, heard.error().message(),
+        "run on the host (hostNetwork) as root: LLDP is read from each rail's netdev");
+    return;
+  }
+  json shown = json::array();
+  for (auto& r : rails) {
+    if (auto it = heard->find(r.netdev); it != heard->end()) r.neighbor = it->second;
+    shown.push_back(Shown(r));
+  }
+  v.doc["cabling"] = shown;
+  Judge(rails, config.rail_switches, in.node_config, v);
+}
+
+}  // namespace kuberdma::doctor::internal
