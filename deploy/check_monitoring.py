@@ -28,6 +28,7 @@ DASHBOARD = os.path.join(HERE, "monitoring", "30-grafana-dashboard.yaml")
 # Where the exported metric families are declared.
 SOURCES = [os.path.join(ROOT, "deviceplugin", "src", "metrics.cc"),
            os.path.join(ROOT, "deviceplugin", "src", "port_counters.cc"),
+           os.path.join(ROOT, "deviceplugin", "include", "kuberdma", "deviceplugin", "pod_usage.h"),
            os.path.join(ROOT, "tools", "validator", "src", "reports", "push_samples.cc")]
 failures = []
 
@@ -51,8 +52,18 @@ def main(argv):
     groups = rule["spec"]["groups"]
     alerts = [r for g in groups for r in g["rules"] if "alert" in r]
     known = exported()
+    # A recorded series stands for the metrics its expression reads (records may use records).
+    records = {}
+    for r in (r for g in groups for r in g["rules"] if "record" in r):
+        used = set(re.findall(r"\bkuberdma_[a-z_]+", r["expr"]))
+        for name in re.findall(r"\bkuberdma:[a-z_0-9:]+", r["expr"]):
+            used |= records.get(name, {"undefined record " + name})
+        records[r["record"]] = used
+        check(used and used <= known, f"record {r['record']}: {sorted(used)} exported by our binaries")
     for r in alerts:
         used = set(re.findall(r"\bkuberdma_[a-z_]+", r["expr"]))
+        for name in re.findall(r"\bkuberdma:[a-z_0-9:]+", r["expr"]):
+            used |= records.get(name, {"undefined record " + name})
         if re.search(r'\bup\{job="kube-rdma/kube-rdma-node"\}', r["expr"]):
             used.add("up")  # Prometheus's own series for the PodMonitor's targets
         check(used and used <= known | {"up"}, f"{r['alert']}: {sorted(used)} exported by our binaries (or the scrape's up)")
@@ -71,15 +82,15 @@ def main(argv):
         check(r.returncode == 0, f"promtool check rules: {(r.stdout + r.stderr).strip().splitlines()[-1]}")
         r = subprocess.run([promtool, "test", "rules", "alerts_test.yaml"], cwd=tmp, capture_output=True, text=True)
         check(r.returncode == 0, "promtool test rules alerts_test.yaml" + ("" if r.returncode == 0 else f":\n{r.stdout}{r.stderr}"))
-        check_dashboard(promtool, tmp, known)
+        check_dashboard(promtool, tmp, known, records)
     print(f"{len(failures)} failed" if failures else "all monitoring checks passed")
     return 1 if failures else 0
 
 
-def check_dashboard(promtool, tmp, known):
+def check_dashboard(promtool, tmp, known, records):
     """The dashboard is valid JSON, every panel that queries has a PromQL expression that promtool
-    parses (each as a recording rule, with the dashboard's $node variable at its "All" value) and
-    that names only metrics our binaries export."""
+    parses (each as a recording rule, with the dashboard's variables at their "All" value) and
+    that names only metrics our binaries export (through the recording rules it reads)."""
     cm = yaml.safe_load(open(DASHBOARD))
     check(cm["metadata"].get("labels", {}).get("grafana_dashboard") == "1",
           "the dashboard ConfigMap carries Grafana's sidecar label grafana_dashboard")
@@ -92,9 +103,11 @@ def check_dashboard(promtool, tmp, known):
     check(len(exprs) >= 10, f"the dashboard queries ({len(exprs)} expressions)")
     for e in exprs:
         used = set(re.findall(r"\bkuberdma_[a-z_]+", e))
+        for name in re.findall(r"\bkuberdma:[a-z_0-9:]+", e):
+            used |= records.get(name, {"undefined record " + name})
         check(used and used <= known, f"dashboard: {sorted(used)} exported by our binaries")
     rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"kuberdma:dashboard_{i}", "expr": e.replace("$node", ".*")}
+        {"record": f"kuberdma:dashboard_{i}", "expr": re.sub(r"\$[a-z]+", ".*", e)}
         for i, e in enumerate(exprs)]}]}
     with open(os.path.join(tmp, "dashboard.yaml"), "w") as f:
         yaml.safe_dump(rules, f)

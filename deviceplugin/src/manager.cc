@@ -104,6 +104,9 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
                       [raw] { return raw->running_.load(); }, m->opts_.metrics_address));
     m->port_counters_ = std::make_shared<PortCounters>(m->opts_.sysfs);
     m->http_->Serve(m->port_counters_);
+    m->usage_kubelet_ = std::make_unique<PodResourcesClient>(m->opts_.pod_resources);
+    m->pod_hca_info_ = std::make_shared<PodHcaInfo>([raw] { return raw->PodsHoldingHcas(); });
+    m->http_->Serve(m->pod_hca_info_);
   }
   if (!m->opts_.allocations_dir.empty()) {
     Manager* raw = m.get();
@@ -148,6 +151,28 @@ podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
   }
   answer.known = !answer.slots.empty();
   return answer;
+}
+
+Result<PodHcaMap> Manager::PodsHoldingHcas() {
+  PodHcaMap out;
+  if (!opts_.pod_resources.empty()) {
+    KUBERDMA_ASSIGN_OR_RETURN(auto listed, usage_kubelet_->List(std::chrono::seconds(2)));
+    std::map<std::string, std::vector<PodDevices>> by_pod;
+    for (auto& d : listed) by_pod[d.pod].push_back(std::move(d));
+    for (const auto& [pod, devices] : by_pod) {
+      auto slash = pod.find('/');
+      if (slash == std::string::npos) continue;
+      podenv::PodAnswer a = PodHcas({pod.substr(0, slash), pod.substr(slash + 1)}, devices);
+      if (!a.hcas.empty()) out[pod].insert(a.hcas.begin(), a.hcas.end());
+    }
+  }
+  // Pods whose HCAs came only through DRA claims have none of our resources in the list.
+  if (!opts_.allocations_dir.empty()) {
+    for (const auto& c : podenv::ListClaims(opts_.allocations_dir)) {
+      for (const auto& pod : c.pods) out[pod].insert(c.hcas.begin(), c.hcas.end());
+    }
+  }
+  return out;
 }
 
 uint16_t Manager::metrics_port() const { return http_ ? http_->port() : 0; }

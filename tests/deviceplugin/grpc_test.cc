@@ -68,6 +68,7 @@ struct Node {
     o.metrics_port = 0;
     o.kernel_events = false;
     o.allocations_dir = dir + "/allocations";
+    if (!pod_resources.empty()) o.pod_resources = pod_resources;
     auto cfg = ParseConfig(kConfig);
     auto m = Manager::Create(o, std::move(*cfg));
     REQUIRE(m);
@@ -86,6 +87,7 @@ struct Node {
         grpc::CreateChannel("unix:" + mgr->SocketPath(res), grpc::InsecureChannelCredentials()));
   }
   std::string dir;
+  std::string pod_resources;  // the kubelet's pod-resources socket; "" the default
   std::unique_ptr<FakeKubelet> kubelet;
   std::unique_ptr<Manager> mgr;
   std::thread loop;
@@ -627,7 +629,7 @@ class FakePodResources final : public ::v1::PodResourcesLister::Service {
     c->set_name("trainer");
     auto* d = c->add_devices();
     d->set_resource_name("rdma/shared");
-    d->add_device_ids("shared-007");
+    d->add_device_ids("pool-shared-007");
     auto* g = c->add_devices();
     g->set_resource_name("nvidia.com/gpu");
     g->add_device_ids("GPU-1");
@@ -650,7 +652,7 @@ TEST_CASE(
   REQUIRE(listed);
   REQUIRE(listed->size() == 2);
   CHECK(listed->at(0).pod == "default/llm-trainer-0");
-  CHECK(listed->at(0).device_ids == std::vector<std::string>{"shared-007"});
+  CHECK(listed->at(0).device_ids == std::vector<std::string>{"pool-shared-007"});
 
   doctor::Inputs in{.root = sysfs::SysfsRoot(n.dir + "/root")};
   in.state_dir = n.dir + "/state";
@@ -670,6 +672,45 @@ TEST_CASE(
   CHECK(fallback.doc["allocationsSource"].get<std::string>().rfind("checkpoint", 0) == 0);
   CHECK(fallback.doc["allocations"].size() == 1);
   CHECK_FALSE(ListPodResources(n.dir + "/absent.sock", 300ms));
+}
+
+TEST_CASE("/metrics names the pod holding each HCA: the kubelet's allocations and DRA claims") {
+  Node n;
+  n.pod_resources = n.dir + "/pod-resources.sock";
+  FakePodResources svc;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + n.pod_resources, grpc::InsecureServerCredentials());
+  b.RegisterService(&svc);
+  auto server = b.BuildAndStart();
+  REQUIRE(server);
+  fs::create_directories(n.dir + "/allocations");
+  REQUIRE(podenv::RecordClaim(n.dir + "/allocations", {.claim = "team-b/infer-0-nics",
+                                                       .uid = "uid-1",
+                                                       .pods = {"team-b/infer-0"},
+                                                       .hcas = {"mlx5_3"}}));
+  n.Start();
+  REQUIRE(n.mgr->metrics_port() != 0);
+  std::string body;
+  // The shared pool's slot is every HCA of the pool, once the first scan has filled it.
+  for (int i = 0; i < 50 && body.find(R"(hca="mlx5_7",namespace="default")") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(100ms);
+    body = HttpGet(n.mgr->metrics_port(), "/metrics").second;
+  }
+  CHECK_THAT(body, Catch::Contains("# TYPE kuberdma_pod_hca_info gauge"));
+  CHECK_THAT(
+      body,
+      Catch::Contains(
+          R"(kuberdma_pod_hca_info{hca="mlx5_0",namespace="default",pod="llm-trainer-0"} 1)"));
+  CHECK_THAT(
+      body,
+      Catch::Contains(
+          R"(kuberdma_pod_hca_info{hca="mlx5_7",namespace="default",pod="llm-trainer-0"} 1)"));
+  CHECK_THAT(
+      body,
+      Catch::Contains(R"(kuberdma_pod_hca_info{hca="mlx5_3",namespace="team-b",pod="infer-0"} 1)"));
+  CHECK_THAT(body, !Catch::Contains(R"(pod="nvidia)"));
+  server->Shutdown();
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/metrics.h"
+#include "kuberdma/deviceplugin/pod_usage.h"
 #include "kuberdma/deviceplugin/pods_endpoint.h"
 #include "kuberdma/deviceplugin/port_counters.h"
 #include "kuberdma/deviceplugin/server.h"
@@ -116,6 +117,9 @@ class Manager {
   // DRA claims prepared for it.
   podenv::PodAnswer PodHcas(const podenv::PodQuery& pod,
                             const std::vector<PodDevices>& devices) const;
+  // Every pod holding one of our HCAs: the kubelet's allocations (PodHcas per pod) and the DRA
+  // claims' pods; kIo when the kubelet does not answer (PodHcaInfo keeps its last answer).
+  Result<PodHcaMap> PodsHoldingHcas();
 
   Options opts_;
   Config cfg_;
@@ -131,8 +135,10 @@ class Manager {
   std::map<std::string, std::unique_ptr<ResourceServer>> servers_;  // by full resource name
   std::map<std::string, bool> registered_;
   std::unique_ptr<HttpEndpoint> http_;
-  std::shared_ptr<PortCounters> port_counters_;  // read on scrape
-  UniqueFd wake_;                                // eventfd
+  std::shared_ptr<PortCounters> port_counters_;        // read on scrape
+  std::shared_ptr<PodHcaInfo> pod_hca_info_;           // read on scrape, cached
+  std::unique_ptr<PodResourcesClient> usage_kubelet_;  // its own channel: the scrape's thread
+  UniqueFd wake_;                                      // eventfd
   UniqueFd inotify_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<bool> running_{false};
