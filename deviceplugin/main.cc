@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +89,17 @@ void AddOptions(CLI::App& app, Cli& c) {
                "never past the firmware's total or while a VF is in a pod, say what was done, "
                "and exit (0, also when an entry is blocked: rdma-doctor node shows why; 2 bad "
                "config, 1 a write the kernel refused)");
+  app.add_flag("--lldp", c.opts.lldp,
+               "listen for each rail's LLDP neighbour (its switch and port) for as long as the "
+               "plugin runs, into <allocations-dir>/cabling.json (needs CAP_NET_RAW; "
+               "docs/fabric.md)");
+  app.add_option_function<double>(
+         "--lldp-round",
+         [&c](double s) {
+           c.opts.lldp_round = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+         },
+         "seconds a round of listening lasts (default 35: switches send every 30 s)")
+      ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
@@ -336,7 +348,13 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
     dra = StartDra(c);
     if (!dra) return 1;
   }
+  // New cabling is a rescan: the DRA driver republishes each device's leaf.
+  static std::atomic<kuberdma::deviceplugin::Manager*> running{nullptr};
+  c.opts.on_cabling = [](const auto&) {
+    if (auto* m = running.load()) m->RequestRescan();
+  };
   auto mgr = kuberdma::deviceplugin::Manager::Create(c.opts, std::move(cfg));
+  if (mgr) running = mgr->get();
   if (!mgr) {
     spdlog::error("event=start_failed error=\"{}\"", mgr.error().message());
     return 1;
@@ -348,6 +366,7 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
     spdlog::error("event=stopped error=\"{}\"", r.error().message());
     return 1;
   }
+  running = nullptr;
   spdlog::info("event=exit sockets_removed=true");
   return 0;
 }

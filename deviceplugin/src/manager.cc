@@ -108,6 +108,13 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
     m->pod_hca_info_ = std::make_shared<PodHcaInfo>([raw] { return raw->PodsHoldingHcas(); });
     m->http_->Serve(m->pod_hca_info_);
   }
+  if (m->opts_.lldp && !m->opts_.allocations_dir.empty()) {
+    Manager* raw = m.get();
+    KUBERDMA_ASSIGN_OR_RETURN(m->cabling_, CablingWatch::Start(
+                                               m->opts_.allocations_dir, m->lldp_listener_,
+                                               [raw] { return raw->RailNetdevs(); },
+                                               m->opts_.lldp_round, m->opts_.on_cabling));
+  }
   if (!m->opts_.allocations_dir.empty()) {
     Manager* raw = m.get();
     KUBERDMA_ASSIGN_OR_RETURN(
@@ -230,8 +237,24 @@ Result<std::vector<sysfs::Hca>> Manager::Discover() {
     metrics_.Set("kuberdma_hca_node_nic", {{"hca", hca}}, role.node_own.empty() ? 0 : 1);
     metrics_.Set("kuberdma_hca_rail", {{"hca", hca}}, role.rail);
   }
+  std::vector<rails::RailNeighbor> rails;
+  for (const auto& h : *hcas) {
+    const rails::HcaRole* r = now.Find(h.name);
+    if (r != nullptr && r->rail > 0 && r->node_own.empty() && !h.netdevs.empty()) {
+      rails.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
+    }
+  }
+  {
+    std::lock_guard lock(snapshot_mu_);
+    rail_netdevs_ = std::move(rails);
+  }
   roles_ = std::move(now);
   return hcas;
+}
+
+std::vector<rails::RailNeighbor> Manager::RailNetdevs() const {
+  std::lock_guard lock(snapshot_mu_);
+  return rail_netdevs_;
 }
 
 Result<void> Manager::StartResources() {

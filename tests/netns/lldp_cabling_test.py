@@ -12,7 +12,9 @@ lldpd):
   - rdma-doctor cabling over the three documents (no railSwitches: the fleet's majority) names
     gpu-3's rails 2 and 3, and only them;
   - every namespace and lldpd is removed, whatever happens.
-Usage: lldp_cabling_test.py <rdma-doctor> <sysfs fixture roce8>
+  - rdma-device-plugin --lldp in gpu-3's namespace records what it hears (cabling.json), and
+    rdma-doctor node without listening shows that record and fails the same two rails;
+Usage: lldp_cabling_test.py <rdma-doctor> <rdma-device-plugin> <sysfs fixture roce8>
 """
 import json
 import os
@@ -80,7 +82,42 @@ def cabling_findings(doc, check_name):
     return [f for f in doc.get("findings", []) if f["check"] == check_name]
 
 
-def run(exe, fixture, tmp):
+def device_plugin_watch(exe, dp, fixture, tmp):
+    alloc = os.path.join(tmp, "alloc")
+    config = os.path.join(tmp, "gpu-3.json")
+    log = open(os.path.join(tmp, "dp.log"), "w")
+    dp_config = os.path.join(tmp, "device-plugin.json")
+    with open(dp_config, "w") as f:
+        json.dump({"configList": [{"resourceName": "hca", "rdmaHcaMax": 8, "policy": "per-hca",
+                                   "selectors": {"linkTypes": ["ether"]}}]}, f)
+    p = subprocess.Popen(["ip", "netns", "exec", NODES[2], dp, "--config", dp_config, "--sysfs-root", fixture,
+                          "--device-plugin-dir", os.path.join(tmp, "plugins"), "--allocations-dir", alloc,
+                          "--node-config", config, "--metrics-port", "-1", "--lldp", "--lldp-round", "2"],
+                         stdout=log, stderr=log)
+    try:
+        record = os.path.join(alloc, "cabling.json")
+        for _ in range(150):
+            if os.path.exists(record) and len(json.load(open(record)).get("rails", [])) == 3:
+                break
+            time.sleep(0.1)
+        rails = {r["rail"]: (r["switch"], r["port"]) for r in json.load(open(record))["rails"]} if os.path.exists(record) else {}
+        check(rails == {1: ("leaf-1", "swp3"), 2: ("leaf-3", "swp3"), 3: ("leaf-2", "swp3")},
+              f"the device plugin's watch records each rail's switch and port ({rails})")
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+        log.close()
+        if not rails:
+            print(open(os.path.join(tmp, "dp.log")).read()[-3000:])
+    r = subprocess.run(["ip", "netns", "exec", NODES[2], exe, "--sysfs-root", fixture, "--node-config", config,
+                        "--allocations-dir", alloc, "--json", "node"], capture_output=True, text=True, timeout=60)
+    doc = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+    bad = [f["message"] for f in cabling_findings(doc, "rail-cabling") if f["status"] == "FAIL"]
+    check(doc.get("result", {}).get("cablingSource", "").startswith("rdma-device-plugin --lldp") and len(bad) == 2,
+          f"rdma-doctor node without listening judges the device plugin's record: {bad}")
+
+
+def run(exe, dp, fixture, tmp):
     for ns in LEAVES + NODES:
         sh("ip", "netns", "add", ns)
     plan = {1: [1, 2, 3], 2: [1, 2, 3], 3: [1, 3, 2]}  # node -> the leaf each rail reaches
@@ -118,6 +155,7 @@ def run(exe, fixture, tmp):
               f"the fleet's majority names gpu-3's crossed rails, and only them: {bad}")
         check(any("gpu-3 rail 3 (mlx5_2, ens3f0np0) is cabled to leaf-2 (rail 2's switch), not leaf-3" in m for m in bad),
               "with the rail whose leaf it reached")
+        device_plugin_watch(exe, dp, fixture, tmp)
     finally:
         for p in procs:
             p.kill()  # lldpd's monitor; its privilege-separated child goes with the namespace below
@@ -128,11 +166,11 @@ def main():
     if os.geteuid() != 0 or shutil.which("lldpd") is None or shutil.which("lldpcli") is None:
         print("skip: needs root and Debian's lldpd (apt-get install lldpd)")
         return 77
-    exe, fixture = sys.argv[1], sys.argv[2]
+    exe, dp, fixture = sys.argv[1], sys.argv[2], sys.argv[3]
     tmp = tempfile.mkdtemp(prefix="kuberdma-lldp-")
     os.chmod(tmp, 0o755)  # lldpcli talks to lldpd's socket as the _lldpd group
     try:
-        run(exe, fixture, tmp)
+        run(exe, dp, fixture, tmp)
     finally:
         for ns in LEAVES + NODES:
             # Whatever still runs there (lldpd's children), then the namespace.

@@ -328,6 +328,10 @@ void Driver::RecordTaintsFor(const std::string& dir, const std::vector<DeviceSta
 PublishOptions Driver::WithVerdicts(const std::string& dir) {
   PublishOptions o = o_.publish;
   if (dir.empty()) return o;
+  // Each rail's switch as the LLDP watch last heard it (--lldp): the leaf attribute.
+  if (auto cabling = podenv::ListCabling(dir)) {
+    for (const auto& r : *cabling) o.leaves[r.hca] = r.switch_name;
+  }
   auto verdicts = podenv::ListVerdicts(dir);
   if (!verdicts) {
     if (verdicts.error().code() != ErrorCode::kNotFound && !verdicts_warned_) {

@@ -83,6 +83,15 @@ class Attributes {
   json attrs_ = json::object();
 };
 
+std::string Fnv(const std::string& text);
+
+// A switch name as an attribute value: whole when it fits, else its head and a hash of the whole
+// (two long names never meet as one leaf; a selector on leaf never meets a missing attribute).
+std::string LeafValue(const std::string& name) {
+  if (name.size() <= kMaxStringValue) return name;
+  return name.substr(0, kMaxStringValue - 9) + "-" + Fnv(name);
+}
+
 json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
               const deviceplugin::HcaHealth& h, const sysfs::Port& port, int rail,
               const std::vector<DeviceTaint>& taints, Published& out) {
@@ -110,6 +119,8 @@ json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
   a.String(ours + "function", hca.pf_address.empty() ? "pf" : "vf");
   if (!hca.pf_address.empty()) a.String(ours + "pfPciAddress", hca.pf_address);
   a.String(ours + "netnsMode", o.netns_mode);
+  auto leaf = o.leaves.find(hca.name);
+  a.String(ours + "leaf", leaf == o.leaves.end() ? "" : LeafValue(leaf->second), true);
   a.String("k8s.cni.cncf.io/deviceID", hca.pci_address.empty() ? hca.name : hca.pci_address);
   a.String("k8s.cni.cncf.io/resourceName", r.config().FullName());
   out.devices.push_back(name);

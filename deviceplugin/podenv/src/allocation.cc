@@ -234,6 +234,60 @@ Result<std::vector<VerdictRecord>> ListVerdicts(const std::string& dir) {
   return out;
 }
 
+Result<void> RecordCabling(const std::string& dir, const std::vector<CablingRecord>& rails) {
+  json list = json::array();
+  for (const auto& r : rails) {
+    list.push_back({{"hca", r.hca},
+                    {"netdev", r.netdev},
+                    {"rail", r.rail},
+                    {"switch", r.switch_name},
+                    {"port", r.port},
+                    {"chassisId", r.chassis_id},
+                    {"heardAt", r.heard_at}});
+  }
+  KUBERDMA_TRY(MakeDirs(dir));
+  return WriteFileAtomic(dir + "/cabling.json", json{{"rails", list}}.dump() + "\n");
+}
+
+namespace {
+
+bool Printable(const std::string& s) {
+  return s.size() <= 2048 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+}  // namespace
+
+Result<std::vector<CablingRecord>> ListCabling(const std::string& dir) {
+  const std::string path = dir + "/cabling.json";
+  KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
+  KUBERDMA_ASSIGN_OR_RETURN(json j, ParseUntrustedJson(text, path));
+  const json list = j.is_object() ? j.value("rails", json()) : json();
+  if (!list.is_array() || list.size() > kMaxAllocationSlots) {
+    return Fail(ErrorCode::kInvalidArgument, path + ": 'rails' must be an array");
+  }
+  std::vector<CablingRecord> out;
+  for (const auto& v : list) {
+    if (!v.is_object() || !PlainName(String(v, "hca"))) {
+      return Fail(ErrorCode::kInvalidArgument, path + ": every rail needs an HCA name");
+    }
+    CablingRecord r{.hca = String(v, "hca"),
+                    .netdev = String(v, "netdev"),
+                    .switch_name = String(v, "switch"),
+                    .port = String(v, "port"),
+                    .chassis_id = String(v, "chassisId")};
+    if (v.contains("rail") && v["rail"].is_number_integer()) r.rail = v["rail"].get<int>();
+    if (v.contains("heardAt") && v["heardAt"].is_number_integer())
+      r.heard_at = v["heardAt"].get<int64_t>();
+    for (const std::string* s : {&r.netdev, &r.switch_name, &r.port, &r.chassis_id}) {
+      if (!Printable(*s))
+        return Fail(ErrorCode::kInvalidArgument, path + ": a name that is not printable");
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::string EncodePodQuery(const PodQuery& q) {
   return json{{"namespace", q.ns}, {"name", q.name}}.dump() + "\n";
 }

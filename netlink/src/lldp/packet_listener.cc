@@ -63,23 +63,29 @@ void Drain(int fd, const std::string& netdev, std::map<std::string, Neighbor>& h
 }  // namespace
 
 Result<std::map<std::string, Neighbor>> PacketLldpListener::Listen(
-    const std::vector<std::string>& netdevs, std::chrono::milliseconds wait) {
+    const std::vector<std::string>& netdevs, std::chrono::milliseconds wait, int stop_fd) {
   std::vector<UniqueFd> fds;
   std::vector<pollfd> polls;
+  std::vector<std::string> names;
   for (const auto& d : netdevs) {
-    KUBERDMA_ASSIGN_OR_RETURN(UniqueFd fd, OpenOn(d));
-    polls.push_back({fd.get(), POLLIN, 0});
-    fds.push_back(std::move(fd));
+    auto fd = OpenOn(d);
+    if (!fd && fd.error().code() == ErrorCode::kNotFound) continue;  // in a pod now
+    if (!fd) return Fail(fd.error());
+    polls.push_back({fd->get(), POLLIN, 0});
+    names.push_back(d);
+    fds.push_back(std::move(*fd));
   }
+  if (stop_fd >= 0) polls.push_back({stop_fd, POLLIN, 0});
   std::map<std::string, Neighbor> heard;
   auto deadline = Clock::now() + wait;
-  while (heard.size() < netdevs.size()) {
+  while (heard.size() < names.size()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
     int ready = ::poll(polls.data(), polls.size(), static_cast<int>(left.count()));
     if (ready < 0 && errno != EINTR) return FailErrno(errno, "wait for LLDP frames");
-    for (size_t i = 0; ready > 0 && i < polls.size(); ++i) {
-      if (polls[i].revents & POLLIN) Drain(polls[i].fd, netdevs[i], heard);
+    if (ready > 0 && stop_fd >= 0 && (polls.back().revents & POLLIN)) break;
+    for (size_t i = 0; ready > 0 && i < names.size(); ++i) {
+      if (polls[i].revents & POLLIN) Drain(polls[i].fd, names[i], heard);
     }
   }
   return heard;

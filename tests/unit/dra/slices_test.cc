@@ -189,6 +189,26 @@ TEST_CASE("An HCA the fleet acceptance named slow is tainted as its verdict says
   CHECK(healthy);
 }
 
+TEST_CASE("Each device names its rail's leaf switch from LLDP, for matchAttribute") {
+  sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
+  deviceplugin::Resource r(testing::PerHcaResource(), root);
+  r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
+  PublishOptions o{.node = "n1"};
+  o.leaves = {{"mlx5_0", "leaf-1"}, {"mlx5_1", std::string(80, 'x')}};
+  auto p = ResourceSlices(r, o);
+  REQUIRE(p);
+  const auto& devices = p->objects[0]["spec"]["devices"];
+  CHECK(Attr(devices[0], "rdma.kube-rdma.io/leaf") == "leaf-1");
+  // Too long for the API: its head and a hash of the whole, never left out.
+  std::string long_leaf = Attr(devices[1], "rdma.kube-rdma.io/leaf");
+  CHECK(long_leaf.size() == kMaxStringValue);
+  CHECK(long_leaf.substr(0, 55) == std::string(55, 'x'));
+  // Not heard: an empty string, so a selector on leaf meets no missing attribute.
+  REQUIRE(devices[2]["attributes"].contains("rdma.kube-rdma.io/leaf"));
+  CHECK(Attr(devices[2], "rdma.kube-rdma.io/leaf").empty());
+  CHECK(p->dropped.empty());
+}
+
 TEST_CASE("A taint value is a label value, whatever the reason says") {
   CHECK(TaintValue("port 1 DOWN") == "port-1-DOWN");
   CHECK(TaintValue("  --weird\x01 reason: a/b  ") == "weird-reason-a-b");

@@ -152,6 +152,32 @@ TEST_CASE("Allocation records round-trip, refuse what is not one, and find nothi
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
+TEST_CASE("Cabling records: round trip, and files with escapes, bad names or shapes refused") {
+  char tmpl[] = "/tmp/kuberdma-cabling-XXXXXX";
+  std::string dir = std::string(mkdtemp(tmpl)) + "/allocations";
+  CHECK(ListCabling(dir).error().code() == ErrorCode::kNotFound);  // nothing heard yet
+  std::vector<CablingRecord> c = {{.hca = "mlx5_2",
+                                   .netdev = "ens3f0np0",
+                                   .rail = 3,
+                                   .switch_name = "leaf-3",
+                                   .port = "swp17",
+                                   .chassis_id = "8a:b6:51:41:59:fe",
+                                   .heard_at = 1796400000}};
+  REQUIRE(RecordCabling(dir, c));
+  REQUIRE(ListCabling(dir));
+  CHECK(*ListCabling(dir) == c);
+  for (const char* bad :
+       {R"({"rails":[{"hca":"../x"}]})", R"({"rails":[{"hca":"mlx5_0","switch":"a\u001b[2Jb"}]})",
+        R"({"rails":{}})", "{cut"}) {
+    REQUIRE(WriteFileAtomic(dir + "/cabling.json", bad));
+    INFO(bad);
+    auto r = ListCabling(dir);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == ErrorCode::kInvalidArgument);
+  }
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
 TEST_CASE("Acceptance verdicts and DRA taint records: round trip, and bad files named") {
   char tmpl[] = "/tmp/kuberdma-verdicts-XXXXXX";
   std::string dir = std::string(mkdtemp(tmpl)) + "/allocations";

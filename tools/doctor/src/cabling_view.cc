@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "internal.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/cabling.h"
 
 namespace kuberdma::doctor::internal {
@@ -69,9 +70,47 @@ void Judge(const std::vector<rails::RailNeighbor>& heard, const std::vector<std:
 
 }  // namespace
 
+namespace {
+
+// What the device plugin's LLDP watch last heard (rdma-device-plugin --lldp), as rails with their
+// neighbours; nullopt when it never wrote one.
+std::optional<std::vector<rails::RailNeighbor>> Recorded(const Inputs& in, View& v) {
+  auto recs = podenv::ListCabling(in.allocations_dir);
+  if (!recs) {
+    if (recs.error().code() != ErrorCode::kNotFound) {
+      Add(v, "rail-lldp", Status::kWarn, recs.error().message(),
+          "the device plugin rewrites it on its next round; or listen here: --lldp-wait 35");
+    }
+    return std::nullopt;
+  }
+  std::vector<rails::RailNeighbor> out;
+  for (const auto& r : *recs) {
+    out.push_back(
+        {.rail = r.rail,
+         .hca = r.hca,
+         .netdev = r.netdev,
+         .neighbor = lldp::Neighbor{
+             .chassis_id = r.chassis_id, .port_id = r.port, .system_name = r.switch_name}});
+  }
+  return out;
+}
+
+}  // namespace
+
 void CheckCabling(const Inputs& in, const netns::NetNs& host, const std::vector<sysfs::Hca>& hcas,
                   const rails::NodeRoles& roles, const rails::NodeConfig& config, View& v) {
-  if (in.lldp == nullptr || in.lldp_wait_ms <= 0 || in.links == nullptr) return;
+  if (in.lldp_wait_ms <= 0) {
+    // Not asked to listen: show what the device plugin's watch heard, if it runs.
+    auto rails = Recorded(in, v);
+    if (!rails) return;
+    json shown = json::array();
+    for (const auto& r : *rails) shown.push_back(Shown(r));
+    v.doc["cabling"] = shown;
+    v.doc["cablingSource"] = "rdma-device-plugin --lldp (" + in.allocations_dir + "/cabling.json)";
+    Judge(*rails, config.rail_switches, in.node_config, v);
+    return;
+  }
+  if (in.lldp == nullptr || in.links == nullptr) return;
   std::vector<rails::RailNeighbor> rails = RailsOf(in, host, hcas, roles);
   std::vector<std::string> netdevs;
   for (const auto& r : rails) netdevs.push_back(r.netdev);
@@ -87,6 +126,7 @@ void CheckCabling(const Inputs& in, const netns::NetNs& host, const std::vector<
     shown.push_back(Shown(r));
   }
   v.doc["cabling"] = shown;
+  v.doc["cablingSource"] = "listened " + std::to_string(in.lldp_wait_ms / 1000) + " s";
   Judge(rails, config.rail_switches, in.node_config, v);
 }
 

@@ -21,6 +21,7 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/deviceplugin/cabling_watch.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/metrics.h"
 #include "kuberdma/deviceplugin/pod_usage.h"
@@ -66,6 +67,12 @@ struct Options {
   std::function<void(const std::map<std::string, std::shared_ptr<SharedResource>>&,
                      const rails::NodeRoles*)>
       on_rescan;
+  // Listen for each rail's LLDP neighbour for as long as the plugin runs, rounds of `lldp_round`
+  // (cabling_watch.h); needs CAP_NET_RAW and an allocations directory.
+  bool lldp = false;
+  std::chrono::milliseconds lldp_round = std::chrono::seconds(35);
+  // Told each time the rails' neighbours change (the topology labels' writer).
+  CablingWatch::OnChange on_cabling;
 };
 
 class Manager {
@@ -120,12 +127,15 @@ class Manager {
   // Every pod holding one of our HCAs: the kubelet's allocations (PodHcas per pod) and the DRA
   // claims' pods; kIo when the kubelet does not answer (PodHcaInfo keeps its last answer).
   Result<PodHcaMap> PodsHoldingHcas();
+  // The rails whose netdev is on the host as of the last scan (rail order), for the LLDP watch.
+  std::vector<rails::RailNeighbor> RailNetdevs() const;
 
   Options opts_;
   Config cfg_;
   // Each resource's present HCAs as of the last scan, for the pods endpoint's thread.
   mutable std::mutex snapshot_mu_;
   std::map<std::string, std::vector<std::string>> resource_hcas_;
+  std::vector<rails::RailNeighbor> rail_netdevs_;
   std::unique_ptr<PodsEndpoint> pods_;
   link::NetlinkLinkOps links_;
   link::NetlinkAddrOps addrs_;
@@ -138,7 +148,9 @@ class Manager {
   std::shared_ptr<PortCounters> port_counters_;        // read on scrape
   std::shared_ptr<PodHcaInfo> pod_hca_info_;           // read on scrape, cached
   std::unique_ptr<PodResourcesClient> usage_kubelet_;  // its own channel: the scrape's thread
-  UniqueFd wake_;                                      // eventfd
+  lldp::PacketLldpListener lldp_listener_;
+  std::unique_ptr<CablingWatch> cabling_;  // after what it reads: stopped first
+  UniqueFd wake_;                          // eventfd
   UniqueFd inotify_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<bool> running_{false};

@@ -65,11 +65,13 @@ Neighbor NeighborFromJson(const nlohmann::json& j);
 class LldpListener {
  public:
   virtual ~LldpListener() = default;
-  // Listens on each of `netdevs` until every one has heard a neighbour or `wait` is over; a
-  // netdev that heard nothing is absent from the answer. kNotFound for a netdev that does not
-  // exist, kPermissionDenied without CAP_NET_RAW. Frames that do not parse are skipped.
+  // Listens on each of `netdevs` until every one has heard a neighbour, `wait` is over, or
+  // `stop_fd` (an eventfd, -1 for none) becomes readable; a netdev that heard nothing, or that
+  // does not exist in this namespace (a pod holds it), is absent from the answer.
+  // kPermissionDenied without CAP_NET_RAW. Frames that do not parse are skipped.
   virtual Result<std::map<std::string, Neighbor>> Listen(const std::vector<std::string>& netdevs,
-                                                         std::chrono::milliseconds wait) = 0;
+                                                         std::chrono::milliseconds wait,
+                                                         int stop_fd = -1) = 0;
 };
 
 // The real listener: one AF_PACKET socket per netdev, bound to it and to LLDP's EtherType, joined
@@ -77,7 +79,8 @@ class LldpListener {
 class PacketLldpListener final : public LldpListener {
  public:
   Result<std::map<std::string, Neighbor>> Listen(const std::vector<std::string>& netdevs,
-                                                 std::chrono::milliseconds wait) override;
+                                                 std::chrono::milliseconds wait,
+                                                 int stop_fd = -1) override;
 };
 
 }  // namespace kuberdma::lldp

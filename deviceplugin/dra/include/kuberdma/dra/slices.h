@@ -9,7 +9,7 @@
 //   - Kubernetes' standard attributes: resource.kubernetes.io/pcieRoot ("pci0000:15"), pciBusID,
 //     numaNode (left out where sysfs says -1), for matchAttribute with GPUs of another driver;
 //   - ours under the driver's name: rdmaDevice, netdev, linkLayer, rateGbps, port, rail,
-//     firmware, pciAddress, netnsMode;
+//     firmware, pciAddress, netnsMode, leaf (the rail's switch, from LLDP);
 //   - Multus's: k8s.cni.cncf.io/deviceID (the PCI address the rdma CNI takes as deviceID) and
 //     k8s.cni.cncf.io/resourceName (matched against a NAD's resourceName annotation).
 // Within the API's limits (docs/dra.md): at most 128 devices a slice (more are further slices of
@@ -54,6 +54,9 @@ struct PublishOptions {
   // The fleet acceptance's verdicts by HCA (podenv::ListVerdicts): each such device gets the
   // taint rdma.kube-rdma.io/acceptance with the verdict's reason and effect.
   std::map<std::string, std::pair<std::string, std::string>> acceptance;  // hca -> (why, effect)
+  // Each rail's switch by HCA (podenv::ListCabling, rdma-device-plugin --lldp): the attribute
+  // rdma.kube-rdma.io/leaf, so that a claim can matchAttribute on it ("" where none was heard).
+  std::map<std::string, std::string> leaves;
   // The API server drops device taints (DRADeviceTaints off): a device with a NoSchedule or
   // NoExecute taint is left out of the slices instead, as before taints existed.
   bool omit_tainted = false;

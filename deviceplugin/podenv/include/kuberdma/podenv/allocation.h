@@ -100,6 +100,25 @@ Result<void> RecordVerdicts(const std::string& dir, const std::vector<VerdictRec
 // kNotFound when no pass wrote one; kInvalidArgument naming a bad file.
 Result<std::vector<VerdictRecord>> ListVerdicts(const std::string& dir);
 
+// Each rail's switch as LLDP last named it (rdma-device-plugin --lldp, docs/fabric.md): the DRA
+// driver publishes it as rdma.kube-rdma.io/leaf, the doctor shows it without listening again.
+// A rail keeps its last neighbour while a pod holds its netdev (the frames go to the pod then).
+// <dir>/cabling.json.
+struct CablingRecord {
+  std::string hca;     // "mlx5_3"
+  std::string netdev;  // the rail's netdev on the host when it was heard
+  int rail = 0;
+  std::string switch_name;  // system name, else chassis ID (printable: escaped by the reader)
+  std::string port;         // the switch's port
+  std::string chassis_id;
+  int64_t heard_at = 0;  // unix seconds
+  bool operator==(const CablingRecord&) const = default;
+};
+Result<void> RecordCabling(const std::string& dir, const std::vector<CablingRecord>& rails);
+// kNotFound when nothing was heard yet (or --lldp is off); kInvalidArgument naming a bad file.
+// Names that are not printable ASCII are refused with the file.
+Result<std::vector<CablingRecord>> ListCabling(const std::string& dir);
+
 // ---- Which HCAs a pod was allocated: the CNI asks rdma-device-plugin ----
 // The CNI checks that the HCA it is about to attach is the pod's (kube-rdma's resources in the
 // kubelet's pod-resources API). It runs for every attachment and must stay small and fast, so it

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// rdma-device-plugin --lldp: every rail's LLDP neighbour, listened for for the whole life of the
+// plugin (docs/fabric.md), written to the allocations directory (podenv's CablingRecord) for the
+// DRA driver's leaf attribute, the node's topology labels and the doctor. One thread; each round
+// listens until every rail has been heard or `round` is over, then writes what changed. A rail a
+// pod holds keeps the neighbour it had: its frames go to the pod.
+//
+//   auto watch = CablingWatch::Start(dir, listener, [&] { return manager.RailNetdevs(); });
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kuberdma/base/error.h"
+#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/lldp/lldp.h"
+#include "kuberdma/podenv/allocation.h"
+#include "kuberdma/rails/cabling.h"
+
+namespace kuberdma::deviceplugin {
+
+class CablingWatch {
+ public:
+  // The rails to listen on this round (their netdev on the host; neighbor unset).
+  using Rails = std::function<std::vector<rails::RailNeighbor>()>;
+  // Called after each write with the records written (the topology labels' writer).
+  using OnChange = std::function<void(const std::vector<podenv::CablingRecord>&)>;
+
+  // Starts the thread. `listener` must outlive the watch. kIo when the eventfd cannot be made.
+  static Result<std::unique_ptr<CablingWatch>> Start(
+      std::string dir, lldp::LldpListener& listener, Rails rails,
+      std::chrono::milliseconds round = std::chrono::seconds(35), OnChange on_change = {});
+  // Stops the thread at once (it never waits out a round).
+  ~CablingWatch();
+  CablingWatch(const CablingWatch&) = delete;
+  CablingWatch& operator=(const CablingWatch&) = delete;
+
+  // One round: listen, merge, write when changed (or never written). False when there was no
+  // rail to listen on.
+  bool Round();
+
+ private:
+  CablingWatch(std::string dir, lldp::LldpListener& listener, Rails rails,
+               std::chrono::milliseconds round, OnChange on_change)
+      : dir_(std::move(dir)),
+        listener_(listener),
+        rails_(std::move(rails)),
+        round_(round),
+        on_change_(std::move(on_change)) {}
+  void Loop();
+
+  std::string dir_;
+  lldp::LldpListener& listener_;
+  Rails rails_;
+  std::chrono::milliseconds round_;
+  OnChange on_change_;
+  std::vector<podenv::CablingRecord> known_;  // by rail order; the thread's own
+  bool written_ = false;
+  UniqueFd stop_;  // eventfd
+  std::thread thread_;
+};
+
+}  // namespace kuberdma::deviceplugin
