@@ -116,6 +116,7 @@ bench: build
 	@$(BUILD)/bench/acceptance_bench
 	@echo
 	@$(BUILD)/bench/deviceplugin_dra_bench
+	@$(BUILD)/bench/cabling_bench
 	@echo
 	@bash bench/vf_bench.sh $(BUILD)
 

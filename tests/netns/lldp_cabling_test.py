@@ -155,6 +155,13 @@ def run(exe, dp, fixture, tmp):
               f"the fleet's majority names gpu-3's crossed rails, and only them: {bad}")
         check(any("gpu-3 rail 3 (mlx5_2, ens3f0np0) is cabled to leaf-2 (rail 2's switch), not leaf-3" in m for m in bad),
               "with the rail whose leaf it reached")
+        r = subprocess.run([exe, "cabling", "--labels", *paths], capture_output=True, text=True, timeout=30)
+        lines = sorted(r.stdout.splitlines())
+        blocks = {l.split()[3]: [w for w in l.split() if w.startswith("topology.kube-rdma.io/block=")] for l in lines}
+        check(r.returncode == 0 and len(lines) == 3 and
+              "topology.kube-rdma.io/rail-2-leaf=leaf-3" in lines[2] and "topology.kube-rdma.io/rail-2-leaf=leaf-2" in lines[0]
+              and len({tuple(b) for b in blocks.values()}) == 1,
+              f"one kubectl label command a node: each rail's leaf, one block for nodes on the same leaves: {lines}")
         device_plugin_watch(exe, dp, fixture, tmp)
     finally:
         for p in procs:

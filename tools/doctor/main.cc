@@ -38,6 +38,7 @@ struct Cli {
   CLI::App* partitions = nullptr;
   CLI::App* cabling = nullptr;
   std::vector<std::string> cabling_files;
+  bool cabling_labels = false;
   std::vector<std::string> pkeys;
   std::string node_name;
   // The host paths the admin named; the others default under --host-root.
@@ -96,6 +97,8 @@ void AddOptions(CLI::App& app, Cli& c) {
   c.cabling = app.add_subcommand(
       "cabling", "the fleet's rail cabling from each node's `rdma-doctor node --json --lldp-wait`");
   c.cabling->add_option("documents", c.cabling_files, "one file per node")->required();
+  c.cabling->add_flag("--labels", c.cabling_labels,
+                      "print the kubectl label commands for each node's topology labels instead");
   c.node
       ->add_option_function<double>(
           "--lldp-wait", [&in](double s) { in.lldp_wait_ms = static_cast<int>(s * 1000); },
@@ -146,7 +149,12 @@ int Cabling(const Cli& c) {
     }
     docs.emplace_back(f, std::move(*text));
   }
-  return Print(c, kuberdma::doctor::FleetCablingView(docs));
+  kuberdma::doctor::View v = kuberdma::doctor::FleetCablingView(docs);
+  if (c.cabling_labels) {
+    std::fputs(kuberdma::doctor::LabelCommands(v).c_str(), stdout);
+    return 0;
+  }
+  return Print(c, v);
 }
 
 int Run(int argc, char** argv) {

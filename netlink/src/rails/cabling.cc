@@ -3,7 +3,9 @@
 #include "kuberdma/rails/cabling.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <set>
 
 namespace kuberdma::rails {
 namespace {
@@ -99,6 +101,83 @@ std::vector<CablingFinding> JudgeFleetCabling(const std::vector<NodeCabling>& fl
       out.push_back(Finding(n.node, r, majority[r.rail], majority, strong[r.rail]));
     }
   }
+  return out;
+}
+
+namespace {
+
+std::string Fnv8(std::string_view text) {
+  uint32_t h = 2166136261u;
+  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  char b[9];
+  std::snprintf(b, sizeof b, "%08x", h);
+  return b;
+}
+
+bool LabelChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+bool Alnum(char c) { return LabelChar(c) && c != '-' && c != '_' && c != '.'; }
+
+bool DnsSubdomain(std::string_view p) {
+  if (p.empty() || p.size() > 253) return false;
+  size_t start = 0;
+  for (;;) {
+    size_t dot = p.find('.', start);
+    std::string_view part = p.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    if (part.empty() || part.size() > 63 || !Alnum(part.front()) || !Alnum(part.back()))
+      return false;
+    for (char c : part) {
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+bool ValidDnsSubdomain(std::string_view name) { return DnsSubdomain(name); }
+
+bool ValidLabelValue(std::string_view v) {
+  if (v.empty()) return true;
+  return v.size() <= 63 && Alnum(v.front()) && Alnum(v.back()) &&
+         std::all_of(v.begin(), v.end(), LabelChar);
+}
+
+bool ValidLabelKey(std::string_view k) {
+  size_t slash = k.find('/');
+  std::string_view name = slash == std::string_view::npos ? k : k.substr(slash + 1);
+  if (slash != std::string_view::npos && !DnsSubdomain(k.substr(0, slash))) return false;
+  return !name.empty() && ValidLabelValue(name);
+}
+
+std::string LabelValue(std::string_view name) {
+  if (ValidLabelValue(name)) return std::string(name);
+  std::string v;
+  for (char c : name) v += LabelChar(c) ? c : '-';
+  while (!v.empty() && !Alnum(v.front())) v.erase(0, 1);
+  v = v.substr(0, 63 - 9);  // room for "-" and the hash
+  while (!v.empty() && !Alnum(v.back())) v.pop_back();
+  return (v.empty() ? "" : v + "-") + Fnv8(name);
+}
+
+std::map<std::string, std::string> TopologyLabels(const std::vector<RailNeighbor>& rails) {
+  std::map<std::string, std::string> out;
+  std::set<std::string> leaves;
+  for (const auto& r : rails) {
+    if (!r.neighbor || r.rail <= 0) continue;
+    std::string leaf = r.neighbor->Switch();
+    out[std::string(kTopologyLabelPrefix) + "rail-" + std::to_string(r.rail) + "-leaf"] =
+        LabelValue(leaf);
+    leaves.insert(leaf);
+  }
+  if (leaves.empty()) return out;
+  std::string joined;
+  for (const auto& l : leaves) joined += l + "\n";
+  out[std::string(kTopologyLabelPrefix) + "block"] =
+      leaves.size() == 1 ? LabelValue(*leaves.begin()) : "b-" + Fnv8(joined);
   return out;
 }
 

@@ -39,6 +39,12 @@ TEST_CASE("The fleet's cabling names the node whose rail is on another rail's le
         "gpu-3 rail 1 (mlx5_0, ens1f0np0) is cabled to leaf-2 (rail 2's switch), not leaf-1");
   CHECK(v.ExitCode() == 1);
   CHECK(v.doc["nodes"]["gpu-3"]["1"] == "leaf-2");
+  CHECK(v.doc["labels"]["gpu-1"]["topology.kube-rdma.io/rail-1-leaf"] == "leaf-1");
+  CHECK(v.doc["labels"]["gpu-1"]["topology.kube-rdma.io/block"] ==
+        v.doc["labels"]["gpu-2"]["topology.kube-rdma.io/block"]);
+  CHECK_THAT(LabelCommands(v), Catch::Contains("kubectl label node gpu-3 --overwrite "
+                                               "topology.kube-rdma.io/block=leaf-2 "
+                                               "topology.kube-rdma.io/rail-1-leaf=leaf-2"));
 }
 
 TEST_CASE("Documents that are not a node's cabling are named; hostile names are escaped") {
@@ -57,6 +63,9 @@ TEST_CASE("Documents that are not a node's cabling are named; hostile names are 
   CHECK(v.doc["nodes"]["gpu-\\x1b[31m"]["1"] == "leaf-1\\x0a");
   CHECK(v.doc["nodes"]["shape.json"]["1"] == "");
   CHECK(Render(v).find('\x1b') == std::string::npos);
+  // A node name that is not one gets no labels, so no command with its text.
+  CHECK_FALSE(v.doc["labels"].contains("gpu-\\x1b[31m"));
+  CHECK(LabelCommands(v).find("x1b") == std::string::npos);
 }
 
 }  // namespace

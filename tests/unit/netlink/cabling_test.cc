@@ -68,5 +68,41 @@ TEST_CASE("A fleet split in half is reported, uncertain") {
   CHECK(JudgeFleetCabling({}).empty());
 }
 
+TEST_CASE("Topology labels: a rail's leaf and the node's block, valid whatever LLDP said") {
+  auto labels = TopologyLabels({On(1, "leaf-1"), On(2, "leaf-2"), On(3, "")});
+  CHECK(labels.at("topology.kube-rdma.io/rail-1-leaf") == "leaf-1");
+  CHECK(labels.at("topology.kube-rdma.io/rail-2-leaf") == "leaf-2");
+  CHECK_FALSE(labels.contains("topology.kube-rdma.io/rail-3-leaf"));
+  // Nodes on the same leaves share a block, whatever the order; others do not.
+  CHECK(labels.at("topology.kube-rdma.io/block") ==
+        TopologyLabels({On(1, "leaf-2"), On(2, "leaf-1")}).at("topology.kube-rdma.io/block"));
+  CHECK(labels.at("topology.kube-rdma.io/block") !=
+        TopologyLabels({On(1, "leaf-1"), On(2, "leaf-3")}).at("topology.kube-rdma.io/block"));
+  CHECK(TopologyLabels({On(1, "tor-7")}).at("topology.kube-rdma.io/block") == "tor-7");
+  CHECK(TopologyLabels({On(1, "")}).empty());
+  for (const auto& [k, v] : labels) {
+    CHECK(ValidLabelKey(k));
+    CHECK(ValidLabelValue(v));
+  }
+}
+
+TEST_CASE("Label values from hostile or long switch names are valid and stay distinct") {
+  for (std::string name : {std::string("leaf 1\x1b[2J"), std::string("8a:b6:51:41:59:fe"),
+                           std::string(300, 'x'), std::string("-.-"), std::string("\\x0a")}) {
+    INFO(name);
+    std::string v = LabelValue(name);
+    CHECK(ValidLabelValue(v));
+    CHECK_FALSE(v.empty());
+  }
+  CHECK(LabelValue("leaf-1") == "leaf-1");
+  CHECK(LabelValue(std::string(300, 'x')) != LabelValue(std::string(301, 'x')));
+  CHECK(LabelValue("a:b") != LabelValue("a;b"));
+  CHECK_FALSE(ValidLabelValue("-a"));
+  CHECK_FALSE(ValidLabelValue(std::string(64, 'a')));
+  CHECK(ValidLabelKey("topology.kube-rdma.io/block"));
+  CHECK_FALSE(ValidLabelKey("Topology.kube-rdma.io/block"));
+  CHECK_FALSE(ValidLabelKey("topology.kube-rdma.io/"));
+}
+
 }  // namespace
 }  // namespace kuberdma::rails

@@ -60,14 +60,19 @@ View FleetCablingView(const std::vector<std::pair<std::string, std::string>>& no
     fleet.push_back(std::move(*node));
   }
   json table = json::object();
+  json labels = json::object();
   for (const auto& n : fleet) {
     json rails = json::object();
     for (const auto& r : n.rails) {
       rails[std::to_string(r.rail)] = r.neighbor ? r.neighbor->Switch() : "";
     }
     table[n.node] = rails;
+    // A node's topology labels, for a scheduler's topology (docs/fabric.md); only for a name
+    // that is a node's, as the names came from the documents.
+    if (rails::ValidDnsSubdomain(n.node)) labels[n.node] = rails::TopologyLabels(n.rails);
   }
   v.doc["nodes"] = table;
+  v.doc["labels"] = labels;
   auto findings = rails::JudgeFleetCabling(fleet);
   for (const auto& f : findings) {
     internal::Add(v, "fleet-cabling", f.certain ? Status::kFail : Status::kWarn, f.Message(),
@@ -79,6 +84,19 @@ View FleetCablingView(const std::vector<std::pair<std::string, std::string>>& no
                   std::to_string(fleet.size()) + " node(s): every rail on its rail's switch", "");
   }
   return v;
+}
+
+std::string LabelCommands(const View& v) {
+  std::string out;
+  if (!v.doc.contains("labels")) return out;
+  for (const auto& [node, labels] : v.doc["labels"].items()) {
+    if (labels.empty()) continue;
+    // Names and values were checked against Kubernetes' syntax: nothing here needs quoting.
+    out += "kubectl label node " + node + " --overwrite";
+    for (const auto& [k, val] : labels.items()) out += " " + k + "=" + val.get<std::string>();
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace kuberdma::doctor

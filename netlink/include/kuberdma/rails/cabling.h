@@ -9,8 +9,10 @@
 //   for (const auto& f : JudgeFleetCabling(fleet)) ...   // "rail 3 of gpu-17 is on rail 5's leaf"
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kuberdma/lldp/lldp.h"
@@ -50,5 +52,27 @@ struct NodeCabling {
 // the nodes that heard one agree); each node whose rail i reaches another switch is a finding,
 // naming the rail whose switch it reached. Nodes that heard nothing on a rail are not counted.
 std::vector<CablingFinding> JudgeFleetCabling(const std::vector<NodeCabling>& fleet);
+
+// ---- Topology labels for schedulers (Kueue's Topology levels, Volcano's network topology) ----
+
+inline constexpr char kTopologyLabelPrefix[] = "topology.kube-rdma.io/";
+
+// A Kubernetes label value naming `name`: at most 63 characters of [A-Za-z0-9._-], starting and
+// ending alphanumeric. A name that is one already is kept; otherwise other characters become '-'
+// and a name too long (or changed) ends in a hash of the original, so that two switches never
+// share a value. "" for "".
+std::string LabelValue(std::string_view name);
+// Kubernetes' label syntax: a value as above (or empty); a key an optional DNS-subdomain prefix
+// (at most 253) and '/', then a name of at most 63.
+bool ValidLabelValue(std::string_view v);
+bool ValidLabelKey(std::string_view k);
+// A DNS subdomain (RFC 1123, lower case, at most 253): what a node's name is.
+bool ValidDnsSubdomain(std::string_view name);
+
+// A node's labels from its rails' neighbours: "<prefix>rail-<n>-leaf" for each rail heard, and
+// "<prefix>block": the set of switches its rails reach (the switch itself when one; else "b-" and
+// a hash of the sorted names), so that nodes cabled to the same leaves share a block. Empty when
+// no rail was heard.
+std::map<std::string, std::string> TopologyLabels(const std::vector<RailNeighbor>& rails);
 
 }  // namespace kuberdma::rails

@@ -92,11 +92,14 @@ View NodeView(const Inputs& in);
 // `rdma-doctor cabling`: the fleet's cabling from each node's `rdma-doctor node --json
 // --lldp-wait N` document (name, text): rail i's switch is the one most nodes' rail i reaches,
 // and a node whose rail reaches another is a finding naming the rail whose switch it reached.
-// A document that does not parse is a warning naming it, never a reason to stop.
+// A document that does not parse is a warning naming it, never a reason to stop. doc["labels"]
+// holds each node's topology labels (rails::TopologyLabels), for nodes whose name is valid.
 View FleetCablingView(const std::vector<std::pair<std::string, std::string>>& nodes);
 View PodView(const Inputs& in);
 View TopoView(const Inputs& in);
 std::string Render(const View& v);
+// The `kubectl label node` commands that apply a cabling view's topology labels (one a node).
+std::string LabelCommands(const View& v);
 
 // `rdma-doctor partitions`: opensm partitions.conf entries for node `node`: the GUIDs its
 // attachments hold on each pkey (the CNI's records under in.state_dir) and, for each of `pkeys`,
