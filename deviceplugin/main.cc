@@ -24,7 +24,9 @@
 #include "kuberdma/deviceplugin/manager.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/dra/driver.h"
+#include "kuberdma/dra/node_labels.h"
 #include "kuberdma/dra/slices.h"
+#include "kuberdma/rails/cabling.h"
 #include "kuberdma/rails/node_config.h"
 #include "kuberdma/rails/rails.h"
 #include "kuberdma/sriov/vfs.h"
@@ -53,6 +55,7 @@ struct Cli {
   bool dra = false;
   bool dra_remove_slices = false;
   std::string api_server;  // "" in a cluster: the ServiceAccount's
+  bool node_labels = false;
   kuberdma::dra::Driver::Options dra_opts;
 };
 
@@ -100,6 +103,10 @@ void AddOptions(CLI::App& app, Cli& c) {
          },
          "seconds a round of listening lasts (default 35: switches send every 30 s)")
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_flag(
+      "--node-labels", c.node_labels,
+      "with --lldp: write the node's topology labels (topology.kube-rdma.io/rail-<n>-leaf, "
+      "block) on its Node object as its rails' neighbours change (needs patch on nodes)");
   app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
@@ -218,6 +225,27 @@ int PrintDraSlices(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
       "%s\n",
       nlohmann::json{{"apiVersion", "v1"}, {"kind", "List"}, {"items", items}}.dump(2).c_str());
   return 0;
+}
+
+// The node's topology labels from what the LLDP watch recorded; a failure is logged and tried
+// again at the next change (a restart writes them anew from the kept record).
+void LabelNode(const kuberdma::dra::ApiServer& api, const std::string& node,
+               const std::vector<kuberdma::podenv::CablingRecord>& recs) {
+  std::vector<kuberdma::rails::RailNeighbor> rails;
+  for (const auto& r : recs) {
+    rails.push_back(
+        {.rail = r.rail,
+         .hca = r.hca,
+         .netdev = r.netdev,
+         .neighbor = kuberdma::lldp::Neighbor{
+             .chassis_id = r.chassis_id, .port_id = r.port, .system_name = r.switch_name}});
+  }
+  auto labels = kuberdma::rails::TopologyLabels(rails);
+  if (auto done = kuberdma::dra::ApplyTopologyLabels(api, node, labels); !done) {
+    spdlog::error("event=node_labels_failed error=\"{}\"", done.error().message());
+  } else {
+    spdlog::info("event=node_labels node={} labels={}", node, labels.size());
+  }
 }
 
 // The API server: --api-server (tests, the demo), else in-cluster.
@@ -348,10 +376,24 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
     dra = StartDra(c);
     if (!dra) return 1;
   }
-  // New cabling is a rescan: the DRA driver republishes each device's leaf.
+  // New cabling is a rescan (the DRA driver republishes each device's leaf) and, with
+  // --node-labels, the node's topology labels (on the watch's thread: it may wait on the API).
   static std::atomic<kuberdma::deviceplugin::Manager*> running{nullptr};
-  c.opts.on_cabling = [](const auto&) {
+  std::optional<kuberdma::dra::ApiServer> label_api;
+  if (c.node_labels) {
+    auto api = ApiServerOf(c);
+    if (!api || c.node_name.empty() || !c.opts.lldp) {
+      spdlog::error(
+          "event=start_failed error=\"--node-labels needs --lldp, --node-name and the "
+          "API server: {}\"",
+          api ? "" : api.error().message());
+      return 2;
+    }
+    label_api = *api;
+  }
+  c.opts.on_cabling = [&c, &label_api](const std::vector<kuberdma::podenv::CablingRecord>& recs) {
     if (auto* m = running.load()) m->RequestRescan();
+    if (label_api) LabelNode(*label_api, c.node_name, recs);
   };
   auto mgr = kuberdma::deviceplugin::Manager::Create(c.opts, std::move(cfg));
   if (mgr) running = mgr->get();

@@ -50,7 +50,12 @@ Answer Once(const ApiServer& api, const Call& call, const std::string& url,
     return a;
   }
   curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
-  if (!call.body.empty()) headers = curl_slist_append(headers, "Content-Type: application/json");
+  // A PATCH is a JSON merge patch (RFC 7386), the one kind every API server takes for any object.
+  if (!call.body.empty()) {
+    headers = curl_slist_append(headers, call.method == "PATCH"
+                                             ? "Content-Type: application/merge-patch+json"
+                                             : "Content-Type: application/json");
+  }
   std::string auth = "Authorization: Bearer " + token;
   if (!token.empty()) headers = curl_slist_append(headers, auth.c_str());
   curl_easy_setopt(c.get(), CURLOPT_URL, url.c_str());

@@ -262,6 +262,15 @@ ApiStandIn::Reply ApiStandIn::Handle(const std::string& method, const std::strin
   }
   if (method == "PUT") return Replace(item, body);
   auto it = objects_.find(item);
+  if (method == "PATCH") {  // a JSON merge patch (RFC 7386), as kubectl label sends
+    json patch = json::parse(body, nullptr, false);
+    if (patch.is_discarded() || !patch.is_object()) return Status(400, "BadRequest", "not a patch");
+    if (it == objects_.end()) return Status(404, "NotFound", path + " not found");
+    it->second.merge_patch(patch);
+    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
+    Notify("MODIFIED", item, it->second);
+    return {200, it->second};
+  }
   if (method == "DELETE") {
     if (it == objects_.end()) return Status(404, "NotFound", path + " not found");
     json gone = it->second;

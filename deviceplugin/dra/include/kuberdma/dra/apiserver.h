@@ -32,9 +32,9 @@ struct ApiServer {
                                      const std::string& sa_dir = kServiceAccountDir);
 };
 
-// One request: `body` (JSON text) with POST and PUT.
+// One request: `body` (JSON text) with POST and PUT, a JSON merge patch with PATCH.
 struct Call {
-  std::string method = "GET";  // GET, POST, PUT, DELETE
+  std::string method = "GET";  // GET, POST, PUT, PATCH, DELETE
   std::string path;            // "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=..."
   std::string body;
 };
