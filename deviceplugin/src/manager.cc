@@ -240,7 +240,9 @@ Result<std::vector<sysfs::Hca>> Manager::Discover() {
   std::vector<rails::RailNeighbor> rails;
   for (const auto& h : *hcas) {
     const rails::HcaRole* r = now.Find(h.name);
-    if (r != nullptr && r->rail > 0 && r->node_own.empty() && !h.netdevs.empty()) {
+    // LLDP is Ethernet's: an InfiniBand rail's neighbour is the subnet manager's to say.
+    bool ethernet = !h.ports.empty() && h.ports.front().link_layer == sysfs::LinkLayer::kEthernet;
+    if (r != nullptr && r->rail > 0 && r->node_own.empty() && !h.netdevs.empty() && ethernet) {
       rails.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
     }
   }

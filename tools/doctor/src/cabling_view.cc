@@ -21,6 +21,8 @@ std::vector<rails::RailNeighbor> RailsOf(const Inputs& in, const netns::NetNs& h
   for (const auto& h : hcas) {
     const rails::HcaRole* r = roles.Find(h.name);
     if (r == nullptr || r->rail == 0 || h.netdevs.empty()) continue;
+    // LLDP is Ethernet's: an InfiniBand rail's neighbour is the subnet manager's to say.
+    if (h.ports.empty() || h.ports.front().link_layer != sysfs::LinkLayer::kEthernet) continue;
     if (!in.links->GetByName(host, h.netdevs.front())) continue;
     out.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
   }
@@ -112,6 +114,13 @@ void CheckCabling(const Inputs& in, const netns::NetNs& host, const std::vector<
   }
   if (in.lldp == nullptr || in.links == nullptr) return;
   std::vector<rails::RailNeighbor> rails = RailsOf(in, host, hcas, roles);
+  if (rails.empty()) {
+    Add(v, "rail-lldp", Status::kUnknown,
+        "no Ethernet rail with its netdev on the host to listen on",
+        "LLDP is Ethernet's: an InfiniBand rail's neighbour is the subnet manager's view "
+        "(ibnetdiscover), and a rail a pod holds hears its frames in the pod");
+    return;
+  }
   std::vector<std::string> netdevs;
   for (const auto& r : rails) netdevs.push_back(r.netdev);
   auto heard = in.lldp->Listen(netdevs, std::chrono::milliseconds(in.lldp_wait_ms));
