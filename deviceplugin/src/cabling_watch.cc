@@ -81,9 +81,12 @@ bool CablingWatch::Round() {
   for (const auto& r : rails) netdevs.push_back(r.netdev);
   auto heard = listener_.Listen(netdevs, round_, stop_.valid() ? stop_.get() : -1);
   if (!heard) {
-    spdlog::warn("event=lldp_unavailable error=\"{}\"", heard.error().message());
+    // Said once, not every round, until it works again (NET_RAW missing stays missing).
+    if (!unavailable_) spdlog::warn("event=lldp_unavailable error=\"{}\"", heard.error().message());
+    unavailable_ = true;
     return true;
   }
+  unavailable_ = false;
   if (!Merge(rails, *heard, known_) && written_) return true;
   if (auto w = podenv::RecordCabling(dir_, known_); !w) {
     spdlog::error("event=cabling_not_recorded error=\"{}\"", w.error().message());

@@ -64,8 +64,10 @@ void Judge(const std::vector<rails::RailNeighbor>& heard, const std::vector<std:
   }
   if (findings.empty() && silent.empty()) {
     Add(v, "rail-cabling", Status::kOk,
-        std::to_string(heard.size()) + " rail(s), each on " +
-            (expected.empty() ? "a switch of its own" : "its railSwitches entry"),
+        std::to_string(heard.size()) + " rail(s) heard" +
+            (expected.empty() ? " (no railSwitches to hold them to: the fleet's majority is "
+                                "rdma-doctor cabling's)"
+                              : ", each on its railSwitches entry"),
         "");
   }
 }

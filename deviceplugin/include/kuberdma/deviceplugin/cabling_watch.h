@@ -60,7 +60,8 @@ class CablingWatch {
   OnChange on_change_;
   std::vector<podenv::CablingRecord> known_;  // by rail order; the thread's own
   bool written_ = false;
-  UniqueFd stop_;  // eventfd
+  bool unavailable_ = false;  // the last round could not listen (said once)
+  UniqueFd stop_;             // eventfd
   std::thread thread_;
 };
 
