@@ -15,8 +15,10 @@ std::vector<prometheus::MetricFamily> PodHcaInfo::Collect() const {
     if (got) {
       last_ = std::move(*got);
       ever_ = true;
-    } else {
+      stale_ = false;
+    } else if (!stale_) {  // said once until the kubelet answers again
       spdlog::warn("event=pod_hca_info_stale error=\"{}\"", got.error().message());
+      stale_ = true;
     }
   }
   prometheus::MetricFamily fam{kPodHcaInfo,

@@ -49,6 +49,7 @@ class PodHcaInfo final : public prometheus::Collectable {
   mutable PodHcaMap last_;
   mutable std::chrono::steady_clock::time_point at_{};
   mutable bool ever_ = false;
+  mutable bool stale_ = false;
 };
 
 }  // namespace kuberdma::deviceplugin
