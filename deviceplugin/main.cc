@@ -92,6 +92,13 @@ void AddOptions(CLI::App& app, Cli& c) {
                "never past the firmware's total or while a VF is in a pod, say what was done, "
                "and exit (0, also when an entry is blocked: rdma-doctor node shows why; 2 bad "
                "config, 1 a write the kernel refused)");
+  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+// The DRA driver's flags (docs/dra.md).
+// The fabric (docs/fabric.md): LLDP for the node's life, and the node's topology labels.
+void AddCablingOptions(CLI::App& app, Cli& c) {
   app.add_flag("--lldp", c.opts.lldp,
                "listen for each rail's LLDP neighbour (its switch and port) for as long as the "
                "plugin runs, into <allocations-dir>/cabling.json (needs CAP_NET_RAW; "
@@ -107,11 +114,8 @@ void AddOptions(CLI::App& app, Cli& c) {
       "--node-labels", c.node_labels,
       "with --lldp: write the node's topology labels (topology.kube-rdma.io/rail-<n>-leaf, "
       "block) on its Node object as its rails' neighbours change (needs patch on nodes)");
-  app.add_option("--log-level", c.level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
 
-// The DRA driver's flags (docs/dra.md).
 void AddDraOptions(CLI::App& app, Cli& c) {
   app.add_flag("--dra", c.dra,
                "also run the DRA driver: publish this node's ResourceSlices and serve the "
@@ -356,16 +360,44 @@ int ConfigureVfs(const Cli& c, const kuberdma::rails::NodeConfig& node) {
 }
 
 // Serves until SIGTERM/SIGINT; its exit code.
-int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
-  c.opts.config_path = c.config;
-  c.opts.sysfs = kuberdma::sysfs::SysfsRoot(c.sysfs_root);
-  // Signals go to the event loop's signalfd: block them before gRPC starts its threads.
+// Signals go to the event loop's signalfd: block them before gRPC starts its threads.
+void BlockSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// The running manager, for the LLDP watch's callback (null until it exists, and after).
+std::atomic<kuberdma::deviceplugin::Manager*> g_running{nullptr};
+
+// New cabling is a rescan (the DRA driver republishes each device's leaf) and, with
+// --node-labels, the node's topology labels (on the watch's thread: it may wait on the API).
+// Why --node-labels cannot work here, or "".
+std::string WireCabling(Cli& c) {
+  std::optional<kuberdma::dra::ApiServer> api;
+  if (c.node_labels) {
+    auto in_cluster = ApiServerOf(c);
+    if (!in_cluster || c.node_name.empty() || !c.opts.lldp) {
+      return "--node-labels needs --lldp, --node-name and the API server" +
+             (in_cluster ? std::string() : ": " + in_cluster.error().message());
+    }
+    api = *in_cluster;
+  }
+  c.opts.on_cabling = [node = c.node_name,
+                       api](const std::vector<kuberdma::podenv::CablingRecord>& recs) {
+    if (auto* m = g_running.load()) m->RequestRescan();
+    if (api) LabelNode(*api, node, recs);
+  };
+  return "";
+}
+
+int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
+  c.opts.config_path = c.config;
+  c.opts.sysfs = kuberdma::sysfs::SysfsRoot(c.sysfs_root);
+  BlockSignals();
   std::unique_ptr<kuberdma::dra::Driver> dra;
   if (c.dra) {
     std::string why = DraResource(c, cfg);
@@ -376,27 +408,12 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
     dra = StartDra(c);
     if (!dra) return 1;
   }
-  // New cabling is a rescan (the DRA driver republishes each device's leaf) and, with
-  // --node-labels, the node's topology labels (on the watch's thread: it may wait on the API).
-  static std::atomic<kuberdma::deviceplugin::Manager*> running{nullptr};
-  std::optional<kuberdma::dra::ApiServer> label_api;
-  if (c.node_labels) {
-    auto api = ApiServerOf(c);
-    if (!api || c.node_name.empty() || !c.opts.lldp) {
-      spdlog::error(
-          "event=start_failed error=\"--node-labels needs --lldp, --node-name and the "
-          "API server: {}\"",
-          api ? "" : api.error().message());
-      return 2;
-    }
-    label_api = *api;
+  if (std::string why = WireCabling(c); !why.empty()) {
+    spdlog::error("event=start_failed error=\"{}\"", why);
+    return 2;
   }
-  c.opts.on_cabling = [&c, &label_api](const std::vector<kuberdma::podenv::CablingRecord>& recs) {
-    if (auto* m = running.load()) m->RequestRescan();
-    if (label_api) LabelNode(*label_api, c.node_name, recs);
-  };
   auto mgr = kuberdma::deviceplugin::Manager::Create(c.opts, std::move(cfg));
-  if (mgr) running = mgr->get();
+  if (mgr) g_running = mgr->get();
   if (!mgr) {
     spdlog::error("event=start_failed error=\"{}\"", mgr.error().message());
     return 1;
@@ -408,7 +425,7 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
     spdlog::error("event=stopped error=\"{}\"", r.error().message());
     return 1;
   }
-  running = nullptr;
+  g_running = nullptr;
   spdlog::info("event=exit sockets_removed=true");
   return 0;
 }
@@ -421,6 +438,7 @@ int Run(int argc, char** argv) {
   Cli c;
   AddOptions(app, c);
   AddDraOptions(app, c);
+  AddCablingOptions(app, c);
   CLI11_PARSE(app, argc, argv);
   SetUpLogging(c.level);
   if (c.dra_remove_slices) return RemoveSlices(c);
