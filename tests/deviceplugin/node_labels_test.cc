@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-TEST_CASE("Topology labels land on the node's own Node; others' labels and nodes are kept") {
+TEST_CASE("Topology labels land on the node's own Node and others' labels and nodes are kept") {
   ApiStandIn api;
   ApiServer conn{.base = api.base(), .attempts = 2};
   const std::string node = "/api/v1/nodes/gpu-node-7";

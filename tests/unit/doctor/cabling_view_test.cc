@@ -47,7 +47,7 @@ TEST_CASE("The fleet's cabling names the node whose rail is on another rail's le
                                                "topology.kube-rdma.io/rail-1-leaf=leaf-2"));
 }
 
-TEST_CASE("Documents that are not a node's cabling are named; hostile names are escaped") {
+TEST_CASE("Documents that are not a node's cabling are named and hostile names escaped") {
   std::string hostile = NodeDoc("gpu-\x1b[31m", {"leaf-1\n"});
   View v = FleetCablingView(
       {{"junk.json", "not json"},

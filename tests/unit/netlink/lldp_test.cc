@@ -167,7 +167,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("A neighbour survives its state-file form; another process's fields are escaped") {
+TEST_CASE("A neighbour survives its state-file form and another process's fields are escaped") {
   auto n = ParseFrame(Hex(kLldpdFrame));
   REQUIRE(n);
   CHECK(NeighborFromJson(ToJson(*n)) == *n);
