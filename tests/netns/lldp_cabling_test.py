@@ -73,7 +73,7 @@ def doctor_node(exe, fixture, tmp, ns, name, switches):
     with open(config, "w") as f:
         json.dump({"rails": NETDEVS, "railSwitches": switches}, f)
     r = subprocess.run(["ip", "netns", "exec", ns, exe, "--sysfs-root", fixture, "--node-config", config,
-                        "--json", "node", "--node", name, "--lldp-wait", "10"],
+                        "--json", "node", "--node", name, "--lldp-wait", "30"],
                        capture_output=True, text=True, timeout=60)
     return r, json.loads(r.stdout) if r.stdout.startswith("{") else {}
 
@@ -96,7 +96,7 @@ def device_plugin_watch(exe, dp, fixture, tmp):
                          stdout=log, stderr=log)
     try:
         record = os.path.join(alloc, "cabling.json")
-        for _ in range(150):
+        for _ in range(600):  # a minute at most; done as soon as every rail is recorded
             if os.path.exists(record) and len(json.load(open(record)).get("rails", [])) == 3:
                 break
             time.sleep(0.1)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kuberdma/base/hash.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::dra {
@@ -83,13 +84,11 @@ class Attributes {
   json attrs_ = json::object();
 };
 
-std::string Fnv(const std::string& text);
-
 // A switch name as an attribute value: whole when it fits, else its head and a hash of the whole
 // (two long names never meet as one leaf; a selector on leaf never meets a missing attribute).
 std::string LeafValue(const std::string& name) {
   if (name.size() <= kMaxStringValue) return name;
-  return name.substr(0, kMaxStringValue - 9) + "-" + Fnv(name);
+  return name.substr(0, kMaxStringValue - 9) + "-" + ShortHash(name);
 }
 
 json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
@@ -131,20 +130,11 @@ json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
   return device;
 }
 
-// 32-bit FNV-1a, as 8 hex digits.
-std::string Fnv(const std::string& text) {
-  uint32_t h = 2166136261u;
-  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", h);
-  return buf;
-}
-
 // "<node>-<resource>-<i>-<hash of driver, node, resource, i>": readable, and two drivers, or a
 // node "a-b" with resource "c" and a node "a" with resource "b-c", never name the same slice.
 std::string SliceName(const PublishOptions& o, const std::string& resource, size_t i) {
   std::string readable = o.node + "-" + resource + "-" + std::to_string(i);
-  std::string hash = Fnv(o.driver + "/" + o.node + "/" + resource + "/" + std::to_string(i));
+  std::string hash = ShortHash(o.driver + "/" + o.node + "/" + resource + "/" + std::to_string(i));
   readable = readable.substr(0, 253 - 1 - hash.size());
   while (!readable.empty() && (readable.back() == '-' || readable.back() == '.'))
     readable.pop_back();

@@ -116,6 +116,14 @@ std::string Escape(std::span<const uint8_t> bytes) {
   return out;
 }
 
+std::string ShowText(std::string_view text, size_t max) {
+  std::string_view head = text.substr(0, max);
+  bool printable =
+      std::all_of(head.begin(), head.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  return printable ? std::string(head)
+                   : Escape({reinterpret_cast<const uint8_t*>(head.data()), head.size()});
+}
+
 Result<Neighbor> ParseLldpdu(std::span<const uint8_t> pdu) {
   Neighbor n;
   size_t off = 0;
@@ -157,13 +165,8 @@ nlohmann::json ToJson(const Neighbor& n) {
 Neighbor NeighborFromJson(const nlohmann::json& j) {
   auto text = [&](const char* k) {
     const auto it = j.find(k);
-    if (it == j.end() || !it->is_string()) return std::string();
-    const std::string& s = it->get_ref<const std::string&>();
-    // Kept as written when already printable (our own escapes included); else escaped again.
-    bool printable = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
-    return printable ? s.substr(0, 2048)
-                     : Escape({reinterpret_cast<const uint8_t*>(s.data()),
-                               std::min<size_t>(s.size(), 511)});
+    return it == j.end() || !it->is_string() ? std::string()
+                                             : ShowText(it->get_ref<const std::string&>(), 2048);
   };
   auto number = [&](const char* k) {
     const auto it = j.find(k);

@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "kuberdma/base/hash.h"
+
 namespace kuberdma::rails {
 namespace {
 
@@ -106,14 +108,6 @@ std::vector<CablingFinding> JudgeFleetCabling(const std::vector<NodeCabling>& fl
 
 namespace {
 
-std::string Fnv8(std::string_view text) {
-  uint32_t h = 2166136261u;
-  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  char b[9];
-  std::snprintf(b, sizeof b, "%08x", h);
-  return b;
-}
-
 bool LabelChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_' || c == '.';
@@ -160,7 +154,7 @@ std::string LabelValue(std::string_view name) {
   while (!v.empty() && !Alnum(v.front())) v.erase(0, 1);
   v = v.substr(0, 63 - 9);  // room for "-" and the hash
   while (!v.empty() && !Alnum(v.back())) v.pop_back();
-  return (v.empty() ? "" : v + "-") + Fnv8(name);
+  return (v.empty() ? "" : v + "-") + ShortHash(name);
 }
 
 std::map<std::string, std::string> TopologyLabels(const std::vector<RailNeighbor>& rails) {
@@ -177,7 +171,7 @@ std::map<std::string, std::string> TopologyLabels(const std::vector<RailNeighbor
   std::string joined;
   for (const auto& l : leaves) joined += l + "\n";
   out[std::string(kTopologyLabelPrefix) + "block"] =
-      leaves.size() == 1 ? LabelValue(*leaves.begin()) : "b-" + Fnv8(joined);
+      leaves.size() == 1 ? LabelValue(*leaves.begin()) : "b-" + ShortHash(joined);
   return out;
 }
 

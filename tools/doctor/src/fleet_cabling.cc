@@ -15,10 +15,8 @@ namespace {
 // A string field a node wrote, escaped for showing; "" when absent or not a string.
 std::string Text(const json& e, const char* key) {
   auto it = e.find(key);
-  if (it == e.end() || !it->is_string()) return "";
-  const std::string& s = it->get_ref<const std::string&>();
-  return lldp::Escape(
-      {reinterpret_cast<const uint8_t*>(s.data()), std::min<size_t>(s.size(), 255)});
+  return it == e.end() || !it->is_string() ? ""
+                                           : lldp::ShowText(it->get_ref<const std::string&>(), 255);
 }
 
 // One node's rails as its document shows them; entries of the wrong shape are skipped.

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kuberdma/base/error.h"
@@ -47,6 +48,9 @@ struct Neighbor {
 // `bytes` as printable ASCII: 0x20..0x7e kept except '\', which becomes "\\"; anything else
 // "\xNN". Never fails.
 std::string Escape(std::span<const uint8_t> bytes);
+// A name another process wrote (a state file, a node's document), for showing: kept when
+// already printable ASCII (our own escapes included), else escaped; at most `max` bytes read.
+std::string ShowText(std::string_view text, size_t max = 511);
 
 // The LLDPDU (the frame's payload after the EtherType). kInvalidArgument naming the offset for a
 // TLV that runs past the end, the mandatory TLVs (chassis ID, port ID, TTL) missing or out of
