@@ -127,15 +127,19 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
   return m;
 }
 
-podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
-                                   const std::vector<PodDevices>& devices) const {
+namespace {
+
+void AddHca(podenv::PodAnswer& answer, const std::string& hca) {
+  if (std::find(answer.hcas.begin(), answer.hcas.end(), hca) == answer.hcas.end()) {
+    answer.hcas.push_back(hca);
+  }
+}
+
+}  // namespace
+
+void Manager::AddResourceHcas(const std::vector<PodDevices>& devices,
+                              podenv::PodAnswer& answer) const {
   std::lock_guard lock(snapshot_mu_);
-  podenv::PodAnswer answer;
-  auto add = [&](const std::string& hca) {
-    if (std::find(answer.hcas.begin(), answer.hcas.end(), hca) == answer.hcas.end()) {
-      answer.hcas.push_back(hca);
-    }
-  };
   for (const auto& d : devices) {
     auto pool = resource_hcas_.find(d.resource);
     if (pool == resource_hcas_.end()) continue;  // not one of ours
@@ -143,17 +147,23 @@ podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
       answer.slots.push_back(id);
       auto slot = podenv::ParseSlot(id);
       if (slot && slot->kind == podenv::SlotKind::kPerHca) {
-        add(slot->base);
+        AddHca(answer, slot->base);
       } else {
-        for (const auto& h : pool->second) add(h);  // a pool's share: every HCA of the pool
+        for (const auto& h : pool->second) AddHca(answer, h);  // a pool's share: all its HCAs
       }
     }
   }
+}
+
+podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
+                                   const std::vector<PodDevices>& devices) const {
+  podenv::PodAnswer answer;
+  AddResourceHcas(devices, answer);
   // The DRA driver's prepared claims reserved for the pod (dra/prepare.h).
   for (const auto& c : podenv::ClaimsOfPod(opts_.allocations_dir, pod.ns, pod.name)) {
     // "claim:<name>" (the pod's namespace): a slot entry must be a plain name.
     answer.slots.push_back("claim:" + c.claim.substr(c.claim.find('/') + 1));
-    for (const auto& h : c.hcas) add(h);
+    for (const auto& h : c.hcas) AddHca(answer, h);
     answer.claims[c.uid] = c.hcas;
   }
   answer.known = !answer.slots.empty();
@@ -167,13 +177,12 @@ Result<PodHcaMap> Manager::PodsHoldingHcas() {
     std::map<std::string, std::vector<PodDevices>> by_pod;
     for (auto& d : listed) by_pod[d.pod].push_back(std::move(d));
     for (const auto& [pod, devices] : by_pod) {
-      auto slash = pod.find('/');
-      if (slash == std::string::npos) continue;
-      podenv::PodAnswer a = PodHcas({pod.substr(0, slash), pod.substr(slash + 1)}, devices);
+      podenv::PodAnswer a;
+      AddResourceHcas(devices, a);
       if (!a.hcas.empty()) out[pod].insert(a.hcas.begin(), a.hcas.end());
     }
   }
-  // Pods whose HCAs came only through DRA claims have none of our resources in the list.
+  // The DRA claims' pods, from one read of the records (not one per pod, as PodHcas would).
   if (!opts_.allocations_dir.empty()) {
     for (const auto& c : podenv::ListClaims(opts_.allocations_dir)) {
       for (const auto& pod : c.pods) out[pod].insert(c.hcas.begin(), c.hcas.end());

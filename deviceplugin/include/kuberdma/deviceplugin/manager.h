@@ -124,6 +124,8 @@ class Manager {
   // DRA claims prepared for it.
   podenv::PodAnswer PodHcas(const podenv::PodQuery& pod,
                             const std::vector<PodDevices>& devices) const;
+  // The HCAs (and slot IDs) of our resources among one pod's `devices`, into `answer`.
+  void AddResourceHcas(const std::vector<PodDevices>& devices, podenv::PodAnswer& answer) const;
   // Every pod holding one of our HCAs: the kubelet's allocations (PodHcas per pod) and the DRA
   // claims' pods; kIo when the kubelet does not answer (PodHcaInfo keeps its last answer).
   Result<PodHcaMap> PodsHoldingHcas();
