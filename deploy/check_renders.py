@@ -290,6 +290,22 @@ def check_policy(report, helm):
     report.check(r.returncode == 0 and "--taint-dir" in c.get("args", [])
                  and any(m["mountPath"] == "/run/kube-rdma/allocations" for m in c.get("volumeMounts", [])),
                  f"acceptance.taintDevices hands the node's DRA driver its verdict: {c.get('args')}")
+    # cabling.lldp: each acceptance pod sends rank 0 its node's cabling record, and sees only that
+    # file of the allocations directory, read-only.
+    r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "cabling-values.yaml"),
+                      "acceptance.enabled=true")
+    got = cm.load_text(r.stdout, "helm(acceptance cabling)", report)
+    job = next((p for o, p in pod_specs(got) if o["kind"] == "Job" and "acceptance" in o["metadata"]["name"]), {})
+    c = (job.get("containers") or [{}])[0]
+    args = c.get("args", [])
+    mount = next((m for m in c.get("volumeMounts", []) if m.get("name") == "cabling"), {})
+    vol = next((v for v in job.get("volumes", []) if v.get("name") == "cabling"), {})
+    report.check(r.returncode == 0 and "--cabling" in args
+                 and args[args.index("--cabling") + 1] + "/cabling.json" == mount.get("mountPath")
+                 and mount.get("readOnly") is True
+                 and vol.get("hostPath") == {"path": "/run/kube-rdma/allocations/cabling.json",
+                                             "type": "FileOrCreate"},
+                 f"cabling.lldp hands each acceptance pod its node's cabling record, read-only: {args}")
     r = helm_template(helm, "kube-rdma", "kube-rdma", "acceptance.enabled=true", "acceptance.taintDevices=true")
     report.check(r.returncode != 0 and "dra.enabled" in r.stderr,
                  "acceptance.taintDevices without the DRA driver is refused, naming dra.enabled")

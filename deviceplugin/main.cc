@@ -235,16 +235,7 @@ int PrintDraSlices(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
 // again at the next change (a restart writes them anew from the kept record).
 void LabelNode(const kuberdma::dra::ApiServer& api, const std::string& node,
                const std::vector<kuberdma::podenv::CablingRecord>& recs) {
-  std::vector<kuberdma::rails::RailNeighbor> rails;
-  for (const auto& r : recs) {
-    rails.push_back(
-        {.rail = r.rail,
-         .hca = r.hca,
-         .netdev = r.netdev,
-         .neighbor = kuberdma::lldp::Neighbor{
-             .chassis_id = r.chassis_id, .port_id = r.port, .system_name = r.switch_name}});
-  }
-  auto labels = kuberdma::rails::TopologyLabels(rails);
+  auto labels = kuberdma::rails::TopologyLabels(kuberdma::podenv::RailNeighbors(recs));
   if (auto done = kuberdma::dra::ApplyTopologyLabels(api, node, labels); !done) {
     spdlog::error("event=node_labels_failed error=\"{}\"", done.error().message());
   } else {

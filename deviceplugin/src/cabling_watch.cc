@@ -27,13 +27,8 @@ bool Merge(const std::vector<rails::RailNeighbor>& rails,
   for (const auto& r : rails) {
     auto it = heard.find(r.netdev);
     if (it == heard.end()) continue;  // silent this round (or in a pod): keep what we had
-    podenv::CablingRecord rec{.hca = r.hca,
-                              .netdev = r.netdev,
-                              .rail = r.rail,
-                              .switch_name = it->second.Switch(),
-                              .port = it->second.Port(),
-                              .chassis_id = it->second.chassis_id,
-                              .heard_at = static_cast<int64_t>(std::time(nullptr))};
+    podenv::CablingRecord rec =
+        podenv::CablingRecordOf(r, it->second, static_cast<int64_t>(std::time(nullptr)));
     auto old =
         std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.hca == r.hca; });
     if (old == known.end()) {

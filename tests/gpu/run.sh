@@ -7,7 +7,8 @@
 #   tests/gpu/run.sh [BUNDLE] [OUT] [STEP...]
 # Steps (default: all): live (RDMA netlink against the kernel), e2e (rdma-validate pass/fail
 # scenarios and busbw against a bare NCCL loop), demo (node-in-a-box with NCCL), fleet (4 nodes x
-# 2 rails, node 3's rail 2 at 1 Gbit/s, must be named), fleet-healthy (the same, nothing
+# 2 rails, node 3's rail 2 at 1 Gbit/s, must be named, and node 2's rail 1 on rail 2's leaf by
+# LLDP, named as miscabled), fleet-healthy (the same, nothing
 # degraded: must pass), fleet-odd (5 nodes x 2 rails, node 1's rail 2 at 1 Gbit/s: rank 0's node,
 # in an odd fleet), fleet-half (6 x 3, node 4's rail 3 at 0.7 Gbit/s, about half of what a healthy
 # rail carries here), and on request fleet-loss (node 2's rail 1 dropping 5%: netem) and
@@ -51,7 +52,7 @@ for s in $STEPS; do
     e2e) step e2e "$B/gpu_e2e" --rdma "$B/rdma" --validate "$B/rdma-validate" --bare "$B/nccl_bare" \
                   --out "$OUT/e2e" --gpus $(( GPUS > 2 ? 2 : GPUS )) --repeats "$E2E_REPEATS" ;;
     demo) step demo "$B/kuberdma-demo" "${DEMO[@]}" --nccl on ;;
-    fleet) step fleet "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 3:2 --keep ;;
+    fleet) step fleet "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 3:2 --miscable 2:1 --keep ;;
     fleet-healthy) step fleet-healthy "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade none ;;
     fleet-odd) step fleet-odd "$B/kuberdma-demo" "${DEMO[@]}" --fleet 5 --rails 2 --degrade 1:2 ;;
     fleet-half) step fleet-half "$B/kuberdma-demo" "${DEMO[@]}" --fleet 6 --rails 3 --degrade 4:3 \

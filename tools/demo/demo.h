@@ -36,10 +36,12 @@ struct Options {
   std::string degrade_kind = "rate";  // rate (tbf) or loss (netem)
   double degrade_gbps = 1.0;          // rate: the cable's limit each way
   double degrade_loss = 5.0;          // loss: percent of packets dropped each way
-  std::string fleet_size = "32M";     // each AllReduce's size
-  bool keep = false;                  // keep the fleet's reports and logs after a pass
-  int cluster = 0;                    // --cluster: the two-node demo on --manifests
-  bool dra = false;                   // --dra: the node demo's pods get their HCAs through DRA
+  // The node:rail whose cable is plugged into the next rail's leaf (its LLDP says so), or none.
+  std::string miscable = "none";
+  std::string fleet_size = "32M";  // each AllReduce's size
+  bool keep = false;               // keep the fleet's reports and logs after a pass
+  int cluster = 0;                 // --cluster: the two-node demo on --manifests
+  bool dra = false;                // --dra: the node demo's pods get their HCAs through DRA
 };
 
 // Counts and prints failures; the demo's verdict.

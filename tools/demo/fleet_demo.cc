@@ -2,8 +2,11 @@
 // The fleet demo: K simulated nodes whose pods hold M rail interfaces, cabled rail by rail to one
 // switch per rail; one node's cable on one rail made slow (tbf) or lossy (netem) on both ends;
 // rdma-validate --mode acceptance on every node, as the acceptance Job's pods run it. Rank 0's
-// fleet report must name exactly that node and rail. Without a GPU the same run proves the
-// exchange: every node joins over the simulated fabric and reports that it could not run NCCL.
+// fleet report must name exactly that node and rail. Each rail's bridge is a leaf that sends LLDP;
+// each node records what its rails hear as its device plugin would (podenv's cabling record),
+// and one cable can be plugged into the wrong leaf (--miscable): the report must name that rail
+// and no other. Without a GPU the same run proves the exchange: every node joins over the
+// simulated fabric, sends its cabling, and reports that it could not run NCCL.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +15,8 @@
 
 #include "demo.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/lldp/lldp.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sim/sim_fleet.h"
 
 namespace kuberdma::demo {
@@ -33,7 +38,11 @@ class FleetDemo {
 
  private:
   bool Parse();
+  bool ParseTarget(const std::string& flag, const std::string& value, Target& t) const;
   bool Build();
+  bool Cable();
+  bool RecordCabling(int node, lldp::LldpListener& listener);
+  void JudgeCabling(const json& report);
   bool Degrade();
   void RunAcceptance();
   std::vector<std::string> NodeArgs(int node) const;
@@ -43,27 +52,40 @@ class FleetDemo {
   std::string ExpectedVerdict() const;
   std::string ExpectedWhy() const;
   std::string Dir(const std::string& name) const { return dir_ + "/" + name; }
+  std::string CablingDir(int node) const { return Dir("cabling-node-" + std::to_string(node)); }
 
   const Options& o_;
   Failures fail_;
   Target target_;
+  Target miscabled_;
   bool nccl_ = false;
   int gpus_ = 0;
   std::string dir_;
   std::unique_ptr<SimFleet> fleet_;
 };
 
-bool FleetDemo::Parse() {
-  if (o_.degrade != "none" &&
-      std::sscanf(o_.degrade.c_str(), "%d:%d", &target_.node, &target_.rail) != 2) {
-    std::fprintf(stderr, "--degrade %s: expected NODE:RAIL (1-based) or none\n",
-                 o_.degrade.c_str());
+bool FleetDemo::ParseTarget(const std::string& flag, const std::string& value, Target& t) const {
+  if (value == "none") return true;
+  if (std::sscanf(value.c_str(), "%d:%d", &t.node, &t.rail) != 2) {
+    std::fprintf(stderr, "%s %s: expected NODE:RAIL (1-based) or none\n", flag.c_str(),
+                 value.c_str());
     return false;
   }
-  if (o_.degrade != "none" && (target_.node < 1 || target_.node > o_.fleet || target_.rail < 1 ||
-                               target_.rail > o_.rails)) {
-    std::fprintf(stderr, "--degrade %s: the fleet has nodes 1-%d and rails 1-%d\n",
-                 o_.degrade.c_str(), o_.fleet, o_.rails);
+  if (t.node < 1 || t.node > o_.fleet || t.rail < 1 || t.rail > o_.rails) {
+    std::fprintf(stderr, "%s %s: the fleet has nodes 1-%d and rails 1-%d\n", flag.c_str(),
+                 value.c_str(), o_.fleet, o_.rails);
+    return false;
+  }
+  return true;
+}
+
+bool FleetDemo::Parse() {
+  if (!ParseTarget("--degrade", o_.degrade, target_) ||
+      !ParseTarget("--miscable", o_.miscable, miscabled_)) {
+    return false;
+  }
+  if (miscabled_.node > 0 && o_.rails < 2) {
+    std::fprintf(stderr, "--miscable needs another rail's leaf to plug into: --rails 2 or more\n");
     return false;
   }
   gpus_ = CountGpus();
@@ -93,11 +115,64 @@ bool FleetDemo::Build() {
       addrs += "  " + SimFleet::Ifname(r) + " " + SimFleet::Address(n, r);
     std::printf("  node-%-3d %s\n", n, addrs.c_str());
   }
+  return Cable();
+}
+
+// The leaves send LLDP; each node hears its rails' switches and records them where its device
+// plugin would (podenv's cabling record), which its rdma-validate sends to rank 0 (--cabling).
+bool FleetDemo::Cable() {
+  Heading(2, "LLDP: each rail's leaf, as each node's device plugin records it");
+  std::optional<std::pair<int, int>> wrong;
+  if (miscabled_.node > 0) wrong = std::pair{miscabled_.node, miscabled_.rail};
+  if (auto sent = fleet_->AnnounceLldp(wrong); !sent) {
+    fail_("the leaves' LLDP: " + sent.error().message());
+    return false;
+  }
+  if (wrong) {
+    std::printf("  node-%d rail %d is plugged into %s (the demo's planted miscabling)\n",
+                miscabled_.node, miscabled_.rail,
+                SimFleet::Leaf(miscabled_.rail % o_.rails + 1).c_str());
+  }
+  lldp::PacketLldpListener listener;
+  for (int n = 1; n <= o_.fleet; ++n) {
+    if (!RecordCabling(n, listener)) return false;
+  }
+  return true;
+}
+
+bool FleetDemo::RecordCabling(int node, lldp::LldpListener& listener) {
+  std::vector<std::string> netdevs;
+  for (int r = 1; r <= o_.rails; ++r) netdevs.push_back(SimFleet::Ifname(r));
+  Result<std::map<std::string, lldp::Neighbor>> heard = std::map<std::string, lldp::Neighbor>{};
+  auto ran =
+      fleet_->Node(node).RunIn([&] { heard = listener.Listen(netdevs, std::chrono::seconds(10)); });
+  if (!ran || !heard) {
+    fail_("node-" + std::to_string(node) +
+          " listening for LLDP: " + (!ran ? ran.error().message() : heard.error().message()));
+    return false;
+  }
+  std::vector<podenv::CablingRecord> recs;
+  std::string shown;
+  for (int r = 1; r <= o_.rails; ++r) {
+    auto it = heard->find(SimFleet::Ifname(r));
+    if (it == heard->end()) continue;
+    rails::RailNeighbor rail{.rail = r, .hca = SimFleet::Ifname(r), .netdev = SimFleet::Ifname(r)};
+    recs.push_back(podenv::CablingRecordOf(rail, it->second, std::time(nullptr)));
+    shown += "  " + rail.netdev + " -> " + it->second.Switch() + " " + it->second.Port();
+  }
+  std::printf("  node-%-3d%s\n", node, shown.c_str());
+  if (recs.size() != static_cast<size_t>(o_.rails))
+    fail_("node-" + std::to_string(node) + " heard " + std::to_string(recs.size()) + " of " +
+          std::to_string(o_.rails) + " leaves");
+  if (auto w = podenv::RecordCabling(CablingDir(node), recs); !w) {
+    fail_("record node-" + std::to_string(node) + "'s cabling: " + w.error().message());
+    return false;
+  }
   return true;
 }
 
 bool FleetDemo::Degrade() {
-  Heading(2, "Degrade one cable, both directions");
+  Heading(3, "Degrade one cable, both directions");
   if (target_.node == 0) {
     std::printf("  nothing degraded (--degrade none): the fleet must pass\n");
     return true;
@@ -133,12 +208,13 @@ std::vector<std::string> FleetDemo::NodeArgs(int node) const {
           "--node-name", "node-" + n, "--size", o_.fleet_size, "--iters", "5", "--warmup", "2",
           "--timeout", "60", "--pairs", "always",
           "--json", Dir("node-" + n + ".json"), "--log-dir", Dir("logs-node-" + n),
-          "--termination-log", "/nonexistent", "--html", Dir("node-" + n + ".html")};
+          "--termination-log", "/nonexistent", "--html", Dir("node-" + n + ".html"),
+          "--cabling", CablingDir(node)};
   // clang-format on
 }
 
 void FleetDemo::RunAcceptance() {
-  Heading(3, "rdma-validate --mode acceptance on every node (rank 0 on node-1 coordinates)");
+  Heading(4, "rdma-validate --mode acceptance on every node (rank 0 on node-1 coordinates)");
   if (nccl_ && gpus_ < o_.fleet) {
     std::printf(
         "  GPUs shared: %d nodes on %d GPU(s) (node n uses GPU (n-1) mod %d); each node's own "
@@ -225,7 +301,7 @@ std::string FleetDemo::ExpectedWhy() const {
 }
 
 void FleetDemo::Judge() {
-  Heading(4, "What the fleet report says");
+  Heading(5, "What the fleet report says");
   auto text = ReadFile(Dir("node-1.json"));
   json report = text ? json::parse(*text, nullptr, false) : json();
   if (!report.is_object() || report.value("kind", "") != "kuberdma-acceptance") {
@@ -242,6 +318,40 @@ void FleetDemo::Judge() {
   } else {
     JudgeExchange(report);
   }
+  JudgeCabling(report);
+}
+
+// Exactly the planted miscabling is named, in the node's problems and its cabling, and no other.
+void FleetDemo::JudgeCabling(const json& report) {
+  std::vector<std::string> named;
+  for (const auto& n : report.value("nodes", json::array())) {
+    if (!n.contains("cabling")) fail_(n.value("name", "?") + " sent rank 0 no cabling");
+    for (const auto& c : n.value("cabling", json::array())) {
+      if (c.contains("finding"))
+        named.push_back(n.value("name", "?") + "/" + c.value("netdev", ""));
+    }
+  }
+  std::string want = miscabled_.node > 0 ? "node-" + std::to_string(miscabled_.node) + "/" +
+                                               SimFleet::Ifname(miscabled_.rail)
+                                         : "";
+  if (named != (want.empty() ? std::vector<std::string>{} : std::vector<std::string>{want})) {
+    std::string got;
+    for (const auto& x : named) got += (got.empty() ? "" : ", ") + x;
+    fail_("the report's cabling should name " + (want.empty() ? "nothing" : want) +
+          ", it names: " + (got.empty() ? "nothing" : got));
+    return;
+  }
+  std::string problems = report.value("problems", json::array()).dump();
+  if (!want.empty() &&
+      problems.find("cabling: node-" + std::to_string(miscabled_.node)) == std::string::npos) {
+    fail_("the miscabled rail is not among the fleet's problems");
+    return;
+  }
+  std::printf("  cabling: %s\n",
+              want.empty() ? "every rail on its own leaf, as the report says"
+                           : ("the report names " + want + ", on " +
+                              SimFleet::Leaf(miscabled_.rail % o_.rails + 1) + ", and nothing else")
+                                 .c_str());
 }
 
 int FleetDemo::Run() {

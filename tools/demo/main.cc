@@ -5,7 +5,8 @@
 //   kuberdma-demo [--rdma PATH] [--device-plugin PATH] [--validate PATH] [--doctor PATH]
 //                 [--fixture DIR] [--cni-plugins DIR] [--manifests FILE] [--nccl auto|on|off]
 //   kuberdma-demo --fleet 4 [--rails 2] [--degrade NODE:RAIL|none] [--degrade-kind rate|loss]
-//                 [--degrade-gbps G] [--degrade-loss PCT] [--size 32M] [--nccl auto|on|off]
+//                 [--degrade-gbps G] [--degrade-loss PCT] [--miscable NODE:RAIL|none]
+//                 [--size 32M] [--nccl auto|on|off]
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,8 @@ void AddFleetOptions(CLI::App& app, kuberdma::demo::Options& o) {
       ->check(CLI::Range(0.001, 400.0));
   app.add_option("--degrade-loss", o.degrade_loss, "fleet, loss: percent of packets dropped")
       ->check(CLI::Range(0.1, 100.0));
+  app.add_option("--miscable", o.miscable,
+                 "fleet: the NODE:RAIL cabled to the next rail's leaf (LLDP), or none");
   app.add_option("--size", o.fleet_size, "fleet: each AllReduce's size");
   app.add_flag("--keep", o.keep, "fleet: keep the reports and NCCL logs after a pass");
 }

@@ -214,6 +214,9 @@ void AddAcceptanceOptions(CLI::App& app, Cli& c) {
   app.add_option("--taint-effect", o.taint_effect,
                  "acceptance: those taints' effect, NoSchedule or None (shown, not acted on)")
       ->check(CLI::IsMember({"NoSchedule", "None"}));
+  app.add_option("--cabling", o.cabling_dir,
+                 "acceptance: the directory of the node's cabling.json (rdma-device-plugin "
+                 "--lldp): rank 0 names a rail cabled to another rail's switch");
   app.add_option("--push-gateway", o.push_gateway,
                  "acceptance (rank 0): push gauges to this Pushgateway");
   app.add_option("--join-timeout", o.join_timeout_s,

@@ -261,6 +261,8 @@ bool Printable(const std::string& s) {
 Result<std::vector<CablingRecord>> ListCabling(const std::string& dir) {
   const std::string path = dir + "/cabling.json";
   KUBERDMA_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(path));
+  // An empty file is what a pod's hostPath mount (FileOrCreate) leaves before the first round.
+  if (text.empty()) return Fail(ErrorCode::kNotFound, path + ": nothing recorded yet");
   KUBERDMA_ASSIGN_OR_RETURN(json j, ParseUntrustedJson(text, path));
   const json list = j.is_object() ? j.value("rails", json()) : json();
   if (!list.is_array() || list.size() > kMaxAllocationSlots) {
@@ -351,6 +353,30 @@ Result<PodAnswer> AskPodHcas(const std::string& socket, const PodQuery& query,
   auto line = ReadLineBefore(fd.get(), deadline, 64u << 10);
   if (!line) return Fail(line.error().Wrap("ask " + socket + " for the pod's HCAs"));
   return DecodePodAnswer(*line);
+}
+
+std::vector<rails::RailNeighbor> RailNeighbors(const std::vector<CablingRecord>& recs) {
+  std::vector<rails::RailNeighbor> out;
+  for (const auto& r : recs) {
+    out.push_back(
+        {.rail = r.rail,
+         .hca = r.hca,
+         .netdev = r.netdev,
+         .neighbor = lldp::Neighbor{
+             .chassis_id = r.chassis_id, .port_id = r.port, .system_name = r.switch_name}});
+  }
+  return out;
+}
+
+CablingRecord CablingRecordOf(const rails::RailNeighbor& rail, const lldp::Neighbor& heard,
+                              int64_t heard_at) {
+  return {.hca = rail.hca,
+          .netdev = rail.netdev,
+          .rail = rail.rail,
+          .switch_name = heard.Switch(),
+          .port = heard.Port(),
+          .chassis_id = heard.chassis_id,
+          .heard_at = heard_at};
 }
 
 }  // namespace kuberdma::podenv

@@ -152,6 +152,54 @@ Result<Neighbor> ParseFrame(std::span<const uint8_t> frame) {
   return ParseLldpdu(frame.subspan(at + 2));
 }
 
+namespace {
+
+// A TLV: 7-bit type, 9-bit length.
+void PutTlv(std::vector<uint8_t>& out, int type, std::span<const uint8_t> value) {
+  out.push_back(static_cast<uint8_t>(static_cast<size_t>(type) << 1 | (value.size() >> 8 & 1)));
+  out.push_back(static_cast<uint8_t>(value.size() & 0xff));
+  out.insert(out.end(), value.begin(), value.end());
+}
+
+// A TLV whose value is `prefix` then `text`, cut to what a TLV holds next to the prefix.
+void PutText(std::vector<uint8_t>& out, int type, std::vector<uint8_t> prefix,
+             std::string_view text) {
+  size_t room = std::min<size_t>(255, 511 - prefix.size());
+  prefix.insert(prefix.end(), text.begin(), text.begin() + std::min(text.size(), room));
+  PutTlv(out, type, prefix);
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeFrame(const Neighbor& n, const std::array<uint8_t, 6>& source) {
+  constexpr int kLocal = 7;  // chassis and port ID subtype "locally assigned"
+  std::vector<uint8_t> f;
+  f.reserve(1536);  // one frame's worth: no reallocation between the header's parts
+  for (uint8_t b : kNearestBridge) f.push_back(b);
+  for (uint8_t b : source) f.push_back(b);
+  f.push_back(kEtherType >> 8);
+  f.push_back(kEtherType & 0xff);
+  PutText(f, kChassisId, {kLocal}, n.chassis_id);
+  PutText(f, kPortId, {kLocal}, n.port_id);
+  const uint8_t ttl[2] = {static_cast<uint8_t>(n.ttl_s >> 8), static_cast<uint8_t>(n.ttl_s)};
+  PutTlv(f, kTtl, ttl);
+  if (!n.port_description.empty()) PutText(f, kPortDescription, {}, n.port_description);
+  if (!n.system_name.empty()) PutText(f, kSystemName, {}, n.system_name);
+  auto org = [&](const uint8_t* oui, uint8_t subtype, int value) {
+    const uint8_t v[6] = {oui[0],
+                          oui[1],
+                          oui[2],
+                          subtype,
+                          static_cast<uint8_t>(value >> 8),
+                          static_cast<uint8_t>(value)};
+    PutTlv(f, kOrganizational, v);
+  };
+  if (n.port_vlan > 0) org(kOui8021, 1, n.port_vlan);
+  if (n.max_frame_size > 0) org(kOui8023, 4, n.max_frame_size);
+  PutTlv(f, kEnd, {});
+  return f;
+}
+
 nlohmann::json ToJson(const Neighbor& n) {
   return {{"chassisId", n.chassis_id},
           {"portId", n.port_id},

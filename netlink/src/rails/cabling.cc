@@ -56,7 +56,7 @@ std::vector<CablingFinding> SharedSwitches(const std::vector<RailNeighbor>& rail
 
 std::string CablingFinding::Message() const {
   std::string who = (node.empty() ? "" : node + " ") + "rail " + std::to_string(rail) + " (" + hca +
-                    (netdev.empty() ? "" : ", " + netdev) + ")";
+                    (netdev.empty() || netdev == hca ? "" : ", " + netdev) + ")";
   if (seen.empty()) return who + ": no LLDP neighbour heard; expected " + expected;
   std::string where = seen_rail > 0 ? " (rail " + std::to_string(seen_rail) + "'s switch)" : "";
   return who + " is cabled to " + seen + where + ", not " + expected +

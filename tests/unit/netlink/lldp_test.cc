@@ -98,6 +98,26 @@ TEST_CASE("Hostile names are shown escaped, and the longest TLV is read whole") 
   for (char c : n->system_name) CHECK((c >= 0x20 && c < 0x7f));
 }
 
+TEST_CASE("What a simulated switch sends reads back as sent, a name too long cut") {
+  Neighbor n{.chassis_id = "leaf-3",
+             .port_id = "swp12",
+             .system_name = "leaf-3",
+             .port_description = "to gpu-12",
+             .ttl_s = 120,
+             .port_vlan = 101,
+             .max_frame_size = 9234};
+  auto frame = EncodeFrame(n, {0x02, 0, 0, 0, 0, 1});
+  CHECK(std::vector<uint8_t>(frame.begin(), frame.begin() + 6) ==
+        std::vector<uint8_t>(kNearestBridge, kNearestBridge + 6));
+  auto back = ParseFrame(frame);
+  REQUIRE(back);
+  CHECK(*back == n);
+  n.system_name = std::string(400, 's');
+  auto cut = ParseFrame(EncodeFrame(n, {}));
+  REQUIRE(cut);
+  CHECK(cut->system_name == std::string(255, 's'));
+}
+
 TEST_CASE("Malformed LLDPDUs are refused with where they broke") {
   SECTION("a TLV longer than what is left") {
     auto pdu = Mandatory();

@@ -220,6 +220,58 @@ TEST_CASE("What a node found in its own ring run fails it, by name (NCCL left an
   CHECK(rep.verdict == "fail");
 }
 
+// Node `k`'s rails as LLDP heard them: rail r on "leaf-r", or on `leaf` for rail `wrong`.
+std::vector<rails::RailNeighbor> Cabled(int node, int rails, int wrong = 0, int leaf = 0) {
+  std::vector<rails::RailNeighbor> out;
+  for (int r = 1; r <= rails; ++r) {
+    std::string sw = "leaf-" + std::to_string(r == wrong ? leaf : r);
+    out.push_back(
+        {.rail = r,
+         .hca = "net" + std::to_string(r),
+         .netdev = "net" + std::to_string(r),
+         .neighbor = lldp::Neighbor{
+             .chassis_id = sw, .port_id = "swp" + std::to_string(node), .system_name = sw}});
+  }
+  return out;
+}
+
+TEST_CASE("A rail on another rail's leaf fails its node, named with the evidence, nothing else") {
+  Inputs in = Run(4, 2, 2, {});
+  for (auto& [rank, n] : in.nodes) n.cabling = Cabled(rank + 1, 2, rank == 1 ? 1 : 0, 2);
+  FleetReport rep = Evaluate(in);
+  CHECK(rep.verdict == "fail");
+  CHECK(rep.nodes.at(1).verdict == "fail");
+  for (int n : {0, 2, 3}) CHECK(rep.nodes.at(n).verdict == "pass");
+  REQUIRE(rep.cabling.size() == 1);
+  CHECK_THAT(rep.nodes.at(1).problems.back(),
+             Catch::Equals("cabling: node-2 rail 1 (net1) is cabled to leaf-2 (rail 2's switch), "
+                           "not leaf-1"));
+  auto doc = rep.ToJson();
+  CHECK(doc["nodes"][1]["cabling"][0]["switch"] == "leaf-2");
+  CHECK(doc["nodes"][1]["cabling"][0]["expected"] == "leaf-1");
+  CHECK(doc["nodes"][1]["cabling"][0]["port"] == "swp2");
+  CHECK_FALSE(doc["nodes"][1]["cabling"][1].contains("finding"));
+  CHECK_FALSE(doc["nodes"][0]["cabling"][0].contains("finding"));
+}
+
+TEST_CASE("Cabling: a fleet without records is judged as before, one without a majority noted") {
+  Inputs in = Run(2, 2, 1, {});
+  CHECK(Evaluate(in).ToJson()["nodes"][0].contains("cabling") == false);
+  // Two nodes that disagree on rail 1: no majority, so neither fails; each is noted.
+  in.nodes[0].cabling = Cabled(1, 2);
+  in.nodes[1].cabling = Cabled(2, 2, 1, 2);
+  in.nodes[1].cabling_note = "";
+  FleetReport rep = Evaluate(in);
+  CHECK(rep.verdict == "pass");
+  for (const auto& f : rep.cabling) CHECK_FALSE(f.certain);
+  // A node whose device plugin recorded nothing says so, and is not failed for it.
+  in.nodes[0].cabling.clear();
+  in.nodes[0].cabling_note = "no cabling recorded in /run/kube-rdma/cabling";
+  FleetReport quiet = Evaluate(in);
+  CHECK(quiet.verdict == "pass");
+  CHECK_THAT(quiet.ToJson()["notes"].dump(), Catch::Contains("node-1: no cabling recorded"));
+}
+
 TEST_CASE("The report fails the culprit's node and only it, naming node and HCA") {
   FleetReport rep = Evaluate(Run(4, 2, 2, {{2, 1}}));
   CHECK(rep.verdict == "fail");

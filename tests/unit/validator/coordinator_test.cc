@@ -16,6 +16,8 @@
 namespace kuberdma::validator::acceptance {
 namespace {
 
+using nlohmann::json;
+
 int FreePort() {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in a{};
@@ -224,6 +226,33 @@ TEST_CASE("Jobs and results survive the wire") {
   CHECK(r2.traffic.at("mlx5_0").bytes == 42);
   NodeInfo n{.rank = 2, .name = "gpu-node-7", .hcas = {{"mlx5_0", 400, "28.39.1002"}}};
   CHECK(NodeInfoFromJson(ToJson(n)).hcas[0].firmware == "28.39.1002");
+  n.cabling = {{.rail = 1,
+                .hca = "mlx5_0",
+                .netdev = "ens1f0np0",
+                .neighbor = lldp::Neighbor{.chassis_id = "leaf-1", .port_id = "swp7"}},
+               {.rail = 2, .hca = "mlx5_1", .netdev = "ens2f0np0"}};
+  NodeInfo back_n = NodeInfoFromJson(ToJson(n));
+  REQUIRE(back_n.cabling.size() == 2);
+  CHECK(back_n.cabling[0].neighbor->Switch() == "leaf-1");
+  CHECK_FALSE(back_n.cabling[1].neighbor.has_value());
+}
+
+TEST_CASE("A peer's cabling is read escaped and bounded, a wrong type refused at the wire") {
+  json hostile = ToJson(NodeInfo{.rank = 1, .name = "n"});
+  hostile["cabling"] = json::array();
+  for (int i = 0; i < 100; ++i) {
+    hostile["cabling"].push_back({{"rail", i},
+                                  {"hca", "mlx5_\x1b[31m"},
+                                  {"netdev", std::string(300, 'x')},
+                                  {"neighbor", {{"systemName", "leaf\n\x07"}}}});
+  }
+  NodeInfo n = NodeInfoFromJson(hostile);
+  CHECK(n.cabling.size() == 64);
+  CHECK(n.cabling[0].hca == "mlx5_\\x1b[31m");
+  CHECK(n.cabling[0].netdev.size() == 64);
+  CHECK(n.cabling[0].neighbor->system_name == "leaf\\x0a\\x07");
+  hostile["cabling"][0]["rail"] = "one";
+  CHECK_THROWS_AS(NodeInfoFromJson(hostile), json::type_error);
 }
 
 }  // namespace

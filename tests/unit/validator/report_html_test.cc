@@ -59,6 +59,30 @@ TEST_CASE("The culprit's cell, and only it, is marked, with its evidence") {
   CHECK_THAT(*page, !Catch::Contains("vs baseline"));
 }
 
+TEST_CASE("A node links to its cabling, the miscabled rail marked, hostile names escaped") {
+  json r = Fleet(4, {});
+  for (size_t i = 0; i < 4; ++i) {
+    r["nodes"][i]["cabling"] = json::array({{{"rail", 1},
+                                             {"hca", "mlx5_0"},
+                                             {"netdev", "net1"},
+                                             {"switch", "leaf-1"},
+                                             {"port", "swp1"}}});
+  }
+  r["nodes"][2]["cabling"][0]["switch"] = "leaf-<2>";
+  r["nodes"][2]["cabling"][0]["finding"] = "node-3 rail 1 (mlx5_0) is cabled to leaf-<2>";
+  auto page = FleetReportHtml(r, nullptr);
+  REQUIRE(page);
+  CHECK_THAT(*page, Catch::Contains("<a class=\"cabling fail\" href=\"#cabling-2\">"));
+  CHECK_THAT(*page, Catch::Contains("<a class=\"cabling\" href=\"#cabling-0\">"));
+  CHECK_THAT(*page, Catch::Contains("<tr id=\"cabling-2\">"));
+  CHECK_THAT(*page, Catch::Contains("class=\"fail miscabled\">leaf-&lt;2&gt;</td>"));
+  CHECK_THAT(*page, !Catch::Contains("leaf-<2>"));
+  r["nodes"][1]["cabling"][0]["port"] = 7;
+  auto bad = FleetReportHtml(r, nullptr);
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message(), Catch::Contains("nodes[1].cabling[0].port is number"));
+}
+
 TEST_CASE("A verbs rail sweep's page says so, with no ring, and keeps small figures readable") {
   json r = Fleet(4, {{2, 1}});
   r["transport"] = "verbs";

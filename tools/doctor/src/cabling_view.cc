@@ -87,16 +87,7 @@ std::optional<std::vector<rails::RailNeighbor>> Recorded(const Inputs& in, View&
     }
     return std::nullopt;
   }
-  std::vector<rails::RailNeighbor> out;
-  for (const auto& r : *recs) {
-    out.push_back(
-        {.rail = r.rail,
-         .hca = r.hca,
-         .netdev = r.netdev,
-         .neighbor = lldp::Neighbor{
-             .chassis_id = r.chassis_id, .port_id = r.port, .system_name = r.switch_name}});
-  }
-  return out;
+  return podenv::RailNeighbors(*recs);
 }
 
 }  // namespace

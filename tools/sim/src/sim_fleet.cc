@@ -2,9 +2,16 @@
 // SimFleet: node namespaces cabled per rail to bridges in a fabric namespace.
 #include "kuberdma/sim/sim_fleet.h"
 
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+
+#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/lldp/lldp.h"
 
 namespace kuberdma::sim {
 
@@ -65,6 +72,10 @@ Result<void> SimFleet::Up(const netns::NetNs& ns, const std::string& name, uint3
 }
 
 SimFleet::~SimFleet() {
+  if (lldp_.joinable()) {
+    lldp_.request_stop();
+    lldp_.join();
+  }
   nodes_.clear();
   fabric_.reset();
   for (auto it = names_.rbegin(); it != names_.rend(); ++it) (void)testing::DeleteNamed(*it);
@@ -102,6 +113,59 @@ Result<void> SimFleet::Lose(int node, int rail, double percent) {
   }
   KUBERDMA_TRY(net_.SetLoss(Node(node), Ifname(rail), percent));
   return net_.SetLoss(*fabric_, SwitchPort(node, rail), percent);
+}
+
+std::string SimFleet::Leaf(int rail) { return "leaf-" + std::to_string(rail); }
+
+Result<void> SimFleet::AnnounceLldp(std::optional<std::pair<int, int>> miscabled) {
+  if (lldp_.joinable()) return Fail(ErrorCode::kAlreadyExists, "the leaves already send LLDP");
+  // (port ifindex, frame) for every port, built once.
+  std::vector<std::pair<int, std::vector<uint8_t>>> frames;
+  for (int n = 1; n <= nodes(); ++n) {
+    for (int r = 1; r <= rails_; ++r) {
+      int leaf = miscabled == std::pair{n, r} ? r % rails_ + 1 : r;
+      KUBERDMA_ASSIGN_OR_RETURN(link::LinkInfo port, links_.GetByName(*fabric_, SwitchPort(n, r)));
+      lldp::Neighbor said{.chassis_id = Leaf(leaf),
+                          .port_id = "swp" + std::to_string(n),
+                          .system_name = Leaf(leaf),
+                          .ttl_s = 120,
+                          .max_frame_size = static_cast<int>(kSwitchMtu) + 18};
+      const std::array<uint8_t, 6> mac = {0x02,
+                                          0x4c,
+                                          0x44,
+                                          static_cast<uint8_t>(leaf),
+                                          static_cast<uint8_t>(n),
+                                          static_cast<uint8_t>(r)};
+      frames.emplace_back(port.ifindex, lldp::EncodeFrame(said, mac));
+    }
+  }
+  UniqueFd fd;
+  int err = 0;
+  KUBERDMA_TRY(fabric_->RunIn([&] {
+    fd.Reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
+    err = errno;
+  }));
+  if (!fd.valid()) return FailErrno(err, "open an AF_PACKET socket in the fabric namespace");
+  lldp_ = std::jthread([this, frames = std::move(frames), fd = std::move(fd)](std::stop_token st) {
+    Announce(st, fd.get(), frames);
+  });
+  return {};
+}
+
+void SimFleet::Announce(const std::stop_token& stop, int fd,
+                        const std::vector<std::pair<int, std::vector<uint8_t>>>& frames) const {
+  while (!stop.stop_requested()) {
+    for (const auto& [ifindex, frame] : frames) {
+      sockaddr_ll to{};
+      to.sll_family = AF_PACKET;
+      to.sll_ifindex = ifindex;
+      to.sll_halen = 6;
+      std::copy(std::begin(lldp::kNearestBridge), std::end(lldp::kNearestBridge), to.sll_addr);
+      (void)::sendto(fd, frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&to),
+                     sizeof to);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
 }
 
 }  // namespace kuberdma::sim

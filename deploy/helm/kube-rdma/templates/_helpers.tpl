@@ -125,6 +125,10 @@ template:
         {{- if $a.pushGateway }}
         {{- $args = concat $args (list "--push-gateway" $a.pushGateway) }}
         {{- end }}
+        {{- $cabling := .root.Values.cabling.lldp }}
+        {{- if $cabling }}
+        {{- $args = concat $args (list "--cabling" "/run/kube-rdma/cabling") }}
+        {{- end }}
         {{- if ne $a.transport "verbs" }}
         {{- $args = concat $args (list "--require-nccl") }}
         {{- end }}
@@ -162,7 +166,7 @@ template:
             {{- range $res, $n := include "kube-rdma.podResources" (dict "root" .root "names" $names "fallback" $a.rdmaResource) | fromJson }}
             {{ $res }}: {{ $n }}
             {{- end }}
-        {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices }}
+        {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices $cabling }}
         volumeMounts:
           {{- if $a.baseline.configMap }}
           - name: baseline
@@ -179,8 +183,15 @@ template:
             mountPath: /kube-rdma/bin
             readOnly: true
           {{- end }}
+          {{- if $cabling }}
+          # The node's rails' LLDP neighbours (rdma-device-plugin --lldp): rank 0 names a rail
+          # cabled to another rail's leaf. Only this file of the allocations directory.
+          - name: cabling
+            mountPath: /run/kube-rdma/cabling/cabling.json
+            readOnly: true
+          {{- end }}
         {{- end }}
-    {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices }}
+    {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices .root.Values.cabling.lldp }}
     volumes:
       {{- if $a.baseline.configMap }}
       - name: baseline
@@ -198,6 +209,13 @@ template:
       - name: kube-rdma-bin
         emptyDir:
           sizeLimit: 64Mi
+      {{- end }}
+      {{- if .root.Values.cabling.lldp }}
+      # FileOrCreate: before the device plugin's first round the file is empty (nothing heard).
+      - name: cabling
+        hostPath:
+          path: /run/kube-rdma/allocations/cabling.json
+          type: FileOrCreate
       {{- end }}
     {{- end }}
 {{- end }}

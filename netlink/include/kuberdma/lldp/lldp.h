@@ -10,6 +10,7 @@
 //   for (const auto& [netdev, n] : *heard) std::cout << netdev << " -> " << n.Switch() << "\n";
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -59,6 +60,12 @@ Result<Neighbor> ParseLldpdu(std::span<const uint8_t> pdu);
 
 // A whole Ethernet frame (with or without one 802.1Q tag). kInvalidArgument when it is not LLDP.
 Result<Neighbor> ParseFrame(std::span<const uint8_t> frame);
+
+// What a switch sends: `n` as an LLDP frame from `source` to the nearest-bridge group, the chassis
+// and port IDs as locally assigned text (subtype 7), the system name, port description, port VLAN
+// and max frame size when set. ParseFrame reads it back as `n` (a name longer than a TLV holds,
+// 255 bytes, is cut). For simulated switches and tests; the node never sends.
+std::vector<uint8_t> EncodeFrame(const Neighbor& n, const std::array<uint8_t, 6>& source);
 
 // The state-file form (podenv's cabling record) and back; FromJson skips fields of the wrong type
 // and escapes what it keeps, as the file is written by another process.

@@ -195,6 +195,29 @@ NodeVerdict JudgeNode(const FleetReport& rep, const NodeInfo& info) {
   return v;
 }
 
+// Each rail against the switch most of the fleet's same rail reaches: a certain finding fails
+// its node, an uncertain one is a note. Nodes whose device plugin recorded nothing are left out.
+void CablingProblems(FleetReport& rep) {
+  std::vector<rails::NodeCabling> fleet;
+  std::map<std::string, int> rank_of;
+  for (const auto& [rank, info] : rep.in.nodes) {
+    if (!info.cabling_note.empty()) rep.notes.push_back(info.name + ": " + info.cabling_note);
+    if (info.cabling.empty()) continue;
+    fleet.push_back({.node = info.name, .rails = info.cabling});
+    rank_of[info.name] = rank;
+  }
+  if (fleet.size() < 2) return;
+  rep.cabling = rails::JudgeFleetCabling(fleet);
+  for (const auto& f : rep.cabling) {
+    std::string what = "cabling: " + f.Message();
+    if (f.certain) {
+      rep.nodes[rank_of[f.node]].problems.push_back(what);
+    } else {
+      rep.notes.push_back(what);
+    }
+  }
+}
+
 }  // namespace
 
 FleetReport Evaluate(Inputs in) {
@@ -210,6 +233,7 @@ FleetReport Evaluate(Inputs in) {
   for (const auto& [rank, info] : rep.in.nodes) rep.nodes[rank] = JudgeNode(rep, info);
   RelativeProblems(rep);
   LineRateProblems(rep);
+  CablingProblems(rep);
   for (const auto& [rank, info] : rep.in.nodes) {
     NodeVerdict& v = rep.nodes[rank];
     BaselineProblems(rep.in, info, v);
@@ -260,6 +284,26 @@ json SlowRailsJson(const Localisation& loc) {
   return out;
 }
 
+// A node's rails as LLDP heard them, each with what the fleet's judgement says of it.
+json CablingJson(const FleetReport& rep, const NodeInfo& info) {
+  json out = json::array();
+  for (const auto& r : info.cabling) {
+    json j = {{"rail", r.rail}, {"hca", r.hca}, {"netdev", r.netdev}};
+    if (r.neighbor) {
+      j["switch"] = r.neighbor->Switch();
+      j["port"] = r.neighbor->Port();
+    }
+    for (const auto& f : rep.cabling) {
+      if (f.node != info.name || f.hca != r.hca) continue;
+      j["expected"] = f.expected;
+      j["certain"] = f.certain;
+      j["finding"] = f.Message();
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
 json NodeJson(const FleetReport& rep, const NodeInfo& info) {
   const NodeVerdict& v = rep.nodes.at(info.rank);
   json hcas = json::array();
@@ -280,14 +324,16 @@ json NodeJson(const FleetReport& rep, const NodeInfo& info) {
     }
     hcas.push_back(j);
   }
-  return {{"name", info.name},
-          {"rank", info.rank},
-          {"address", info.address},
-          {"verdict", v.verdict},
-          {"busbwGBps", OptionalNumber(v.busbw_gbps)},
-          {"busbwFrom", v.busbw_from},
-          {"hcas", hcas},
-          {"problems", v.problems}};
+  json out = {{"name", info.name},
+              {"rank", info.rank},
+              {"address", info.address},
+              {"verdict", v.verdict},
+              {"busbwGBps", OptionalNumber(v.busbw_gbps)},
+              {"busbwFrom", v.busbw_from},
+              {"hcas", hcas},
+              {"problems", v.problems}};
+  if (!info.cabling.empty()) out["cabling"] = CablingJson(rep, info);
+  return out;
 }
 
 }  // namespace

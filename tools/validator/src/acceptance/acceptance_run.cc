@@ -13,6 +13,7 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
+#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/validator/coordinator.h"
 #include "kuberdma/validator/verbs.h"
@@ -33,6 +34,22 @@ std::string HostName() {
   return host;
 }
 
+// The device plugin's record of this node's rails' LLDP neighbours (--cabling), for rank 0's
+// judgement of the fleet's cabling. Nothing recorded yet is said, never a failure.
+void AddCabling(const std::string& dir, NodeInfo& n) {
+  if (dir.empty()) return;
+  auto recs = podenv::ListCabling(dir);
+  if (!recs) {
+    n.cabling_note = recs.error().code() == ErrorCode::kNotFound
+                         ? "no cabling recorded in " + dir +
+                               " (rdma-device-plugin --lldp is off, "
+                               "or has not heard a switch yet)"
+                         : "cabling not read: " + recs.error().message();
+    return;
+  }
+  n.cabling = podenv::RailNeighbors(*recs);
+}
+
 // This node as the coordinator sees it: its inventory's verdict and, rail by rail, each HCA's
 // firmware and port rate (none for a software device: the line-rate floor cannot apply).
 NodeInfo DescribeNode(const Validator& v, const Report& inv, const std::string& node) {
@@ -48,6 +65,7 @@ NodeInfo DescribeNode(const Validator& v, const Report& inv, const std::string& 
     }
     n.hcas.push_back(h);
   }
+  AddCabling(v.options().cabling_dir, n);
   return n;
 }
 

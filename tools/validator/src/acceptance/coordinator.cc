@@ -215,16 +215,48 @@ json ToJson(const NodeInfo& n) {
   for (const auto& h : n.hcas) {
     hcas.push_back({{"name", h.name}, {"rateGbps", h.rate_gbps}, {"firmware", h.firmware}});
   }
-  return {{"rank", n.rank}, {"name", n.name}, {"address", n.address},
-          {"hcas", hcas},   {"ok", n.ok},     {"problems", n.problems}};
+  json cabling = json::array();
+  for (const auto& r : n.cabling) {
+    cabling.push_back({{"rail", r.rail},
+                       {"hca", r.hca},
+                       {"netdev", r.netdev},
+                       {"neighbor", r.neighbor ? lldp::ToJson(*r.neighbor) : json(nullptr)}});
+  }
+  return {{"rank", n.rank},       {"name", n.name},
+          {"address", n.address}, {"hcas", hcas},
+          {"ok", n.ok},           {"problems", n.problems},
+          {"cabling", cabling},   {"cablingNote", n.cabling_note}};
 }
+
+namespace {
+
+// A peer's cabling: names shown escaped (lldp::ShowText), at most kMaxCablingRails rails.
+std::vector<rails::RailNeighbor> CablingFromJson(const json& j) {
+  constexpr size_t kMaxCablingRails = 64;
+  std::vector<rails::RailNeighbor> out;
+  if (!j.is_array()) return out;
+  for (const auto& r : j) {
+    if (out.size() == kMaxCablingRails || !r.is_object()) break;
+    rails::RailNeighbor n{.rail = r.value("rail", 0),
+                          .hca = lldp::ShowText(r.value("hca", ""), 64),
+                          .netdev = lldp::ShowText(r.value("netdev", ""), 64)};
+    if (r.contains("neighbor") && r["neighbor"].is_object())
+      n.neighbor = lldp::NeighborFromJson(r["neighbor"]);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+}  // namespace
 
 NodeInfo NodeInfoFromJson(const json& j) {
   NodeInfo n{.rank = j.value("rank", -1),
              .name = j.value("name", ""),
              .address = j.value("address", ""),
              .ok = j.value("ok", false),
-             .problems = j.value("problems", std::vector<std::string>{})};
+             .problems = j.value("problems", std::vector<std::string>{}),
+             .cabling = CablingFromJson(j.value("cabling", json())),
+             .cabling_note = lldp::ShowText(j.value("cablingNote", ""), 512)};
   for (const auto& h : j.value("hcas", json::array())) {
     n.hcas.push_back({h.value("name", ""), h.value("rateGbps", 0.0), h.value("firmware", "")});
   }

@@ -118,6 +118,17 @@ class Shape {
   std::string error_;
 };
 
+void CheckCabling(const json& n, const std::string& at, Shape& s) {
+  if (!s.Field(n, at, "cabling", "array") || !n.contains("cabling")) return;
+  for (size_t c = 0; c < n["cabling"].size(); ++c) {
+    std::string ac = at + ".cabling[" + std::to_string(c) + "]";
+    if (!s.Is(n["cabling"][c], ac, "object")) return;
+    for (const char* k : {"hca", "netdev", "switch", "port", "finding"})
+      s.Field(n["cabling"][c], ac, k, "string");
+    s.Field(n["cabling"][c], ac, "rail", "number");
+  }
+}
+
 void CheckNodes(const json& r, Shape& s) {
   for (size_t i = 0; i < r["nodes"].size(); ++i) {
     const json& n = r["nodes"][i];
@@ -125,6 +136,7 @@ void CheckNodes(const json& r, Shape& s) {
     if (!s.Is(n, at, "object")) return;
     for (const char* k : {"name", "verdict"}) s.Field(n, at, k, "string");
     s.Field(n, at, "busbwGBps", "number");
+    CheckCabling(n, at, s);
     if (!s.Field(n, at, "hcas", "array") || !n.contains("hcas")) continue;
     for (size_t h = 0; h < n["hcas"].size(); ++h) {
       std::string ah = at + ".hcas[" + std::to_string(h) + "]";
@@ -320,11 +332,31 @@ std::string Cell(const Page& p, const json& node, const json& hca, int rail) {
          (p.has_baseline ? Delta(p.base, {name, rail}, it->second) : "") + "</td>";
 }
 
-std::string Row(const Page& p, const json& node) {
+bool HasCabling(const json& node) {
+  return node.contains("cabling") && node["cabling"].is_array() && !node["cabling"].empty();
+}
+
+// A node's cabling: whether any rail is on another switch than the fleet's, and its anchor.
+bool Miscabled(const json& node) {
+  if (!HasCabling(node)) return false;
+  for (const auto& r : node["cabling"]) {
+    if (r.is_object() && !Text(r, "finding").empty()) return true;
+  }
+  return false;
+}
+
+std::string CablingAnchor(size_t index) { return "cabling-" + std::to_string(index); }
+
+std::string Row(const Page& p, const json& node, size_t index) {
   std::string name = Text(node, "name");
   std::string verdict = Text(node, "verdict");
   std::string o = "<tr><th class=\"node\">" + Escape(name) + " <span class=\"" +
-                  (verdict == "pass" ? "pass" : "fail") + "\">" + Escape(verdict) + "</span></th>";
+                  (verdict == "pass" ? "pass" : "fail") + "\">" + Escape(verdict) + "</span>";
+  if (HasCabling(node)) {
+    o += " <a class=\"cabling" + std::string(Miscabled(node) ? " fail" : "") + "\" href=\"#" +
+         CablingAnchor(index) + "\">cabling</a>";
+  }
+  o += "</th>";
   static const json kNone = json::object();
   // Each HCA by its rail, in one pass (the last of a rail wins, as in the cells' map).
   std::vector<const json*> by_rail(static_cast<size_t>(p.rails) + 1, &kNone);
@@ -370,7 +402,7 @@ std::string Heatmap(const Page& p) {
       "<table id=\"heatmap\"><tr><th class=\"node\">node</th>";
   for (int r = 1; r <= p.rails; ++r) o += "<th>rail " + std::to_string(r) + "</th>";
   o += "<th>node busbw</th></tr>\n";
-  for (const auto& n : p.report["nodes"]) o += Row(p, n);
+  for (size_t i = 0; i < p.report["nodes"].size(); ++i) o += Row(p, p.report["nodes"][i], i);
   o += "</table>\n<p class=\"legend\">";
   for (double ratio : {0.5, 0.7, 0.8, 0.9, 1.0})
     o += "<span style=\"background:" + Colour(ratio) + "\">" + Fixed(ratio, 1) + "&times;</span>";
@@ -394,6 +426,35 @@ std::string List(const json& r, const char* key, const char* title) {
     }
   }
   return o + "</ul>\n";
+}
+
+// Each node's rails as LLDP heard them (the node's device plugin, --cabling), a rail on another
+// switch than the fleet's marked; the heatmap's node cells link here.
+std::string Cabling(const json& r) {
+  std::string rows;
+  for (size_t i = 0; i < r["nodes"].size(); ++i) {
+    const json& n = r["nodes"][i];
+    if (!HasCabling(n)) continue;
+    rows += "<tr id=\"" + CablingAnchor(i) + "\"><th class=\"node\" rowspan=\"" +
+            std::to_string(n["cabling"].size()) + "\">" + Escape(Text(n, "name")) + "</th>";
+    bool first = true;
+    for (const auto& c : n["cabling"]) {
+      if (!c.is_object()) continue;
+      std::string finding = Text(c, "finding");
+      auto rail = Number(c, "rail");
+      rows += std::string(first ? "" : "<tr>") + "<td>" + (rail ? Fixed(*rail, 0) : "?") +
+              "</td><td>" + Escape(Text(c, "hca")) + "</td><td>" + Escape(Text(c, "netdev")) +
+              "</td><td" + (finding.empty() ? "" : " class=\"fail miscabled\"") + ">" +
+              Escape(Text(c, "switch")) + "</td><td>" + Escape(Text(c, "port")) + "</td><td>" +
+              Escape(finding) + "</td></tr>\n";
+      first = false;
+    }
+  }
+  if (rows.empty()) return "";
+  return "<h2>Cabling (each rail's LLDP neighbour, held to the fleet's switch for that rail)</h2>\n"
+         "<table id=\"cabling\"><tr><th>node</th><th>rail</th><th>HCA</th><th>netdev</th>"
+         "<th>switch</th><th>port</th><th>finding</th></tr>\n" +
+         rows + "</table>\n";
 }
 
 std::string Rounds(const json& r) {
@@ -445,8 +506,8 @@ Result<std::string> FleetReportHtml(const json& report, const json* baseline) {
          "fleet acceptance " +
          Escape(Text(report, "date")) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n" +
          Header(p) + Heatmap(p) + List(report, "culprits", "Culprits and evidence") +
-         List(report, "problems", "Problems") + List(report, "notes", "Notes") + Rounds(report) +
-         "<script>" + kScript + "</script>\n</body></html>\n";
+         List(report, "problems", "Problems") + List(report, "notes", "Notes") + Cabling(report) +
+         Rounds(report) + "<script>" + kScript + "</script>\n</body></html>\n";
 }
 
 }  // namespace kuberdma::validator

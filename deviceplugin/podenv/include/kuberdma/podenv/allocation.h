@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
+#include "kuberdma/rails/cabling.h"
 
 namespace kuberdma::podenv {
 
@@ -115,9 +116,15 @@ struct CablingRecord {
   bool operator==(const CablingRecord&) const = default;
 };
 Result<void> RecordCabling(const std::string& dir, const std::vector<CablingRecord>& rails);
-// kNotFound when nothing was heard yet (or --lldp is off); kInvalidArgument naming a bad file.
+// kNotFound when nothing was heard yet (or --lldp is off; an empty file too); kInvalidArgument
+// naming a bad file.
 // Names that are not printable ASCII are refused with the file.
 Result<std::vector<CablingRecord>> ListCabling(const std::string& dir);
+// The records as the cabling judgement and the topology labels read them (rails/cabling.h).
+std::vector<rails::RailNeighbor> RailNeighbors(const std::vector<CablingRecord>& recs);
+// What `rail` heard from `heard` at `heard_at` (unix seconds), as a record.
+CablingRecord CablingRecordOf(const rails::RailNeighbor& rail, const lldp::Neighbor& heard,
+                              int64_t heard_at);
 
 // ---- Which HCAs a pod was allocated: the CNI asks rdma-device-plugin ----
 // The CNI checks that the HCA it is about to attach is the pod's (kube-rdma's resources in the

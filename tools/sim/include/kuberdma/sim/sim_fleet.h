@@ -9,12 +9,18 @@
 //   KUBERDMA_ASSIGN_OR_RETURN(auto fleet, sim::SimFleet::Create(4, 2));
 //   KUBERDMA_TRY(fleet->LimitRate(3, 2, 1'000'000'000));   // node 3's rail 2 at 1 Gbit/s
 //   testing::SpawnIn(fleet->Node(1), {"rdma-validate", ...}, ...);
+//   KUBERDMA_TRY(fleet->AnnounceLldp(std::pair{3, 2}));    // node 3's rail 2 on rail 3's leaf
+//
+// Each rail's bridge is a leaf switch, "leaf-<rail>"; AnnounceLldp has the leaves send LLDP on
+// every port, as a switch's agent does.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "kuberdma/base/error.h"
@@ -48,6 +54,14 @@ class SimFleet {
   // Makes it drop `percent` of the packets each way. kUnsupported without sch_netem.
   Result<void> Lose(int node, int rail, double percent);
 
+  // "leaf-<rail>": the switch a rail's bridge stands for.
+  static std::string Leaf(int rail);
+  // Starts the leaves' LLDP: every half second, on every port, a frame naming the leaf (system
+  // name and chassis ID) and the port ("swp<node>"), MTU 9216. `miscabled` (node, rail) is a
+  // cable plugged into the next rail's leaf instead: its frames name that leaf, while its traffic
+  // still reaches its own rail's peers (as a spine would route it). Stopped by the destructor.
+  Result<void> AnnounceLldp(std::optional<std::pair<int, int>> miscabled = std::nullopt);
+
  private:
   SimFleet(std::string prefix, int rails) : prefix_(std::move(prefix)), rails_(rails) {}
   Result<void> Build(int nodes);
@@ -55,8 +69,12 @@ class SimFleet {
   Result<void> Up(const netns::NetNs& ns, const std::string& name, uint32_t mtu);
   std::string SwitchPort(int node, int rail) const;
 
+  void Announce(const std::stop_token& stop, int fd,
+                const std::vector<std::pair<int, std::vector<uint8_t>>>& frames) const;
+
   std::string prefix_;
   int rails_;
+  std::jthread lldp_;  // the leaves' LLDP (AnnounceLldp); stopped before the namespaces go
   std::vector<std::string> names_;  // named namespaces, deleted by the destructor
   std::optional<netns::NetNs> fabric_;
   std::vector<netns::NetNs> nodes_;

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "kuberdma/rails/cabling.h"
+
 namespace kuberdma::validator::acceptance {
 
 inline constexpr int kMaxRounds = 4;
@@ -65,6 +67,10 @@ struct NodeInfo {
   std::vector<HcaSpec> hcas;  // index = rail
   bool ok = true;             // inventory passed and the node reached the coordinator
   std::vector<std::string> problems;
+  // Each rail's LLDP neighbour as the node's device plugin recorded it (--cabling), judged
+  // across the fleet (rails/cabling.h); why there is none when asked for and unreadable.
+  std::vector<rails::RailNeighbor> cabling;
+  std::string cabling_note;
 };
 
 struct Traffic {
@@ -198,6 +204,7 @@ struct FleetReport {
   std::map<int, NodeVerdict> nodes;
   std::vector<std::string> problems;  // every problem, fleet-wide and per node
   std::vector<std::string> notes;     // said, not failing (a baseline of another collective)
+  std::vector<rails::CablingFinding> cabling;  // every node's cabling findings (node set)
 
   nlohmann::json ToJson() const;
   std::string Summary() const;  // one line, for the termination log
@@ -206,7 +213,8 @@ struct FleetReport {
 };
 
 // Verdicts for the fleet and each node: thresholds (absolute, link rate, fleet median), shares,
-// culprits, baseline regressions.
+// culprits, baseline regressions, and cabling: a rail that reaches another rail's switch than
+// most of the fleet's (certain) fails its node; an uncertain one is a note.
 FleetReport Evaluate(Inputs in);
 
 // The HCAs of node `rank` that the report's certain culprits name (that node's rail, every rail

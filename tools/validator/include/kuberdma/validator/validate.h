@@ -87,7 +87,10 @@ struct Options {
   // next pass rewrites it.
   std::string taint_dir;
   std::string taint_effect = "NoSchedule";  // or None
-  int join_timeout_s = 0;                   // 0: max(120, 5 x timeout)
+  // Where the node's device plugin records its rails' LLDP neighbours (podenv's cabling.json,
+  // rdma-device-plugin --lldp): sent to rank 0, which judges the fleet's cabling. "": none.
+  std::string cabling_dir;
+  int join_timeout_s = 0;  // 0: max(120, 5 x timeout)
 };
 
 struct DeviceResult {
