@@ -14,7 +14,8 @@
 # rail carries here), and on request fleet-loss (node 2's rail 1 dropping 5%: netem) and
 # fleet-8x4 (8 nodes x 4 rails, node 6's rail 3 at 0.2 Gbit/s: on one GPU the 32 ranks of a
 # round share it and 16 cores, and every healthy rail runs near 1 Gbit/s, so the default 1 Gbit/s
-# limit would be no degradation at all).
+# limit would be no degradation at all), and usage-healthy, usage-tbf, usage-leftout (NCCL for
+# $SOAK s, each rail's bytes sampled for tests/gpu/usage_alerts.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUNDLE=$(realpath "${1:-build/gpu-bundle}")
@@ -25,6 +26,7 @@ STEPS=${*:-live e2e demo fleet fleet-healthy fleet-odd fleet-half}
 # 8-minute device call (docs/development.md#gpu-machine has the measured times); more rounds
 # judge ratios more finely (`E2E_REPEATS=5 tests/gpu/run.sh BUNDLE OUT e2e`).
 E2E_REPEATS=${E2E_REPEATS:-2}
+SOAK=${SOAK:-120}  # the usage steps' NCCL time, seconds
 B=$BUNDLE/bin
 export LD_LIBRARY_PATH=$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 GPUS=$(ls /dev | grep -cE '^nvidia[0-9]+$' || true)
@@ -62,6 +64,16 @@ for s in $STEPS; do
                 [ -n "$kept" ] && cp "$kept/node-1.json" "$kept/node-1.html" "$OUT/" 2>/dev/null ;;
     fleet-loss) step fleet-loss "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 2:1 \
                      --degrade-kind loss --degrade-loss 5 ;;
+    # The usage alerts' live evidence (tests/gpu/usage_alerts.py replays the samples through
+    # promtool here): 2 nodes x 2 rails, NCCL for SOAK seconds, every rail's bytes every 5 s;
+    # healthy, node 2's rail 2 at 0.2 Gbit/s (tbf), and NCCL told to use rail 1 only.
+    usage-healthy) step usage-healthy "$B/kuberdma-demo" "${DEMO[@]}" --fleet 2 --rails 2 \
+                        --degrade none --soak "$SOAK" --usage-out "$OUT/usage-healthy.json" ;;
+    usage-tbf) step usage-tbf "$B/kuberdma-demo" "${DEMO[@]}" --fleet 2 --rails 2 --degrade 2:2 \
+                    --degrade-gbps 0.2 --soak "$SOAK" --usage-out "$OUT/usage-tbf.json" ;;
+    usage-leftout) step usage-leftout "$B/kuberdma-demo" "${DEMO[@]}" --fleet 2 --rails 2 \
+                        --degrade none --soak-devices net1 --soak "$SOAK" \
+                        --usage-out "$OUT/usage-leftout.json" ;;
     fleet-8x4) step fleet-8x4 "$B/kuberdma-demo" "${DEMO[@]}" --fleet 8 --rails 4 --degrade 6:3 \
                     --degrade-gbps 0.2 ;;
     *) echo "unknown step $s"; exit 2 ;;

@@ -38,6 +38,13 @@ struct Options {
   double degrade_loss = 5.0;          // loss: percent of packets dropped each way
   // The node:rail whose cable is plugged into the next rail's leaf (its LLDP says so), or none.
   std::string miscable = "none";
+  // --soak S: instead of the acceptance, NCCL AllReduces between every node's pod (multi-pod
+  // mode, rank 0 on node-1) again and again for S seconds, each rail's byte counters sampled
+  // every 5 s into --usage-out (JSON), for the usage alerts' replay (tests/gpu/usage_alerts.py).
+  // --soak-devices: the NCCL_SOCKET_IFNAME list the pods are given (a NIC NCCL leaves out).
+  int soak = 0;
+  std::string soak_devices;
+  std::string usage_out;
   std::string fleet_size = "32M";  // each AllReduce's size
   bool keep = false;               // keep the fleet's reports and logs after a pass
   int cluster = 0;                 // --cluster: the two-node demo on --manifests

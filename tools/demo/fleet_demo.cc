@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "demo.h"
 #include "kuberdma/base/files.h"
@@ -46,6 +47,8 @@ class FleetDemo {
   bool Degrade();
   void RunAcceptance();
   std::vector<std::string> NodeArgs(int node) const;
+  void Soak();
+  void SampleUsage(const std::stop_token& stop, json& samples);
   void Judge();
   void JudgeNccl(const json& report);
   void JudgeExchange(const json& report);
@@ -213,6 +216,74 @@ std::vector<std::string> FleetDemo::NodeArgs(int node) const {
   // clang-format on
 }
 
+// Every 5 s, each node's rail counters (a device plugin's scrape interval, as Prometheus would
+// record them), until stopped.
+void FleetDemo::SampleUsage(const std::stop_token& stop, json& samples) {
+  auto start = std::chrono::steady_clock::now();
+  for (auto next = start; !stop.stop_requested(); next += std::chrono::seconds(5)) {
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (int n = 1; n <= o_.fleet; ++n) {
+      for (int r = 1; r <= o_.rails; ++r) {
+        auto b = fleet_->Bytes(n, r);
+        if (b)
+          samples.push_back(
+              {{"t", t}, {"node", n}, {"rail", r}, {"tx", b->first}, {"rx", b->second}});
+      }
+    }
+    while (!stop.stop_requested() &&
+           std::chrono::steady_clock::now() < next + std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// The ring again and again (acceptance, --pairs never: the demo's pods' traffic, with each node's
+// own NCCL_HOSTID) for --soak seconds, while every rail's bytes are sampled.
+void FleetDemo::Soak() {
+  Heading(4, "NCCL AllReduces on every node for " + std::to_string(o_.soak) +
+                 " s, each rail's bytes sampled every 5 s");
+  json samples = json::array();
+  auto start = std::chrono::steady_clock::now();
+  int runs = 0;
+  {
+    std::jthread sampler([&](std::stop_token st) { SampleUsage(st, samples); });
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(o_.soak)) {
+      std::vector<pid_t> pids;
+      for (int n = 1; n <= o_.fleet; ++n) {
+        std::vector<std::string> args = NodeArgs(n);
+        for (size_t i = 0; i + 1 < args.size(); ++i) {
+          if (args[i] == "--pairs") args[i + 1] = "never";
+          if (args[i] == "--expect" && !o_.soak_devices.empty()) args[i + 1] = o_.soak_devices;
+          if (args[i] == "--iters") args[i + 1] = "50";
+        }
+        std::string gpu = std::to_string((n - 1) % std::max(1, gpus_));
+        pids.push_back(
+            Start(fleet_->Node(n), args,
+                  ToolEnv({"CUDA_VISIBLE_DEVICES=" + gpu, "NODE_NAME=node-" + std::to_string(n)}),
+                  Dir("soak-node-" + std::to_string(n) + ".txt")));
+      }
+      int failed = 0;
+      for (pid_t p : pids) failed += Wait(p) >= 2 ? 1 : 0;
+      ++runs;
+      if (failed > 0) fail_("a soak run could not run on " + std::to_string(failed) + " node(s)");
+      if (failed > 0) break;
+    }
+  }
+  json doc = {{"interval_s", 5},
+              {"nodes", o_.fleet},
+              {"rails", o_.rails},
+              {"degrade", o_.degrade},
+              {"degradeGbps", o_.degrade_gbps},
+              {"devices", o_.soak_devices.empty() ? fleet_->Expect() : o_.soak_devices},
+              {"runs", runs},
+              {"samples", samples}};
+  if (auto w = WriteFileAtomic(o_.usage_out.empty() ? Dir("usage.json") : o_.usage_out, doc.dump());
+      !w) {
+    fail_("write the usage samples: " + w.error().message());
+  }
+  std::printf("  %d runs, %zu samples written to %s\n", runs, samples.size(),
+              (o_.usage_out.empty() ? Dir("usage.json") : o_.usage_out).c_str());
+}
+
 void FleetDemo::RunAcceptance() {
   Heading(4, "rdma-validate --mode acceptance on every node (rank 0 on node-1 coordinates)");
   if (nccl_ && gpus_ < o_.fleet) {
@@ -357,7 +428,9 @@ void FleetDemo::JudgeCabling(const json& report) {
 int FleetDemo::Run() {
   if (!Parse()) return 2;
   if (!Build()) return 1;
-  if (Degrade()) {
+  if (Degrade() && o_.soak > 0) {
+    Soak();
+  } else if (fail_.count() == 0) {
     RunAcceptance();
     Judge();
   }

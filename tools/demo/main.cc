@@ -33,6 +33,13 @@ void AddFleetOptions(CLI::App& app, kuberdma::demo::Options& o) {
   app.add_option("--miscable", o.miscable,
                  "fleet: the NODE:RAIL cabled to the next rail's leaf (LLDP), or none");
   app.add_option("--size", o.fleet_size, "fleet: each AllReduce's size");
+  app.add_option("--soak", o.soak,
+                 "fleet: AllReduces for this many seconds instead of the acceptance, each rail's "
+                 "bytes sampled every 5 s")
+      ->check(CLI::Range(10, 3600));
+  app.add_option("--soak-devices", o.soak_devices,
+                 "fleet, soak: the NICs NCCL is told to use (default: every rail)");
+  app.add_option("--usage-out", o.usage_out, "fleet, soak: where the byte samples go (JSON)");
   app.add_flag("--keep", o.keep, "fleet: keep the reports and NCCL logs after a pass");
 }
 

@@ -115,6 +115,15 @@ Result<void> SimFleet::Lose(int node, int rail, double percent) {
   return net_.SetLoss(*fabric_, SwitchPort(node, rail), percent);
 }
 
+Result<std::pair<uint64_t, uint64_t>> SimFleet::Bytes(int node, int rail) {
+  if (node < 1 || node > nodes() || rail < 1 || rail > rails_) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "no node " + std::to_string(node) + " rail " + std::to_string(rail));
+  }
+  KUBERDMA_ASSIGN_OR_RETURN(link::LinkInfo l, links_.GetByName(Node(node), Ifname(rail)));
+  return std::pair{l.tx_bytes, l.rx_bytes};
+}
+
 std::string SimFleet::Leaf(int rail) { return "leaf-" + std::to_string(rail); }
 
 Result<void> SimFleet::AnnounceLldp(std::optional<std::pair<int, int>> miscabled) {

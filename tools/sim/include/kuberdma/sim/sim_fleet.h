@@ -54,6 +54,9 @@ class SimFleet {
   // Makes it drop `percent` of the packets each way. kUnsupported without sch_netem.
   Result<void> Lose(int node, int rail, double percent);
 
+  // Bytes node `node`'s rail interface has sent and received (its IFLA_STATS64 counters).
+  Result<std::pair<uint64_t, uint64_t>> Bytes(int node, int rail);
+
   // "leaf-<rail>": the switch a rail's bridge stands for.
   static std::string Leaf(int rail);
   // Starts the leaves' LLDP: every half second, on every port, a frame naming the leaf (system
