@@ -13,6 +13,7 @@ packages=(
   prometheus-cpp-dev                   # metrics (device plugin) and the Pushgateway client (validator)
   libcurl4-openssl-dev                 # the DRA driver's API server client
   libibverbs-dev ibverbs-providers     # the validator's verbs probe module (and Soft-RoCE's provider)
+  libibumad-dev                        # InfiniBand rails' neighbours: an SMP one hop out (smp/)
   catch2                               # the tests (CMake configures them with everything else)
   libyaml-cpp-dev                      # tools/sim reads rendered manifests (demo, namespace tests)
   iproute2                             # the demo's and the namespace tests' namespaces, and cleanup

@@ -306,6 +306,22 @@ def check_policy(report, helm):
                  and vol.get("hostPath") == {"path": "/run/kube-rdma/allocations/cabling.json",
                                              "type": "FileOrCreate"},
                  f"cabling.lldp hands each acceptance pod its node's cabling record, read-only: {args}")
+    # cabling.infiniband: the device plugin asks IB rails' neighbours with SMPs, through the umad
+    # device nodes only a privileged container may open; without it, no privilege at all.
+    for ib in (True, False):
+        r = helm_template(helm, "kube-rdma", "kube-rdma", "fabric=ib", "cabling.lldp=true",
+                          f"cabling.infiniband={str(ib).lower()}")
+        got = cm.load_text(r.stdout, f"helm(cabling.infiniband={ib})", report)
+        ds = next((o for _, o in got if o["kind"] == "DaemonSet"), {})
+        spec = ds.get("spec", {}).get("template", {}).get("spec", {})
+        dp = next((c for c in spec.get("containers", []) if "--lldp" in c.get("args", [])), {})
+        sc = dp.get("securityContext", {})
+        dev = any(m.get("mountPath") == "/dev/infiniband" for m in dp.get("volumeMounts", []))
+        ok = r.returncode == 0 and bool(dp) and (
+            (sc.get("privileged") is True and dev) if ib else
+            (not sc.get("privileged") and not dev and sc.get("capabilities", {}).get("add") == ["NET_RAW"]))
+        report.check(ok, f"cabling.infiniband={ib}: the device plugin is privileged with "
+                         f"/dev/infiniband only when asked: {sc}")
     r = helm_template(helm, "kube-rdma", "kube-rdma", "acceptance.enabled=true", "acceptance.taintDevices=true")
     report.check(r.returncode != 0 and "dra.enabled" in r.stderr,
                  "acceptance.taintDevices without the DRA driver is refused, naming dra.enabled")

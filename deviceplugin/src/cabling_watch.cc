@@ -21,14 +21,12 @@ namespace {
 
 // `known` updated with this round's rails and what was heard on them; true when it changed.
 bool Merge(const std::vector<rails::RailNeighbor>& rails,
-           const std::map<std::string, lldp::Neighbor>& heard,
            std::vector<podenv::CablingRecord>& known) {
   bool changed = false;
   for (const auto& r : rails) {
-    auto it = heard.find(r.netdev);
-    if (it == heard.end()) continue;  // silent this round (or in a pod): keep what we had
+    if (!r.neighbor) continue;  // silent this round (or in a pod): keep what we had
     podenv::CablingRecord rec =
-        podenv::CablingRecordOf(r, it->second, static_cast<int64_t>(std::time(nullptr)));
+        podenv::CablingRecordOf(r, *r.neighbor, static_cast<int64_t>(std::time(nullptr)));
     auto old =
         std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.hca == r.hca; });
     if (old == known.end()) {
@@ -53,9 +51,10 @@ bool Merge(const std::vector<rails::RailNeighbor>& rails,
 Result<std::unique_ptr<CablingWatch>> CablingWatch::Start(std::string dir,
                                                           lldp::LldpListener& listener, Rails rails,
                                                           std::chrono::milliseconds round,
-                                                          OnChange on_change) {
-  std::unique_ptr<CablingWatch> w(
-      new CablingWatch(std::move(dir), listener, std::move(rails), round, std::move(on_change)));
+                                                          OnChange on_change,
+                                                          smp::HopProbe* probe) {
+  std::unique_ptr<CablingWatch> w(new CablingWatch(std::move(dir), listener, std::move(rails),
+                                                   round, std::move(on_change), probe));
   w->stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!w->stop_.valid()) return FailErrno(errno, "eventfd for the LLDP watch");
   if (auto old = podenv::ListCabling(w->dir_)) w->known_ = *old;  // a restart keeps the past
@@ -69,20 +68,38 @@ CablingWatch::~CablingWatch() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool CablingWatch::Hear(std::vector<rails::RailNeighbor>& rails) {
+  std::vector<std::string> netdevs;
+  for (const auto& r : rails) {
+    if (!r.infiniband) netdevs.push_back(r.netdev);
+  }
+  bool asked = netdevs.empty();
+  if (!netdevs.empty()) {
+    auto heard = listener_.Listen(netdevs, round_, stop_.valid() ? stop_.get() : -1);
+    // Said once, not every round, until it works again (NET_RAW missing stays missing).
+    if (!heard && !unavailable_)
+      spdlog::warn("event=lldp_unavailable error=\"{}\"", heard.error().message());
+    unavailable_ = !heard;
+    asked = heard.has_value();
+    for (auto& r : rails) {
+      if (!heard || r.infiniband) continue;
+      if (auto it = heard->find(r.netdev); it != heard->end()) r.neighbor = it->second;
+    }
+  }
+  if (probe_ != nullptr) {
+    std::string why = smp::HearInfiniband(*probe_, rails, std::chrono::seconds(1));
+    if (!why.empty() && !ib_unavailable_) spdlog::warn("event=smp_unavailable error=\"{}\"", why);
+    ib_unavailable_ = !why.empty();
+    asked = true;
+  }
+  return asked;
+}
+
 bool CablingWatch::Round() {
   std::vector<rails::RailNeighbor> rails = rails_();
   if (rails.empty()) return false;  // no scan yet, or no rail on the host
-  std::vector<std::string> netdevs;
-  for (const auto& r : rails) netdevs.push_back(r.netdev);
-  auto heard = listener_.Listen(netdevs, round_, stop_.valid() ? stop_.get() : -1);
-  if (!heard) {
-    // Said once, not every round, until it works again (NET_RAW missing stays missing).
-    if (!unavailable_) spdlog::warn("event=lldp_unavailable error=\"{}\"", heard.error().message());
-    unavailable_ = true;
-    return true;
-  }
-  unavailable_ = false;
-  if (!Merge(rails, *heard, known_) && written_) return true;
+  if (!Hear(rails)) return true;
+  if (!Merge(rails, known_) && written_) return true;
   if (auto w = podenv::RecordCabling(dir_, known_); !w) {
     spdlog::error("event=cabling_not_recorded error=\"{}\"", w.error().message());
     return true;

@@ -110,10 +110,11 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
   }
   if (m->opts_.lldp && !m->opts_.allocations_dir.empty()) {
     Manager* raw = m.get();
-    KUBERDMA_ASSIGN_OR_RETURN(m->cabling_, CablingWatch::Start(
-                                               m->opts_.allocations_dir, m->lldp_listener_,
-                                               [raw] { return raw->RailNetdevs(); },
-                                               m->opts_.lldp_round, m->opts_.on_cabling));
+    KUBERDMA_ASSIGN_OR_RETURN(
+        m->cabling_,
+        CablingWatch::Start(
+            m->opts_.allocations_dir, m->lldp_listener_, [raw] { return raw->RailNetdevs(); },
+            m->opts_.lldp_round, m->opts_.on_cabling, &m->hop_probe_));
   }
   if (!m->opts_.allocations_dir.empty()) {
     Manager* raw = m.get();
@@ -249,10 +250,18 @@ Result<std::vector<sysfs::Hca>> Manager::Discover() {
   std::vector<rails::RailNeighbor> rails;
   for (const auto& h : *hcas) {
     const rails::HcaRole* r = now.Find(h.name);
-    // LLDP is Ethernet's: an InfiniBand rail's neighbour is the subnet manager's to say.
-    bool ethernet = !h.ports.empty() && h.ports.front().link_layer == sysfs::LinkLayer::kEthernet;
-    if (r != nullptr && r->rail > 0 && r->node_own.empty() && !h.netdevs.empty() && ethernet) {
+    if (r == nullptr || r->rail == 0 || !r->node_own.empty() || h.ports.empty()) continue;
+    // LLDP on an Ethernet rail's netdev; an SMP out of an InfiniBand rail's port.
+    bool ib = h.ports.front().link_layer == sysfs::LinkLayer::kInfiniBand;
+    bool ethernet = h.ports.front().link_layer == sysfs::LinkLayer::kEthernet;
+    if (ethernet && !h.netdevs.empty()) {
       rails.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
+    } else if (ib) {
+      rails.push_back({.rail = r->rail,
+                       .hca = h.name,
+                       .netdev = h.netdevs.empty() ? "" : h.netdevs.front(),
+                       .infiniband = true,
+                       .port = static_cast<int>(h.ports.front().number)});
     }
   }
   {

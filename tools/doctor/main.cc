@@ -179,6 +179,8 @@ int Run(int argc, char** argv) {
   kuberdma::dcb::NetlinkDcbOps dcb;
   kuberdma::lldp::PacketLldpListener lldp;
   c.in.lldp = &lldp;
+  kuberdma::smp::UmadHopProbe ib_probe;
+  if (c.in.lldp_wait_ms > 0) c.in.ib_probe = &ib_probe;
   c.in.links = &links;
   c.in.rdma = &rdma;
   c.in.addrs = &addrs;

@@ -726,3 +726,56 @@ TEST_CASE("GPUDirect RDMA: nvidia-peermem, DMA-BUF and ACS between GPUs and thei
 
 }  // namespace
 }  // namespace kuberdma::doctor
+
+namespace kuberdma::doctor {
+namespace {
+
+// What is one hop out of each IB rail: leaf-<rail>, but for the two crossed ones.
+class CrossedIbFabric final : public smp::HopProbe {
+ public:
+  Result<lldp::Neighbor> Neighbor(const std::string& hca, int port,
+                                  std::chrono::milliseconds) override {
+    int rail = std::stoi(hca.substr(hca.find('_') + 1)) + 1;
+    if (rail == 2 || rail == 3) rail = 5 - rail;
+    if (hca == "mlx5_7") return Fail(ErrorCode::kTimeout, "no SMP answer within 1000 ms");
+    std::string leaf = "MF0;ib-leaf-" + std::to_string(rail) + ":MQM9700/U1";
+    return lldp::Neighbor{.chassis_id = "0x0c42a1030000000" + std::to_string(rail),
+                          .port_id = std::to_string(port + 16),
+                          .system_name = leaf};
+  }
+};
+
+TEST_CASE("InfiniBand rails' switches from an SMP one hop out: a crossed pair fails the node") {
+  Fixture f;
+  f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/ib8");
+  std::vector<std::string> leaves;
+  for (int r = 1; r <= 8; ++r) leaves.push_back("MF0;ib-leaf-" + std::to_string(r) + ":MQM9700/U1");
+  f.in.node_config = f.dir + "/node.json";
+  std::ofstream(f.in.node_config) << nlohmann::json{{"railSwitches", leaves}}.dump();
+  link::NetlinkAddrOps addrs;  // the host's own NICs are read, as the CNI reads them
+  f.in.addrs = &addrs;
+  CrossedIbFabric fabric;
+  f.in.ib_probe = &fabric;
+  f.in.lldp_wait_ms = 1000;
+  View v = NodeView(f.in);
+  INFO(v.ToJson().dump(2));
+  REQUIRE(v.doc.contains("cabling"));
+  CHECK(v.doc["cabling"].size() == 8);
+  CHECK(v.doc["cabling"][0]["switch"] == leaves[0]);
+  CHECK(v.doc["cabling"][0]["port"] == "17");
+  CHECK_THAT(v.doc["cablingSource"].get<std::string>(), Catch::Contains("SMP"));
+  int crossed = 0;
+  for (const auto& x : v.findings) {
+    if (x.check == "rail-cabling" && x.status == Status::kFail) {
+      ++crossed;
+      CHECK_THAT(x.message, Catch::Contains("rail 2 (mlx5_1") || Catch::Contains("rail 3 (mlx5_2"));
+    }
+  }
+  CHECK(crossed == 2);
+  const Finding* silent = f.Find(v, "rail-smp", Status::kUnknown);
+  REQUIRE(silent != nullptr);
+  CHECK_THAT(silent->message, Catch::Contains("mlx5_7 port 1: no SMP answer"));
+}
+
+}  // namespace
+}  // namespace kuberdma::doctor

@@ -20,14 +20,55 @@ std::vector<rails::RailNeighbor> RailsOf(const Inputs& in, const netns::NetNs& h
   std::vector<rails::RailNeighbor> out;
   for (const auto& h : hcas) {
     const rails::HcaRole* r = roles.Find(h.name);
-    if (r == nullptr || r->rail == 0 || h.netdevs.empty()) continue;
-    // LLDP is Ethernet's: an InfiniBand rail's neighbour is the subnet manager's to say.
-    if (h.ports.empty() || h.ports.front().link_layer != sysfs::LinkLayer::kEthernet) continue;
+    if (r == nullptr || r->rail == 0 || h.ports.empty()) continue;
+    // An InfiniBand rail's neighbour is asked with an SMP out of its port (smp.h).
+    if (h.ports.front().link_layer == sysfs::LinkLayer::kInfiniBand && in.ib_probe != nullptr) {
+      out.push_back({.rail = r->rail,
+                     .hca = h.name,
+                     .netdev = h.netdevs.empty() ? "" : h.netdevs.front(),
+                     .infiniband = true,
+                     .port = static_cast<int>(h.ports.front().number)});
+      continue;
+    }
+    // LLDP is Ethernet's, read on the rail's netdev when it is on the host.
+    if (in.lldp == nullptr || h.netdevs.empty() ||
+        h.ports.front().link_layer != sysfs::LinkLayer::kEthernet)
+      continue;
     if (!in.links->GetByName(host, h.netdevs.front())) continue;
     out.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rail < b.rail; });
   return out;
+}
+
+// Each rail's neighbour: LLDP on the Ethernet rails' netdevs, an SMP out of each InfiniBand
+// rail's port. False (said in a finding) when the Ethernet rails could not be listened on.
+bool Hear(const Inputs& in, std::vector<rails::RailNeighbor>& rails, View& v) {
+  std::vector<std::string> netdevs;
+  for (const auto& r : rails) {
+    if (!r.infiniband) netdevs.push_back(r.netdev);
+  }
+  if (!netdevs.empty() && in.lldp != nullptr) {
+    auto heard = in.lldp->Listen(netdevs, std::chrono::milliseconds(in.lldp_wait_ms));
+    if (!heard) {
+      Add(v, "rail-lldp", Status::kUnknown, heard.error().message(),
+          "run on the host (hostNetwork) as root: LLDP is read from each rail's netdev");
+      return false;
+    }
+    for (auto& r : rails) {
+      if (auto it = heard->find(r.netdev); !r.infiniband && it != heard->end())
+        r.neighbor = it->second;
+    }
+  }
+  if (in.ib_probe != nullptr) {
+    std::string why = smp::HearInfiniband(*in.ib_probe, rails, std::chrono::seconds(1));
+    if (!why.empty()) {
+      Add(v, "rail-smp", Status::kUnknown, "an InfiniBand rail's neighbour was not asked: " + why,
+          "run on the host as root with ib_umad loaded (/dev/infiniband/umad*); the port must "
+          "be ACTIVE (docs/runbooks.md#rail-smp)");
+    }
+  }
+  return true;
 }
 
 json Shown(const rails::RailNeighbor& r) {
@@ -105,30 +146,22 @@ void CheckCabling(const Inputs& in, const netns::NetNs& host, const std::vector<
     Judge(*rails, config.rail_switches, in.node_config, v);
     return;
   }
-  if (in.lldp == nullptr || in.links == nullptr) return;
+  if ((in.lldp == nullptr && in.ib_probe == nullptr) || in.links == nullptr) return;
   std::vector<rails::RailNeighbor> rails = RailsOf(in, host, hcas, roles);
   if (rails.empty()) {
     Add(v, "rail-lldp", Status::kUnknown,
-        "no Ethernet rail with its netdev on the host to listen on",
-        "LLDP is Ethernet's: an InfiniBand rail's neighbour is the subnet manager's view "
-        "(ibnetdiscover), and a rail a pod holds hears its frames in the pod");
+        "no Ethernet rail with its netdev on the host to listen on, and no InfiniBand rail",
+        "a rail a pod holds hears its LLDP frames in the pod: run this before the pods, or "
+        "read the device plugin's record (rdma-device-plugin --lldp)");
     return;
   }
-  std::vector<std::string> netdevs;
-  for (const auto& r : rails) netdevs.push_back(r.netdev);
-  auto heard = in.lldp->Listen(netdevs, std::chrono::milliseconds(in.lldp_wait_ms));
-  if (!heard) {
-    Add(v, "rail-lldp", Status::kUnknown, heard.error().message(),
-        "run on the host (hostNetwork) as root: LLDP is read from each rail's netdev");
-    return;
-  }
+  if (!Hear(in, rails, v)) return;
   json shown = json::array();
-  for (auto& r : rails) {
-    if (auto it = heard->find(r.netdev); it != heard->end()) r.neighbor = it->second;
-    shown.push_back(Shown(r));
-  }
+  for (const auto& r : rails) shown.push_back(Shown(r));
   v.doc["cabling"] = shown;
-  v.doc["cablingSource"] = "listened " + std::to_string(in.lldp_wait_ms / 1000) + " s";
+  bool ib = std::any_of(rails.begin(), rails.end(), [](const auto& r) { return r.infiniband; });
+  v.doc["cablingSource"] = "listened " + std::to_string(in.lldp_wait_ms / 1000) + " s" +
+                           (ib ? "; InfiniBand rails asked with an SMP one hop out" : "");
   Judge(rails, config.rail_switches, in.node_config, v);
 }
 

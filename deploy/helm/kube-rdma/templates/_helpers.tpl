@@ -125,7 +125,7 @@ template:
         {{- if $a.pushGateway }}
         {{- $args = concat $args (list "--push-gateway" $a.pushGateway) }}
         {{- end }}
-        {{- $cabling := .root.Values.cabling.lldp }}
+        {{- $cabling := or .root.Values.cabling.lldp .root.Values.cabling.nodeLabels .root.Values.cabling.infiniband }}
         {{- if $cabling }}
         {{- $args = concat $args (list "--cabling" "/run/kube-rdma/cabling") }}
         {{- end }}
@@ -191,7 +191,7 @@ template:
             readOnly: true
           {{- end }}
         {{- end }}
-    {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices .root.Values.cabling.lldp }}
+    {{- if or $a.baseline.configMap $a.jobImage $a.taintDevices .root.Values.cabling.lldp .root.Values.cabling.nodeLabels .root.Values.cabling.infiniband }}
     volumes:
       {{- if $a.baseline.configMap }}
       - name: baseline
@@ -210,7 +210,7 @@ template:
         emptyDir:
           sizeLimit: 64Mi
       {{- end }}
-      {{- if .root.Values.cabling.lldp }}
+      {{- if or .root.Values.cabling.lldp .root.Values.cabling.nodeLabels .root.Values.cabling.infiniband }}
       # FileOrCreate: before the device plugin's first round the file is empty (nothing heard).
       - name: cabling
         hostPath:

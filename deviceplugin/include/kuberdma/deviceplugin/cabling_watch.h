@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// rdma-device-plugin --lldp: every rail's LLDP neighbour, listened for for the whole life of the
-// plugin (docs/fabric.md), written to the allocations directory (podenv's CablingRecord) for the
+// rdma-device-plugin --lldp: every rail's neighbour for the whole life of the plugin
+// (docs/fabric.md): an Ethernet rail's heard by LLDP, an InfiniBand rail's asked with an SMP one
+// hop out (smp.h), written to the allocations directory (podenv's CablingRecord) for the
 // DRA driver's leaf attribute, the node's topology labels and the doctor. One thread; each round
 // listens until every rail has been heard or `round` is over, then writes what changed. A rail a
 // pod holds keeps the neighbour it had: its frames go to the pod.
@@ -20,20 +21,24 @@
 #include "kuberdma/lldp/lldp.h"
 #include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/cabling.h"
+#include "kuberdma/smp/smp.h"
 
 namespace kuberdma::deviceplugin {
 
 class CablingWatch {
  public:
-  // The rails to listen on this round (their netdev on the host; neighbor unset).
+  // The rails to listen on this round (an Ethernet rail's netdev on the host, an InfiniBand
+  // rail's port; neighbor unset).
   using Rails = std::function<std::vector<rails::RailNeighbor>()>;
   // Called after each write with the records written (the topology labels' writer).
   using OnChange = std::function<void(const std::vector<podenv::CablingRecord>&)>;
 
-  // Starts the thread. `listener` must outlive the watch. kIo when the eventfd cannot be made.
+  // Starts the thread. `listener` and `probe` (null: InfiniBand rails are not asked) must
+  // outlive the watch. kIo when the eventfd cannot be made.
   static Result<std::unique_ptr<CablingWatch>> Start(
       std::string dir, lldp::LldpListener& listener, Rails rails,
-      std::chrono::milliseconds round = std::chrono::seconds(35), OnChange on_change = {});
+      std::chrono::milliseconds round = std::chrono::seconds(35), OnChange on_change = {},
+      smp::HopProbe* probe = nullptr);
   // Stops the thread at once (it never waits out a round).
   ~CablingWatch();
   CablingWatch(const CablingWatch&) = delete;
@@ -45,23 +50,28 @@ class CablingWatch {
 
  private:
   CablingWatch(std::string dir, lldp::LldpListener& listener, Rails rails,
-               std::chrono::milliseconds round, OnChange on_change)
+               std::chrono::milliseconds round, OnChange on_change, smp::HopProbe* probe)
       : dir_(std::move(dir)),
         listener_(listener),
         rails_(std::move(rails)),
         round_(round),
-        on_change_(std::move(on_change)) {}
+        on_change_(std::move(on_change)),
+        probe_(probe) {}
   void Loop();
+  // Each rail's neighbour this round (LLDP, then SMPs); false when neither could ask.
+  bool Hear(std::vector<rails::RailNeighbor>& rails);
 
   std::string dir_;
   lldp::LldpListener& listener_;
   Rails rails_;
   std::chrono::milliseconds round_;
   OnChange on_change_;
+  smp::HopProbe* probe_;
   std::vector<podenv::CablingRecord> known_;  // by rail order; the thread's own
   bool written_ = false;
-  bool unavailable_ = false;  // the last round could not listen (said once)
-  UniqueFd stop_;             // eventfd
+  bool unavailable_ = false;     // the last round could not listen (said once)
+  bool ib_unavailable_ = false;  // the last round's SMPs failed (said once)
+  UniqueFd stop_;                // eventfd
   std::thread thread_;
 };
 

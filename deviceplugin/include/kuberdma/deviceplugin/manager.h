@@ -151,6 +151,7 @@ class Manager {
   std::shared_ptr<PodHcaInfo> pod_hca_info_;           // read on scrape, cached
   std::unique_ptr<PodResourcesClient> usage_kubelet_;  // its own channel: the scrape's thread
   lldp::PacketLldpListener lldp_listener_;
+  smp::UmadHopProbe hop_probe_;
   std::unique_ptr<CablingWatch> cabling_;  // after what it reads: stopped first
   UniqueFd wake_;                          // eventfd
   UniqueFd inotify_;

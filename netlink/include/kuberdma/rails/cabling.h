@@ -24,6 +24,10 @@ struct RailNeighbor {
   std::string hca;
   std::string netdev;
   std::optional<lldp::Neighbor> neighbor;  // nothing heard
+  // An InfiniBand rail: its neighbour is asked with an SMP out of `port` (smp.h), not heard by
+  // LLDP on `netdev` (which it may lack).
+  bool infiniband = false;
+  int port = 1;
 };
 
 struct CablingFinding {

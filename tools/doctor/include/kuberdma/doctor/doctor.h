@@ -26,6 +26,7 @@
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/lldp/lldp.h"
 #include "kuberdma/rdma/rdma_ops.h"
+#include "kuberdma/smp/smp.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::doctor {
@@ -58,6 +59,8 @@ struct Inputs {
   // 30 s by default).
   lldp::LldpListener* lldp = nullptr;
   int lldp_wait_ms = 0;
+  // node, with lldp_wait_ms: each InfiniBand rail's neighbour, asked with an SMP (null: not asked).
+  smp::HopProbe* ib_probe = nullptr;
   std::string node_name;  // node: shown as "node" (the fleet's cabling view keys nodes by it)
   std::function<const char*(const char*)> getenv;
   // node: the priority lossless RoCE traffic uses when the port's DSCP table does not say (NCCL's
