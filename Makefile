@@ -41,7 +41,7 @@ test: build boundaries format helm promtool
 # The sanitizer tier (run by `make test`): the unit, namespace and fuzz-replay tests built with
 # AddressSanitizer + UBSan (the `asan` preset, build/asan); any report fails the test.
 ASAN_TARGETS := unit_tests netns_tests rdma fuzz_config fuzz_ipam fuzz_nccl_log fuzz_checkpoint \
-  fuzz_state fuzz_podenv fuzz_dpconfig
+  fuzz_state fuzz_podenv fuzz_dpconfig fuzz_fabric
 asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS) --target $(ASAN_TARGETS)
@@ -121,7 +121,7 @@ bench: build
 	@bash bench/vf_bench.sh $(BUILD)
 
 # Open-ended fuzzing of one parser with clang's libFuzzer (FUZZ_TARGET: config, ipam, nccl_log,
-# checkpoint, state, podenv, dpconfig; FUZZ_SECONDS, default 60): the `fuzz` preset (build/fuzz)
+# checkpoint, state, podenv, dpconfig, fabric; FUZZ_SECONDS, default 60): the `fuzz` preset (build/fuzz)
 # builds the same targets with libFuzzer's main, ASan and UBSan, and starts from the corpus.
 FUZZ_TARGET ?= config
 fuzz: deps
