@@ -247,23 +247,8 @@ Result<std::vector<sysfs::Hca>> Manager::Discover() {
     metrics_.Set("kuberdma_hca_node_nic", {{"hca", hca}}, role.node_own.empty() ? 0 : 1);
     metrics_.Set("kuberdma_hca_rail", {{"hca", hca}}, role.rail);
   }
-  std::vector<rails::RailNeighbor> rails;
-  for (const auto& h : *hcas) {
-    const rails::HcaRole* r = now.Find(h.name);
-    if (r == nullptr || r->rail == 0 || !r->node_own.empty() || h.ports.empty()) continue;
-    // LLDP on an Ethernet rail's netdev; an SMP out of an InfiniBand rail's port.
-    bool ib = h.ports.front().link_layer == sysfs::LinkLayer::kInfiniBand;
-    bool ethernet = h.ports.front().link_layer == sysfs::LinkLayer::kEthernet;
-    if (ethernet && !h.netdevs.empty()) {
-      rails.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
-    } else if (ib) {
-      rails.push_back({.rail = r->rail,
-                       .hca = h.name,
-                       .netdev = h.netdevs.empty() ? "" : h.netdevs.front(),
-                       .infiniband = true,
-                       .port = static_cast<int>(h.ports.front().number)});
-    }
-  }
+  // LLDP on an Ethernet rail's netdev; an SMP out of an InfiniBand rail's port.
+  std::vector<rails::RailNeighbor> rails = rails::CablingRails(*hcas, now);
   {
     std::lock_guard lock(snapshot_mu_);
     rail_netdevs_ = std::move(rails);

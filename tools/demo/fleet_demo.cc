@@ -48,6 +48,7 @@ class FleetDemo {
   void RunAcceptance();
   std::vector<std::string> NodeArgs(int node) const;
   void Soak();
+  bool SoakRun();
   void SampleUsage(const std::stop_token& stop, json& samples);
   void Judge();
   void JudgeNccl(const json& report);
@@ -247,27 +248,11 @@ void FleetDemo::Soak() {
   {
     std::jthread sampler([&](std::stop_token st) { SampleUsage(st, samples); });
     while (std::chrono::steady_clock::now() - start < std::chrono::seconds(o_.soak)) {
-      std::vector<pid_t> pids;
-      for (int n = 1; n <= o_.fleet; ++n) {
-        std::vector<std::string> args = NodeArgs(n);
-        for (size_t i = 0; i + 1 < args.size(); ++i) {
-          if (args[i] == "--pairs") args[i + 1] = "never";
-          if (args[i] == "--expect" && !o_.soak_devices.empty()) args[i + 1] = o_.soak_devices;
-          if (args[i] == "--iters") args[i + 1] = "50";
-        }
-        std::string gpu = std::to_string((n - 1) % std::max(1, gpus_));
-        pids.push_back(
-            Start(fleet_->Node(n), args,
-                  ToolEnv({"CUDA_VISIBLE_DEVICES=" + gpu, "NODE_NAME=node-" + std::to_string(n)}),
-                  Dir("soak-node-" + std::to_string(n) + ".txt")));
-      }
-      int failed = 0;
-      for (pid_t p : pids) failed += Wait(p) >= 2 ? 1 : 0;
       ++runs;
-      if (failed > 0) fail_("a soak run could not run on " + std::to_string(failed) + " node(s)");
-      if (failed > 0) break;
+      if (!SoakRun()) break;
     }
   }
+  std::string out = o_.usage_out.empty() ? Dir("usage.json") : o_.usage_out;
   json doc = {{"interval_s", 5},
               {"nodes", o_.fleet},
               {"rails", o_.rails},
@@ -276,12 +261,32 @@ void FleetDemo::Soak() {
               {"devices", o_.soak_devices.empty() ? fleet_->Expect() : o_.soak_devices},
               {"runs", runs},
               {"samples", samples}};
-  if (auto w = WriteFileAtomic(o_.usage_out.empty() ? Dir("usage.json") : o_.usage_out, doc.dump());
-      !w) {
+  if (auto w = WriteFileAtomic(out, doc.dump()); !w) {
     fail_("write the usage samples: " + w.error().message());
   }
-  std::printf("  %d runs, %zu samples written to %s\n", runs, samples.size(),
-              (o_.usage_out.empty() ? Dir("usage.json") : o_.usage_out).c_str());
+  std::printf("  %d runs, %zu samples written to %s\n", runs, samples.size(), out.c_str());
+}
+
+// One ring on every node at once (the acceptance's, pairs never, --soak-devices as what the
+// pods expect); false when a node could not run it.
+bool FleetDemo::SoakRun() {
+  std::vector<pid_t> pids;
+  for (int n = 1; n <= o_.fleet; ++n) {
+    std::vector<std::string> args = NodeArgs(n);
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--pairs") args[i + 1] = "never";
+      if (args[i] == "--expect" && !o_.soak_devices.empty()) args[i + 1] = o_.soak_devices;
+      if (args[i] == "--iters") args[i + 1] = "50";
+    }
+    std::string gpu = std::to_string((n - 1) % std::max(1, gpus_));
+    auto env = ToolEnv({"CUDA_VISIBLE_DEVICES=" + gpu, "NODE_NAME=node-" + std::to_string(n)});
+    pids.push_back(
+        Start(fleet_->Node(n), args, env, Dir("soak-node-" + std::to_string(n) + ".txt")));
+  }
+  int failed = 0;
+  for (pid_t p : pids) failed += Wait(p) >= 2 ? 1 : 0;
+  if (failed > 0) fail_("a soak run could not run on " + std::to_string(failed) + " node(s)");
+  return failed == 0;
 }
 
 void FleetDemo::RunAcceptance() {

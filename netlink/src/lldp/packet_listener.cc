@@ -19,13 +19,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Result<UniqueFd> OpenOn(const std::string& netdev) {
+struct Bound {
+  UniqueFd fd;
+  int ifindex = 0;
+};
+
+Result<Bound> OpenOn(const std::string& netdev) {
   unsigned ifindex = ::if_nametoindex(netdev.c_str());
   if (ifindex == 0) {
     return Fail(ErrorCode::kNotFound,
                 "listen for LLDP on " + netdev + ": no such netdev in this network namespace");
   }
-  UniqueFd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(kEtherType)));
+  // Protocol 0: an AF_PACKET socket opened with a protocol receives it from every netdev until
+  // it is bound, so a frame another rail heard in that window would be taken for this one's. It
+  // receives nothing until bind names the netdev and the EtherType.
+  UniqueFd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) {
     return FailErrno(errno, "listen for LLDP on " + netdev +
                                 ": an AF_PACKET socket (needs CAP_NET_RAW in the node's network "
@@ -46,15 +54,19 @@ Result<UniqueFd> OpenOn(const std::string& netdev) {
   if (::setsockopt(fd.get(), SOL_PACKET, PACKET_ADD_MEMBERSHIP, &group, sizeof group) != 0) {
     return FailErrno(errno, "listen for LLDP on " + netdev + ": join 01:80:c2:00:00:0e");
   }
-  return fd;
+  return Bound{std::move(fd), static_cast<int>(ifindex)};
 }
 
-// Reads what is queued on `fd`; the first frame that parses is `netdev`'s neighbour.
-void Drain(int fd, const std::string& netdev, std::map<std::string, Neighbor>& heard) {
+// Reads what is queued on `fd`; the first frame that parses and arrived on `ifindex` is
+// `netdev`'s neighbour (a frame from any other netdev is never taken for it).
+void Drain(int fd, int ifindex, const std::string& netdev, std::map<std::string, Neighbor>& heard) {
   uint8_t frame[9216];  // a jumbo frame; LLDP never needs more, a longer one is truncated
   for (;;) {
-    ssize_t n = ::recv(fd, frame, sizeof frame, 0);
+    sockaddr_ll from{};
+    socklen_t len = sizeof from;
+    ssize_t n = ::recvfrom(fd, frame, sizeof frame, 0, reinterpret_cast<sockaddr*>(&from), &len);
     if (n <= 0) return;  // EAGAIN: nothing more queued
+    if (from.sll_ifindex != ifindex) continue;
     auto parsed = ParseFrame({frame, static_cast<size_t>(n)});
     if (parsed && !heard.contains(netdev)) heard[netdev] = std::move(*parsed);
   }
@@ -64,16 +76,16 @@ void Drain(int fd, const std::string& netdev, std::map<std::string, Neighbor>& h
 
 Result<std::map<std::string, Neighbor>> PacketLldpListener::Listen(
     const std::vector<std::string>& netdevs, std::chrono::milliseconds wait, int stop_fd) {
-  std::vector<UniqueFd> fds;
+  std::vector<Bound> bound;
   std::vector<pollfd> polls;
   std::vector<std::string> names;
   for (const auto& d : netdevs) {
-    auto fd = OpenOn(d);
-    if (!fd && fd.error().code() == ErrorCode::kNotFound) continue;  // in a pod now
-    if (!fd) return Fail(fd.error());
-    polls.push_back({fd->get(), POLLIN, 0});
+    auto b = OpenOn(d);
+    if (!b && b.error().code() == ErrorCode::kNotFound) continue;  // in a pod now
+    if (!b) return Fail(b.error());
+    polls.push_back({b->fd.get(), POLLIN, 0});
     names.push_back(d);
-    fds.push_back(std::move(*fd));
+    bound.push_back(std::move(*b));
   }
   if (stop_fd >= 0) polls.push_back({stop_fd, POLLIN, 0});
   std::map<std::string, Neighbor> heard;
@@ -85,7 +97,7 @@ Result<std::map<std::string, Neighbor>> PacketLldpListener::Listen(
     if (ready < 0 && errno != EINTR) return FailErrno(errno, "wait for LLDP frames");
     if (ready > 0 && stop_fd >= 0 && (polls.back().revents & POLLIN)) break;
     for (size_t i = 0; ready > 0 && i < names.size(); ++i) {
-      if (polls[i].revents & POLLIN) Drain(polls[i].fd, names[i], heard);
+      if (polls[i].revents & POLLIN) Drain(polls[i].fd, bound[i].ifindex, names[i], heard);
     }
   }
   return heard;

@@ -63,6 +63,27 @@ std::string CablingFinding::Message() const {
          (certain ? "" : " (uncertain)");
 }
 
+std::vector<RailNeighbor> CablingRails(const std::vector<sysfs::Hca>& hcas,
+                                       const NodeRoles& roles) {
+  std::vector<RailNeighbor> out;
+  for (const auto& h : hcas) {
+    const HcaRole* r = roles.Find(h.name);
+    if (r == nullptr || r->rail == 0 || !r->node_own.empty() || h.ports.empty()) continue;
+    const sysfs::Port& p = h.ports.front();
+    if (p.link_layer == sysfs::LinkLayer::kEthernet && !h.netdevs.empty()) {
+      out.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
+    } else if (p.link_layer == sysfs::LinkLayer::kInfiniBand) {
+      out.push_back({.rail = r->rail,
+                     .hca = h.name,
+                     .netdev = h.netdevs.empty() ? "" : h.netdevs.front(),
+                     .infiniband = true,
+                     .port = static_cast<int>(p.number)});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rail < b.rail; });
+  return out;
+}
+
 std::vector<CablingFinding> JudgeNodeCabling(const std::vector<RailNeighbor>& rails,
                                              const std::vector<std::string>& expected) {
   if (expected.empty()) return SharedSwitches(rails);

@@ -13,31 +13,18 @@ using nlohmann::json;
 
 namespace {
 
-// The rails whose netdev is in this namespace: one a pod holds hears its LLDP in the pod.
+// The rails this doctor can ask: IB rails with a probe, Ethernet rails whose netdev is here.
 std::vector<rails::RailNeighbor> RailsOf(const Inputs& in, const netns::NetNs& host,
                                          const std::vector<sysfs::Hca>& hcas,
                                          const rails::NodeRoles& roles) {
   std::vector<rails::RailNeighbor> out;
-  for (const auto& h : hcas) {
-    const rails::HcaRole* r = roles.Find(h.name);
-    if (r == nullptr || r->rail == 0 || h.ports.empty()) continue;
-    // An InfiniBand rail's neighbour is asked with an SMP out of its port (smp.h).
-    if (h.ports.front().link_layer == sysfs::LinkLayer::kInfiniBand && in.ib_probe != nullptr) {
-      out.push_back({.rail = r->rail,
-                     .hca = h.name,
-                     .netdev = h.netdevs.empty() ? "" : h.netdevs.front(),
-                     .infiniband = true,
-                     .port = static_cast<int>(h.ports.front().number)});
-      continue;
-    }
-    // LLDP is Ethernet's, read on the rail's netdev when it is on the host.
-    if (in.lldp == nullptr || h.netdevs.empty() ||
-        h.ports.front().link_layer != sysfs::LinkLayer::kEthernet)
-      continue;
-    if (!in.links->GetByName(host, h.netdevs.front())) continue;
-    out.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
+  for (auto& r : rails::CablingRails(hcas, roles)) {
+    // An InfiniBand rail is asked with an SMP; an Ethernet one heard on its netdev, when the
+    // netdev is on the host (a pod holding it hears its frames).
+    bool askable = r.infiniband ? in.ib_probe != nullptr
+                                : in.lldp != nullptr && in.links->GetByName(host, r.netdev);
+    if (askable) out.push_back(std::move(r));
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rail < b.rail; });
   return out;
 }
 

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "kuberdma/lldp/lldp.h"
+#include "kuberdma/rails/rails.h"
+#include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::rails {
 
@@ -29,6 +31,10 @@ struct RailNeighbor {
   bool infiniband = false;
   int port = 1;
 };
+
+// The rails whose neighbour can be asked, in rail order: each rail's HCA (not the node's own NIC)
+// with an Ethernet port and a netdev (LLDP on it), or an InfiniBand port (an SMP out of it).
+std::vector<RailNeighbor> CablingRails(const std::vector<sysfs::Hca>& hcas, const NodeRoles& roles);
 
 struct CablingFinding {
   std::string node;  // "" for one node's own judgement
