@@ -12,10 +12,11 @@ suite() { # suite NAME COMMAND...
   name=$1
   shift
   echo "== $name: $*"
+  t0=$(date +%s)
   "$@" >"$R/$name.txt" 2>&1
   rc=$?
   tail -3 "$R/$name.txt"
-  echo "== $name: exit $rc"
+  echo "== $name: exit $rc in $(($(date +%s) - t0)) s"
   echo "$rc" >"$R/$name.rc"
   [ "$rc" = 0 ] || failed=$((failed + 1))
 }
