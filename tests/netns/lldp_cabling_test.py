@@ -185,6 +185,12 @@ def main():
             for pid in pids:
                 subprocess.run(["kill", "-9", pid], capture_output=True)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        if failures:  # what each switch said of itself, for whoever reads a failed run
+            for i in (1, 2, 3):
+                try:
+                    print(f"--- leaf-{i}'s lldpd:\n" + open(os.path.join(tmp, f"leaf{i}.log")).read()[-1500:])
+                except OSError:
+                    pass
         shutil.rmtree(tmp, ignore_errors=True)
     left = [ns for ns in LEAVES + NODES if ns in sh("ip", "netns", "list").stdout]
     check(not left, f"every namespace is gone ({left})")

@@ -26,10 +26,4 @@ ip link add kvl0 type veth peer name kvl1 && ip link set kvl0 up && rdma link ad
 suite live "$B/tests/rdma_live_tests" --doctor "$B/tools/doctor/rdma-doctor"
 rdma link delete rxel0
 ip link delete kvl0
-# Rail cabling from Debian's lldpd (the host's, over 9p) as leaf switches in namespaces, on this
-# kernel's AF_PACKET and veths: the fabric: CTest's scenario, unchanged.
-if command -v lldpd >/dev/null; then
-  suite cabling /usr/bin/python3 tests/netns/lldp_cabling_test.py "$B/tools/doctor/rdma-doctor" \
-    "$B/deviceplugin/rdma-device-plugin" tests/fixtures/sysfs/roce8
-fi
 exit "$failed"

@@ -5,8 +5,8 @@
 # devices that kernel makes:
 #   - guest "shared" (ib_core's default netns mode): tests/vm/guest.sh: vm_tests (the sysfs model
 #     on rxe, GID tables, rdma-doctor, the device plugin's allocation opened from a pod namespace,
-#     netem loss in the simulated fleet), rdma_live_tests (RDMA netlink: device dump, netns
-#     mode get/set, the doctor's view of it) and the lldpd cabling scenario (fabric: in CTest);
+#     netem loss in the simulated fleet) and rdma_live_tests (RDMA netlink: device dump, netns
+#     mode get/set, the doctor's view of it);
 #   - guest "exclusive" (netns_mode=0): tests/vm/guest-exclusive.sh: the CNI's exclusive-mode ADD
 #     refused cleanly;
 #   - guests "verbs0" and "verbs1" at once, joined by a QEMU socket network:
@@ -28,7 +28,7 @@ OUT=${2:-build/vm/results}
 command -v qemu-system-x86_64 >/dev/null || {
   echo "SKIP: the VM tier needs qemu-system-x86 (apt-get install qemu-system-x86)"; exit 77; }
 for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/rdma \
-  tools/validator/rdma-validate tools/validator/rdma-validate-verbs.so deviceplugin/rdma-device-plugin; do
+  tools/validator/rdma-validate tools/validator/rdma-validate-verbs.so; do
   [ -x "$BUILD/$b" ] || { echo "vm: $BUILD/$b is missing: build first"; exit 1; }
 done
 rm -rf "$OUT"
