@@ -29,9 +29,11 @@ done
 for peer in 1 2 3; do
   [ "$peer" = $((rank + 1)) ] && continue
   for rail in 77 78; do
+    # Reached once within 90 tries is reached: a second, single ping raced a peer installing its
+    # ingress filter (tc) and lost one packet under TCG now and then.
     i=0
     until /bin/busybox ping -c1 -W1 "10.$rail.0.$peer" >/dev/null 2>&1 || [ $i -ge 90 ]; do i=$((i + 1)); done
-    check "rank $rank reaches 10.$rail.0.$peer" /bin/busybox ping -c1 -W2 "10.$rail.0.$peer"
+    check "rank $rank reaches 10.$rail.0.$peer" test "$i" -lt 90
   done
 done
 case $rank in
