@@ -73,7 +73,7 @@ bool CablingWatch::Hear(std::vector<rails::RailNeighbor>& rails) {
   for (const auto& r : rails) {
     if (!r.infiniband) netdevs.push_back(r.netdev);
   }
-  bool asked = netdevs.empty();
+  bool asked = false;
   if (!netdevs.empty()) {
     auto heard = listener_.Listen(netdevs, round_, stop_.valid() ? stop_.get() : -1);
     // Said once, not every round, until it works again (NET_RAW missing stays missing).
@@ -90,7 +90,11 @@ bool CablingWatch::Hear(std::vector<rails::RailNeighbor>& rails) {
     std::string why = smp::HearInfiniband(*probe_, rails, std::chrono::seconds(1));
     if (!why.empty() && !ib_unavailable_) spdlog::warn("event=smp_unavailable error=\"{}\"", why);
     ib_unavailable_ = !why.empty();
-    asked = true;
+    // Asked when an InfiniBand rail answered (or all did): a probe that reaches none (no umad
+    // device in this container) writes nothing, as LLDP without NET_RAW does.
+    asked = asked || why.empty() || std::any_of(rails.begin(), rails.end(), [](const auto& r) {
+              return r.infiniband && r.neighbor.has_value();
+            });
   }
   return asked;
 }
