@@ -69,22 +69,14 @@ CablingWatch::~CablingWatch() {
 }
 
 bool CablingWatch::Hear(std::vector<rails::RailNeighbor>& rails) {
-  std::vector<std::string> netdevs;
-  for (const auto& r : rails) {
-    if (!r.infiniband) netdevs.push_back(r.netdev);
-  }
   bool asked = false;
-  if (!netdevs.empty()) {
-    auto heard = listener_.Listen(netdevs, round_, stop_.valid() ? stop_.get() : -1);
+  if (std::any_of(rails.begin(), rails.end(), [](const auto& r) { return !r.infiniband; })) {
+    auto heard = rails::HearEthernet(listener_, rails, round_, stop_.valid() ? stop_.get() : -1);
     // Said once, not every round, until it works again (NET_RAW missing stays missing).
     if (!heard && !unavailable_)
       spdlog::warn("event=lldp_unavailable error=\"{}\"", heard.error().message());
     unavailable_ = !heard;
     asked = heard.has_value();
-    for (auto& r : rails) {
-      if (!heard || r.infiniband) continue;
-      if (auto it = heard->find(r.netdev); it != heard->end()) r.neighbor = it->second;
-    }
   }
   if (probe_ != nullptr) {
     std::string why = smp::HearInfiniband(*probe_, rails, std::chrono::seconds(1));

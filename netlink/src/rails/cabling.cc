@@ -84,6 +84,20 @@ std::vector<RailNeighbor> CablingRails(const std::vector<sysfs::Hca>& hcas,
   return out;
 }
 
+Result<void> HearEthernet(lldp::LldpListener& listener, std::vector<RailNeighbor>& rails,
+                          std::chrono::milliseconds wait, int stop_fd) {
+  std::vector<std::string> netdevs;
+  for (const auto& r : rails) {
+    if (!r.infiniband) netdevs.push_back(r.netdev);
+  }
+  if (netdevs.empty()) return {};
+  KUBERDMA_ASSIGN_OR_RETURN(auto heard, listener.Listen(netdevs, wait, stop_fd));
+  for (auto& r : rails) {
+    if (auto it = heard.find(r.netdev); !r.infiniband && it != heard.end()) r.neighbor = it->second;
+  }
+  return {};
+}
+
 std::vector<CablingFinding> JudgeNodeCabling(const std::vector<RailNeighbor>& rails,
                                              const std::vector<std::string>& expected) {
   if (expected.empty()) return SharedSwitches(rails);

@@ -31,20 +31,12 @@ std::vector<rails::RailNeighbor> RailsOf(const Inputs& in, const netns::NetNs& h
 // Each rail's neighbour: LLDP on the Ethernet rails' netdevs, an SMP out of each InfiniBand
 // rail's port. False (said in a finding) when the Ethernet rails could not be listened on.
 bool Hear(const Inputs& in, std::vector<rails::RailNeighbor>& rails, View& v) {
-  std::vector<std::string> netdevs;
-  for (const auto& r : rails) {
-    if (!r.infiniband) netdevs.push_back(r.netdev);
-  }
-  if (!netdevs.empty() && in.lldp != nullptr) {
-    auto heard = in.lldp->Listen(netdevs, std::chrono::milliseconds(in.lldp_wait_ms));
+  if (in.lldp != nullptr) {
+    auto heard = rails::HearEthernet(*in.lldp, rails, std::chrono::milliseconds(in.lldp_wait_ms));
     if (!heard) {
       Add(v, "rail-lldp", Status::kUnknown, heard.error().message(),
           "run on the host (hostNetwork) as root: LLDP is read from each rail's netdev");
       return false;
-    }
-    for (auto& r : rails) {
-      if (auto it = heard->find(r.netdev); !r.infiniband && it != heard->end())
-        r.neighbor = it->second;
     }
   }
   if (in.ib_probe != nullptr) {

@@ -9,6 +9,7 @@
 //   for (const auto& f : JudgeFleetCabling(fleet)) ...   // "rail 3 of gpu-17 is on rail 5's leaf"
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,12 @@ struct RailNeighbor {
 // The rails whose neighbour can be asked, in rail order: each rail's HCA (not the node's own NIC)
 // with an Ethernet port and a netdev (LLDP on it), or an InfiniBand port (an SMP out of it).
 std::vector<RailNeighbor> CablingRails(const std::vector<sysfs::Hca>& hcas, const NodeRoles& roles);
+
+// Hears each Ethernet rail of `rails` (not `infiniband`) by LLDP on its netdev for up to `wait`
+// (lldp.h's Listen, `stop_fd` as there), filling its neighbour; InfiniBand rails are left for
+// smp::HearInfiniband. The listener's error when it could not listen; no Ethernet rail is success.
+Result<void> HearEthernet(lldp::LldpListener& listener, std::vector<RailNeighbor>& rails,
+                          std::chrono::milliseconds wait, int stop_fd = -1);
 
 struct CablingFinding {
   std::string node;  // "" for one node's own judgement
