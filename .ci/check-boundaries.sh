@@ -7,7 +7,7 @@
 #     main.cc's one Print(), and no spdlog stdout sinks there;
 #   - test-only links (veths, bridges, qdiscs) are created only in netlink/testing/, which no
 #     production binary links (the target graph itself: .ci/check-targets.py);
-#   - the pod-env variables are spelled only by their codec (deviceplugin/podenv/); everyone else
+#   - the pod-env variables are spelled only by their codec (contract/); everyone else
 #     uses its constants.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,8 +36,8 @@ violations "cni/main.cc writes to fd 1 other than in Print()" \
 
 violations "test-only links (veth, bridge, qdisc) are created outside netlink/testing/" \
   "$(src | grep -v '^netlink/testing/' | xargs grep -nE 'rtnl_link_veth_alloc|rtnl_link_add\(|rtnl_link_enslave|RTM_NEWQDISC' 2>/dev/null)"
-violations "the pod-env variable names are spelled outside deviceplugin/podenv/ (use podenv::kNcclIbHca, podenv::kHcas)" \
-  "$(src | grep -vE '^(deviceplugin/podenv|tests)/' | xargs grep -nE '"(NCCL_IB_HCA|KUBERDMA_HCAS)"' 2>/dev/null)"
+violations "the pod-env variable names are spelled outside contract/ (use contract::kNcclIbHca, contract::kHcas)" \
+  "$(src | grep -vE '^(contract|tests)/' | xargs grep -nE '"(NCCL_IB_HCA|KUBERDMA_HCAS)"' 2>/dev/null)"
 
-[ $status -eq 0 ] && echo "boundaries: ok (libnl, setns, /sys in netlink/; gRPC in deviceplugin/; CNI stdout clean; test links in netlink/testing/; pod-env names in podenv/)"
+[ $status -eq 0 ] && echo "boundaries: ok (libnl, setns, /sys in netlink/; gRPC in deviceplugin/; CNI stdout clean; test links in netlink/testing/; pod-env names in contract/)"
 exit $status

@@ -8,7 +8,11 @@
     rdma-doctor reach none of kuberdma_nl_testing (veths, bridges, qdiscs, named namespaces),
     kuberdma_sim, kuberdma_fakes, the kubelet stand-in or Catch2;
   - rdma-doctor reads CNI state records without linking the CNI plugin (kuberdma_cni);
-  - the node library (netlink/) depends on no other part of the repo.
+  - the node library (netlink/) depends on no other part of the repo;
+  - the node's contract (contract/, kuberdma_contract) depends on no party, and the CNI, the
+    validator and the doctor reach the device plugin's and the DRA driver's code only through it:
+    kuberdma_cni, kuberdma_validator_core and kuberdma_doctor link no kuberdma_deviceplugin*
+    library (the doctor's one exception is the kubelet's pod-resources client) and no kuberdma_dra.
 Usage: check-targets.py <build-dir>
 """
 import os
@@ -70,6 +74,19 @@ def main(build):
         outside = sorted(d for d in closure(edges, lib)
                          if d.startswith("kuberdma_") and d not in NODE_LIBRARY + ["kuberdma_libnl", "kuberdma_log"])
         check(not outside, f"{lib} depends on nothing outside netlink/" + (f" ({', '.join(outside)})" if outside else ""))
+    parties = ["kuberdma_cni", "kuberdma_cni_state", "kuberdma_deviceplugin_core", "kuberdma_deviceplugin",
+               "kuberdma_dra", "kuberdma_validator_core", "kuberdma_doctor"]
+    check("kuberdma_contract" in edges, "the graph has kuberdma_contract")
+    inside = sorted(set(parties) & closure(edges, "kuberdma_contract"))
+    check(not inside, "kuberdma_contract depends on no party" + (f" ({', '.join(inside)})" if inside else ""))
+    for lib in ["kuberdma_cni", "kuberdma_validator_core", "kuberdma_doctor"]:
+        check(lib in edges, f"the graph has {lib}")
+        reach = closure(edges, lib)
+        bad = sorted(d for d in reach if (d.startswith("kuberdma_deviceplugin") or d.startswith("kuberdma_dra"))
+                     and d != "kuberdma_deviceplugin_podresources")
+        check(not bad, f"{lib} reaches no device plugin or DRA library" + (f" ({', '.join(bad)})" if bad else ""))
+        check("kuberdma_contract" in reach,
+              f"{lib} reads the node's contract through kuberdma_contract")
     print("targets: ok" if not failures else f"targets: {len(failures)} boundary violation(s)")
     return 1 if failures else 0
 

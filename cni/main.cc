@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/host.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/cni/config.h"
@@ -25,10 +26,10 @@
 #include "kuberdma/cni/plugin.h"
 #include "kuberdma/cni/result.h"
 #include "kuberdma/cni/timed_ops.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/link/netlink_vf_ops.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rdma/netlink_rdma_ops.h"
 
 namespace {
@@ -244,18 +245,11 @@ CniResult<kuberdma::rails::NodeConfig> NodeConfigFor(Command command) {
   return std::move(*loaded);
 }
 
-// The node's name as the partition hook is told it: the host's name (the CNI runs in the node's
-// UTS namespace).
-std::string HostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
-
 int RunVerb(Plugin& plugin, const Request& req, const NetConf& conf);
 
 // Runs one verb on the real kernel; its exit code, the result or error already printed.
-int Dispatch(const Request& req, const NetConf& conf) {
+int Dispatch(const Request& req, const NetConf& conf,
+             const CniResult<kuberdma::rails::NodeConfig>& node) {
   kuberdma::link::NetlinkLinkOps netlink_links;
   TimedLinkOps links(netlink_links);
   kuberdma::rdma::NetlinkRdmaOps rdma;
@@ -263,16 +257,16 @@ int Dispatch(const Request& req, const NetConf& conf) {
   kuberdma::link::NetlinkAddrOps addrs;
   kuberdma::link::NetlinkVfOps vfs;
   ExecIpam ipam;
-  auto node = NodeConfigFor(req.command);
   if (!node) return PrintError(conf.cni_version, node.error());
   // A slow device plugin or kubelet is an error in bounded time, never a hang.
   DevicePluginAllocations allocations(
-      kuberdma::podenv::AllocationsDir() + "/" + kuberdma::podenv::kPodsSocket,
+      kuberdma::contract::AllocationsDir() + "/" + kuberdma::contract::kPodsSocket,
       std::chrono::milliseconds(3000));
   std::optional<kuberdma::cni::ExecPartitionHook> hook;
-  if (!node->partition_hook.empty()) hook.emplace(node->partition_hook, HostName());
+  if (!node->partition_hook.empty())
+    hook.emplace(node->partition_hook, kuberdma::HostName());  // the node's UTS namespace
   Plugin plugin({links, rdma, namespaces, kuberdma::sysfs::SysfsRoot::FromEnv(), &addrs, &ipam,
-                 *node, kuberdma::podenv::AllocationsDir(), &allocations, &vfs,
+                 *node, kuberdma::contract::AllocationsDir(), &allocations, &vfs,
                  std::chrono::milliseconds(15000), hook ? &*hook : nullptr});
   VerbTimer timer(links);
   return RunVerb(plugin, req, conf);
@@ -320,8 +314,12 @@ int Run() {
                  req->unrecordable);
     return 0;
   }
+  // The node config first: its roots confine what the NAD may name. Its error on ADD is told
+  // after the NAD's own (Dispatch), with the NAD's CNI version.
+  auto node = NodeConfigFor(req->command);
   const char* policy_path = GetEnv(kNodePolicyEnv);
-  auto policy = LoadNodePolicy(policy_path != nullptr ? policy_path : kNodePolicyPath);
+  auto policy = LoadNodePolicy(policy_path != nullptr ? policy_path : kNodePolicyPath,
+                               node ? NodePolicyOf(*node) : NodePolicy{});
   if (!policy) return PrintError("", policy.error());
   auto text = ReadStdin();
   if (!text) return PrintError("", text.error());
@@ -335,7 +333,7 @@ int Run() {
   }
   if (!conf) return PrintError(ErrorVersion(*text), conf.error());
   SetUpLogging(*req, *conf);
-  return Dispatch(*req, *conf);
+  return Dispatch(*req, *conf, node);
 }
 
 // The last word when even building the error throws (out of memory): a fixed, valid error.

@@ -206,9 +206,8 @@ int PrintDraSlices(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
   NodeView v = ViewNode(c, node);
   const kuberdma::rails::NodeRoles* roles = v.roles ? &*v.roles : nullptr;
   kuberdma::sysfs::SysfsRoot root(c.sysfs_root);
-  auto shared = kuberdma::sysfs::BootNetnsModeShared(root);
   kuberdma::dra::PublishOptions o{.node = c.node_name,
-                                  .netns_mode = !shared ? "" : (*shared ? "shared" : "exclusive"),
+                                  .netns_mode = kuberdma::sysfs::BootNetnsMode(root),
                                   .taint_effect = c.dra_opts.publish.taint_effect};
   nlohmann::json items = nlohmann::json::array();
   for (const auto& r : cfg.resources) {
@@ -234,8 +233,8 @@ int PrintDraSlices(const kuberdma::deviceplugin::Config& cfg, const Cli& c,
 // The node's topology labels from what the LLDP watch recorded; a failure is logged and tried
 // again at the next change (a restart writes them anew from the kept record).
 void LabelNode(const kuberdma::dra::ApiServer& api, const std::string& node,
-               const std::vector<kuberdma::podenv::CablingRecord>& recs) {
-  auto labels = kuberdma::rails::TopologyLabels(kuberdma::podenv::RailNeighbors(recs));
+               const std::vector<kuberdma::contract::CablingRecord>& recs) {
+  auto labels = kuberdma::rails::TopologyLabels(kuberdma::contract::RailNeighbors(recs));
   if (auto done = kuberdma::dra::ApplyTopologyLabels(api, node, labels); !done) {
     spdlog::error("event=node_labels_failed error=\"{}\"", done.error().message());
   } else {
@@ -295,9 +294,8 @@ std::unique_ptr<kuberdma::dra::Driver> StartDra(Cli& c) {
     return nullptr;
   }
   kuberdma::sysfs::SysfsRoot root(c.sysfs_root);
-  auto shared = kuberdma::sysfs::BootNetnsModeShared(root);
   c.dra_opts.publish.node = c.node_name;
-  c.dra_opts.publish.netns_mode = !shared ? "" : (*shared ? "shared" : "exclusive");
+  c.dra_opts.publish.netns_mode = kuberdma::sysfs::BootNetnsMode(root);
   auto d = std::make_unique<kuberdma::dra::Driver>(c.dra_opts, *api);
   c.opts.on_rescan = [raw = d.get()](const auto& resources, const auto* roles) {
     raw->OnRescan(resources, roles);
@@ -378,7 +376,7 @@ std::string WireCabling(Cli& c) {
     api = *in_cluster;
   }
   c.opts.on_cabling = [node = c.node_name,
-                       api](const std::vector<kuberdma::podenv::CablingRecord>& recs) {
+                       api](const std::vector<kuberdma::contract::CablingRecord>& recs) {
     if (auto* m = g_running.load()) m->RequestRescan();
     if (api) LabelNode(*api, node, recs);
   };

@@ -218,12 +218,12 @@ CniResult<void> ParseVfIdentity(const json& obj, VfConf* vf) {
 // The pkeys no pod can be given: the invalid pkey (0x0000, 0x8000: no partition at all) and the
 // default partition's limited membership (0x7fff: its members cannot reach one another).
 CniResult<void> CheckPartitionKey(uint16_t pkey) {
-  if ((pkey & 0x7fff) == 0) {
+  if (sysfs::IsInvalidPkey(pkey)) {
     return CniFail(kInvalidConfig, "invalid network config: pkey " + sysfs::FormatPkey(pkey) +
                                        " is InfiniBand's invalid pkey (no partition); use the "
                                        "partition's pkey, e.g. \"0x8001\", or leave it unset");
   }
-  if (pkey == 0x7fff) {
+  if (sysfs::IsDefaultPartition(pkey) && (pkey & 0x8000) == 0) {
     return CniFail(kInvalidConfig,
                    "invalid network config: pkey 0x7fff is the default partition with limited "
                    "membership (limited members cannot reach one another); leave pkey unset "
@@ -596,8 +596,18 @@ NetConf SalvageForDel(std::string_view text, const NodePolicy& policy) {
   return conf;
 }
 
-CniResult<NodePolicy> LoadNodePolicy(const std::string& path) {
+NodePolicy NodePolicyOf(const rails::NodeConfig& node) {
   NodePolicy policy;
+  auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  add(policy.state_roots, node.state_roots);
+  add(policy.log_roots, node.log_roots);
+  add(policy.device_info_dirs, node.device_info_dirs);
+  return policy;
+}
+
+CniResult<NodePolicy> LoadNodePolicy(const std::string& path, NodePolicy policy) {
   auto text = ReadRegularFile(path);
   if (!text && text.error().code() == ErrorCode::kNotFound) return policy;
   if (!text) return CniFail(kInvalidConfig, "node config: " + text.error().message());

@@ -90,9 +90,10 @@ std::vector<std::string> MergedEnvironment(const std::vector<std::string>& env) 
   return out;
 }
 
-// Starts `binary` with pipes on all three descriptors; the child's pid, or -1 with `why`.
-pid_t Start(const std::string& binary, const std::vector<std::string>& env, int in[2], int out[2],
-            int err[2], std::string* why) {
+// Starts `binary` with pipes on all three descriptors; the child's pid, or an error saying why
+// it could not run.
+Result<pid_t> Start(const std::string& binary, const std::vector<std::string>& env, int in[2],
+                    int out[2], int err[2]) {
   std::vector<char*> envp;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
@@ -105,10 +106,7 @@ pid_t Start(const std::string& binary, const std::vector<std::string>& env, int 
   pid_t pid = -1;
   int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    *why = "cannot run " + binary + ": " + std::strerror(rc);
-    return -1;
-  }
+  if (rc != 0) return Fail(ErrorCode::kIo, "cannot run " + binary + ": " + std::strerror(rc), rc);
   return pid;
 }
 
@@ -206,7 +204,9 @@ PluginRun RunPlugin(const std::string& binary, const std::vector<std::string>& e
     run.start_error = std::string("pipe: ") + std::strerror(errno);
     return run;
   }
-  pid_t pid = Start(binary, MergedEnvironment(env), in, out, err, &run.start_error);
+  auto started = Start(binary, MergedEnvironment(env), in, out, err);
+  if (!started) run.start_error = started.error().message();
+  pid_t pid = started ? *started : -1;
   for (int fd : {in[0], out[1], err[1]}) ::close(fd);
   UniqueFd to_child(in[1]);
   UniqueFd from_out(out[0]);

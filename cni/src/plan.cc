@@ -9,8 +9,8 @@
 
 #include "kuberdma/cni/ipam.h"
 #include "kuberdma/cni/result.h"
-#include "kuberdma/podenv/allocation.h"
-#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/contract/allocation.h"
+#include "kuberdma/contract/slot_id.h"
 
 namespace kuberdma::cni {
 
@@ -23,10 +23,10 @@ namespace {
 // Resolves a deviceID-style value: a bus address, a device-plugin slot ID ("mlx5_3-017"),
 // or an HCA name.
 // A deviceID from Multus (also copied into pciBusID): a PCI or auxiliary address, a per-HCA slot
-// ID as rdma-device-plugin writes them (podenv/slot_id.h), or an HCA name. Pool slots name no HCA
+// ID as rdma-device-plugin writes them (contract/slot_id.h), or an HCA name. Pool slots name no HCA
 // and are handled before this (IsPoolSlot).
 Result<Hca> HcaForDeviceId(const sysfs::SysfsRoot& root, const std::string& id) {
-  if (auto claimed = podenv::ParseClaimDevice(id)) {
+  if (auto claimed = contract::ParseClaimDevice(id)) {
     auto hca = sysfs::HcaForAddress(root, claimed->address, sysfs::HcaDetail::kPorts);
     if (hca || hca.error().code() != ErrorCode::kNotFound) return hca;
     auto named = sysfs::ReadHca(root, claimed->address, sysfs::HcaDetail::kPorts);
@@ -38,7 +38,7 @@ Result<Hca> HcaForDeviceId(const sysfs::SysfsRoot& root, const std::string& id) 
   if (by_addr || by_addr.error().code() != ErrorCode::kNotFound) return by_addr;
   auto by_name = sysfs::ReadHca(root, id, sysfs::HcaDetail::kPorts);
   if (by_name) return by_name;
-  if (auto slot = podenv::ParseSlot(id); slot && slot->kind == podenv::SlotKind::kPerHca) {
+  if (auto slot = contract::ParseSlot(id); slot && slot->kind == contract::SlotKind::kPerHca) {
     auto by_slot = sysfs::ReadHca(root, slot->base, sysfs::HcaDetail::kPorts);
     if (by_slot) return by_slot;
     return Fail(ErrorCode::kNotFound, "it is rdma-device-plugin's slot " +
@@ -52,8 +52,8 @@ Result<Hca> HcaForDeviceId(const sysfs::SysfsRoot& root, const std::string& id) 
 bool IsPoolSlot(const Selector& sel) {
   bool device_id = sel.kind == SelectorKind::kRuntimeDeviceId ||
                    sel.kind == SelectorKind::kDeviceId || sel.kind == SelectorKind::kPciBusId;
-  auto slot = device_id ? podenv::ParseSlot(sel.value) : std::nullopt;
-  return slot && slot->kind == podenv::SlotKind::kPool;
+  auto slot = device_id ? contract::ParseSlot(sel.value) : std::nullopt;
+  return slot && slot->kind == contract::SlotKind::kPool;
 }
 
 // Why `hca` cannot be the parent of a `mode` child: macvlan and ipvlan are Ethernet links, an
@@ -415,26 +415,27 @@ CniResult<void> Planner::CheckRail(const Hca& hca, const NetConf& conf, const Ne
                      "(/run/kube-rdma/allocations)");
 }
 
-Result<std::optional<podenv::AllocationGroup>> Planner::GroupOf(const Selector& sel,
-                                                                const NetNs& host) {
+Result<std::optional<contract::AllocationGroup>> Planner::GroupOf(const Selector& sel,
+                                                                  const NetNs& host) {
   bool device_id = sel.kind == SelectorKind::kRuntimeDeviceId ||
                    sel.kind == SelectorKind::kDeviceId || sel.kind == SelectorKind::kPciBusId;
-  if (!device_id || allocations_.empty()) return std::optional<podenv::AllocationGroup>{};
-  auto slot = podenv::ParseSlot(sel.value);
+  if (!device_id || allocations_.empty()) return std::optional<contract::AllocationGroup>{};
+  auto slot = contract::ParseSlot(sel.value);
   if (slot) {
-    if (slot->kind != podenv::SlotKind::kPerHca) return std::optional<podenv::AllocationGroup>{};
-    return podenv::FindAllocation(allocations_, sel.value);
+    if (slot->kind != contract::SlotKind::kPerHca)
+      return std::optional<contract::AllocationGroup>{};
+    return contract::FindAllocation(allocations_, sel.value);
   }
   // A DRA device's deviceID (its PCI address): the prepared claim that holds its HCA. DRA never
   // allocates one device to two claims, so at most one record names it.
   auto named = FindNamed(sel, host);
-  if (!named) return std::optional<podenv::AllocationGroup>{};
-  for (const auto& c : podenv::ListClaims(allocations_)) {
+  if (!named) return std::optional<contract::AllocationGroup>{};
+  for (const auto& c : contract::ListClaims(allocations_)) {
     if (std::find(c.hcas.begin(), c.hcas.end(), named->name) == c.hcas.end()) continue;
-    return std::optional<podenv::AllocationGroup>(
-        podenv::AllocationGroup{.resource = "DRA claim " + c.claim, .hcas = c.hcas});
+    return std::optional<contract::AllocationGroup>(
+        contract::AllocationGroup{.resource = "DRA claim " + c.claim, .hcas = c.hcas});
   }
-  return std::optional<podenv::AllocationGroup>{};
+  return std::optional<contract::AllocationGroup>{};
 }
 
 CniResult<std::optional<Planner::Selected>> Planner::SelectFromAllocation(const NetConf& conf,
@@ -499,16 +500,16 @@ CniResult<Planner::Selected> Planner::SelectOnRail(const NetConf& conf, const Ne
 }
 
 CniResult<RdmaNetnsMode> Planner::NetnsMode(const NetNs& host, const NetConf& conf) {
-  RdmaNetnsMode mode = RdmaNetnsMode::kUnavailable;
+  RdmaNetnsMode mode;  // unavailable until the kernel says otherwise
   if (auto m = rdma_.GetNetnsMode(host)) {
-    mode = *m == rdma::NetnsMode::kExclusive ? RdmaNetnsMode::kExclusive : RdmaNetnsMode::kShared;
+    mode = *m;
   } else if (m.error().code() != ErrorCode::kUnsupported) {
     return tl::unexpected(FromError(m.error().Wrap("read RDMA netns mode"), kKernelRefused));
   }
   if (IsChildMode(conf.mode)) return ChildNetnsMode(mode, conf);
-  if (mode != RdmaNetnsMode::kExclusive && conf.shared_policy == SharedPolicy::kError) {
+  if (mode != rdma::NetnsMode::kExclusive && conf.shared_policy == SharedPolicy::kError) {
     return CniFail(kSharedModeRejected,
-                   "RDMA netns mode is " + std::string(RdmaNetnsModeName(mode)) +
+                   "RDMA netns mode is " + std::string(rdma::NetnsModeName(mode)) +
                        " and sharedNetnsPolicy is \"error\": the RDMA "
                        "device cannot be isolated in the pod (set exclusive mode at boot with "
                        "ib_core netns_mode=0, or `rdma system set netns exclusive`)");
@@ -523,7 +524,7 @@ CniResult<RdmaNetnsMode> Planner::ChildNetnsMode(RdmaNetnsMode mode, const NetCo
                                        " shares the HCA among pods, which needs the RDMA netns "
                                        "mode shared: it contradicts sharedNetnsPolicy \"error\"");
   }
-  if (mode == RdmaNetnsMode::kExclusive) {
+  if (mode == rdma::NetnsMode::kExclusive) {
     return CniFail(kInvalidConfig,
                    "mode " + name +
                        " needs the RDMA subsystem in shared netns mode (the HCA stays in the "

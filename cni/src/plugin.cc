@@ -12,7 +12,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/cni/result.h"
-#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/contract/slot_id.h"
 
 namespace kuberdma::cni {
 
@@ -37,16 +37,16 @@ CniResult<NodeLock> Lock(const NetConf& conf) {
 bool IsInfiniBand(const AttachmentRecord& rec) { return rec.link_layer == "InfiniBand"; }
 
 // The DRA claim device a deviceID names (released Multus passes the CDI device name's suffix).
-std::optional<podenv::ClaimDevice> ClaimDeviceOf(const NetConf& conf) {
+std::optional<contract::ClaimDevice> ClaimDeviceOf(const NetConf& conf) {
   bool device_id = conf.selector.kind == SelectorKind::kRuntimeDeviceId ||
                    conf.selector.kind == SelectorKind::kDeviceId ||
                    conf.selector.kind == SelectorKind::kPciBusId;
-  return device_id ? podenv::ParseClaimDevice(conf.selector.value) : std::nullopt;
+  return device_id ? contract::ParseClaimDevice(conf.selector.value) : std::nullopt;
 }
 
 // A claim device ID is accepted only for that claim of the pod, and only for one of its HCAs.
-CniResult<void> CheckClaimDevice(const Hca& hca, const podenv::ClaimDevice& claimed,
-                                 const podenv::PodAnswer& answer, const std::string& ns,
+CniResult<void> CheckClaimDevice(const Hca& hca, const contract::ClaimDevice& claimed,
+                                 const contract::PodAnswer& answer, const std::string& ns,
                                  const std::string& name) {
   auto claim = answer.claims.find(claimed.uid);
   if (claim == answer.claims.end()) {
@@ -177,7 +177,7 @@ Result<void> Plugin::Apply(AttachPlan& plan, const StateStore& store, const NetN
     return d_.links.Change(pod, l.ifindex, plan.into);
   }
   auto move_rdma = [&]() -> Result<void> {
-    if (rec.netns_mode != RdmaNetnsMode::kExclusive) return {};
+    if (rec.netns_mode != rdma::NetnsMode::kExclusive) return {};
     KUBERDMA_ASSIGN_OR_RETURN(rdma::RdmaDevice dev, d_.rdma.GetByName(host, rec.hca));
     rec.rdma_moved = true;  // armed before the call: a partial move is found and undone
     KUBERDMA_TRY(store.Save(rec));
@@ -249,7 +249,7 @@ void Plugin::WriteDeviceInfo(const NetConf& conf, const Hca& hca, const Attachme
   info["pci"]["rdma-device"] = hca.name;
   if (!hca.pf_address.empty()) info["pci"]["pf-pci-address"] = hca.pf_address;
   if (hca.bus == sysfs::BusKind::kAuxiliary) info["pci"]["auxiliary-device"] = hca.address;
-  info["pci"]["rdma-netns-mode"] = RdmaNetnsModeName(rec.netns_mode);
+  info["pci"]["rdma-netns-mode"] = rdma::NetnsModeName(rec.netns_mode);
   if (IsChildMode(rec.mode)) {
     // The pod's interface is a child: name the parent it shares the HCA through.
     info["pci"]["interface-mode"] = AttachModeName(rec.mode);
@@ -296,7 +296,7 @@ void LogAttached(const AttachmentRecord& rec) {
       "attached {} ({}, {}) as {}{} in {}; rdma netns mode {}{}", rec.hca, rec.hca_address,
       rec.host_name,
       IsChildMode(rec.mode) ? "a " + std::string(AttachModeName(rec.mode)) + " child " : "",
-      rec.ifname, rec.netns, RdmaNetnsModeName(rec.netns_mode),
+      rec.ifname, rec.netns, rdma::NetnsModeName(rec.netns_mode),
       rec.pkey_index >= 0 ? ", pkey index " + std::to_string(rec.pkey_index) : "");
 }
 
@@ -305,11 +305,11 @@ void LogAttached(const AttachmentRecord& rec) {
 CniResult<json> Plugin::Execute(AttachPlan& plan, const Request& req, const NetConf& conf,
                                 const StateStore& store, const NetNs& host, const NetNs& pod) {
   AttachmentRecord& rec = plan.record;
-  if (rec.netns_mode != RdmaNetnsMode::kExclusive) {
+  if (rec.netns_mode != rdma::NetnsMode::kExclusive) {
     spdlog::warn(
         "RDMA netns mode is {}: {} stays visible to every namespace (sharedNetnsPolicy "
         "continue)",
-        RdmaNetnsModeName(rec.netns_mode), rec.hca);
+        rdma::NetnsModeName(rec.netns_mode), rec.hca);
   }
   // The record exists before the first change, so a crash at any point can be undone.
   KUBERDMA_CNI_TRY(store.Save(rec), kStateFailure);

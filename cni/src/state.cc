@@ -37,24 +37,6 @@ std::string EscapeName(std::string_view name) {
   return out.empty() ? "%00" : out;
 }
 
-std::string_view RdmaNetnsModeName(RdmaNetnsMode mode) {
-  switch (mode) {
-    case RdmaNetnsMode::kExclusive:
-      return "exclusive";
-    case RdmaNetnsMode::kShared:
-      return "shared";
-    case RdmaNetnsMode::kUnavailable:
-      break;
-  }
-  return "unavailable";
-}
-
-RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name) {
-  if (name == "exclusive") return RdmaNetnsMode::kExclusive;
-  if (name == "shared") return RdmaNetnsMode::kShared;
-  return RdmaNetnsMode::kUnavailable;
-}
-
 std::string_view AttachModeName(AttachMode mode) {
   switch (mode) {
     case AttachMode::kMacvlan:
@@ -95,7 +77,7 @@ json AttachmentRecord::ToJson() const {
               {"mac", mac},
               {"hostMtu", host_mtu},
               {"hostAdminUp", host_admin_up}}},
-            {"rdma", {{"netnsMode", RdmaNetnsModeName(netns_mode)}, {"moved", rdma_moved}}},
+            {"rdma", {{"netnsMode", rdma::NetnsModeName(netns_mode)}, {"moved", rdma_moved}}},
             {"pkey", {{"value", pkey}, {"index", pkey_index}}}};
   if (ipam) {
     j["ipam"] = {{"type", ipam->type},
@@ -206,7 +188,7 @@ Result<AttachmentRecord> AttachmentRecord::FromJson(const json& j) {
   r.link_layer = Str(hca, "linkLayer");
   ReadNetdev(Sub(j, "netdev"), &r);
   json rd = Sub(j, "rdma");
-  r.netns_mode = ParseRdmaNetnsMode(Str(rd, "netnsMode"));
+  r.netns_mode = rdma::ParseNetnsMode(Str(rd, "netnsMode"));
   r.rdma_moved = Flag(rd, "moved");
   json pk = Sub(j, "pkey");
   r.pkey = static_cast<uint16_t>(Num(pk, "value", 0xffff));

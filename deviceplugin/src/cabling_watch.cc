@@ -21,12 +21,12 @@ namespace {
 
 // `known` updated with this round's rails and what was heard on them; true when it changed.
 bool Merge(const std::vector<rails::RailNeighbor>& rails,
-           std::vector<podenv::CablingRecord>& known) {
+           std::vector<contract::CablingRecord>& known) {
   bool changed = false;
   for (const auto& r : rails) {
     if (!r.neighbor) continue;  // silent this round (or in a pod): keep what we had
-    podenv::CablingRecord rec =
-        podenv::CablingRecordOf(r, *r.neighbor, static_cast<int64_t>(std::time(nullptr)));
+    contract::CablingRecord rec =
+        contract::CablingRecordOf(r, *r.neighbor, static_cast<int64_t>(std::time(nullptr)));
     auto old =
         std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.hca == r.hca; });
     if (old == known.end()) {
@@ -57,7 +57,7 @@ Result<std::unique_ptr<CablingWatch>> CablingWatch::Start(std::string dir,
                                                    round, std::move(on_change), probe));
   w->stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!w->stop_.valid()) return FailErrno(errno, "eventfd for the LLDP watch");
-  if (auto old = podenv::ListCabling(w->dir_)) w->known_ = *old;  // a restart keeps the past
+  if (auto old = contract::ListCabling(w->dir_)) w->known_ = *old;  // a restart keeps the past
   w->thread_ = std::thread([raw = w.get()] { raw->Loop(); });
   return w;
 }
@@ -96,7 +96,7 @@ bool CablingWatch::Round() {
   if (rails.empty()) return false;  // no scan yet, or no rail on the host
   if (!Hear(rails)) return true;
   if (!Merge(rails, known_) && written_) return true;
-  if (auto w = podenv::RecordCabling(dir_, known_); !w) {
+  if (auto w = contract::RecordCabling(dir_, known_); !w) {
     spdlog::error("event=cabling_not_recorded error=\"{}\"", w.error().message());
     return true;
   }

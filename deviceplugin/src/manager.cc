@@ -18,8 +18,9 @@
 
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/contract/cdi.h"
+#include "kuberdma/contract/slot_id.h"
 #include "kuberdma/events/kernel_events.h"
-#include "kuberdma/podenv/slot_id.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::deviceplugin {
@@ -119,18 +120,19 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
   if (!m->opts_.allocations_dir.empty()) {
     Manager* raw = m.get();
     KUBERDMA_ASSIGN_OR_RETURN(
-        m->pods_, PodsEndpoint::Start(
-                      m->opts_.allocations_dir + "/" + podenv::kPodsSocket, m->opts_.pod_resources,
-                      [raw](const podenv::PodQuery& q, const std::vector<PodDevices>& d) {
-                        return raw->PodHcas(q, d);
-                      }));
+        m->pods_,
+        PodsEndpoint::Start(m->opts_.allocations_dir + "/" + contract::kPodsSocket,
+                            m->opts_.pod_resources,
+                            [raw](const contract::PodQuery& q, const std::vector<PodDevices>& d) {
+                              return raw->PodHcas(q, d);
+                            }));
   }
   return m;
 }
 
 namespace {
 
-void AddHca(podenv::PodAnswer& answer, const std::string& hca) {
+void AddHca(contract::PodAnswer& answer, const std::string& hca) {
   if (std::find(answer.hcas.begin(), answer.hcas.end(), hca) == answer.hcas.end()) {
     answer.hcas.push_back(hca);
   }
@@ -139,15 +141,15 @@ void AddHca(podenv::PodAnswer& answer, const std::string& hca) {
 }  // namespace
 
 void Manager::AddResourceHcas(const std::vector<PodDevices>& devices,
-                              podenv::PodAnswer& answer) const {
+                              contract::PodAnswer& answer) const {
   std::lock_guard lock(snapshot_mu_);
   for (const auto& d : devices) {
     auto pool = resource_hcas_.find(d.resource);
     if (pool == resource_hcas_.end()) continue;  // not one of ours
     for (const auto& id : d.device_ids) {
       answer.slots.push_back(id);
-      auto slot = podenv::ParseSlot(id);
-      if (slot && slot->kind == podenv::SlotKind::kPerHca) {
+      auto slot = contract::ParseSlot(id);
+      if (slot && slot->kind == contract::SlotKind::kPerHca) {
         AddHca(answer, slot->base);
       } else {
         for (const auto& h : pool->second) AddHca(answer, h);  // a pool's share: all its HCAs
@@ -156,12 +158,12 @@ void Manager::AddResourceHcas(const std::vector<PodDevices>& devices,
   }
 }
 
-podenv::PodAnswer Manager::PodHcas(const podenv::PodQuery& pod,
-                                   const std::vector<PodDevices>& devices) const {
-  podenv::PodAnswer answer;
+contract::PodAnswer Manager::PodHcas(const contract::PodQuery& pod,
+                                     const std::vector<PodDevices>& devices) const {
+  contract::PodAnswer answer;
   AddResourceHcas(devices, answer);
   // The DRA driver's prepared claims reserved for the pod (dra/prepare.h).
-  for (const auto& c : podenv::ClaimsOfPod(opts_.allocations_dir, pod.ns, pod.name)) {
+  for (const auto& c : contract::ClaimsOfPod(opts_.allocations_dir, pod.ns, pod.name)) {
     // "claim:<name>" (the pod's namespace): a slot entry must be a plain name.
     answer.slots.push_back("claim:" + c.claim.substr(c.claim.find('/') + 1));
     for (const auto& h : c.hcas) AddHca(answer, h);
@@ -178,14 +180,14 @@ Result<PodHcaMap> Manager::PodsHoldingHcas() {
     std::map<std::string, std::vector<PodDevices>> by_pod;
     for (auto& d : listed) by_pod[d.pod].push_back(std::move(d));
     for (const auto& [pod, devices] : by_pod) {
-      podenv::PodAnswer a;
+      contract::PodAnswer a;
       AddResourceHcas(devices, a);
       if (!a.hcas.empty()) out[pod].insert(a.hcas.begin(), a.hcas.end());
     }
   }
   // The DRA claims' pods, from one read of the records (not one per pod, as PodHcas would).
   if (!opts_.allocations_dir.empty()) {
-    for (const auto& c : podenv::ListClaims(opts_.allocations_dir)) {
+    for (const auto& c : contract::ListClaims(opts_.allocations_dir)) {
       for (const auto& pod : c.pods) out[pod].insert(c.hcas.begin(), c.hcas.end());
     }
   }
@@ -285,8 +287,8 @@ Result<void> Manager::StartResources() {
       spdlog::warn("event=no_devices resource={} (no HCA matches its selectors)", rc.FullName());
     }
     if (rc.cdi) {
-      auto w = WriteFileAtomic(cfg_.cdi_dir + "/kube-rdma-" + rc.resource_name + ".json",
-                               shared->resource.CdiSpec());
+      auto w = contract::WriteCdiSpec(cfg_.cdi_dir + "/kube-rdma-" + rc.resource_name + ".json",
+                                      shared->resource.Cdi());
       if (!w)
         spdlog::error("event=cdi_spec_failed resource={} error=\"{}\"", rc.FullName(),
                       w.error().message());

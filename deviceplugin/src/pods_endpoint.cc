@@ -76,11 +76,11 @@ void PodsEndpoint::Loop() {
 }
 
 void PodsEndpoint::Answer(int conn) {
-  podenv::PodAnswer answer;
+  contract::PodAnswer answer;
   auto request = ReadLineBefore(
       conn, std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestTimeoutMs),
       kMaxRequest);
-  auto query = podenv::DecodePodQuery(request ? *request : "");
+  auto query = contract::DecodePodQuery(request ? *request : "");
   if (!query) {
     answer.error = query.error().message();
   } else {
@@ -96,7 +96,7 @@ void PodsEndpoint::Answer(int conn) {
       answer.known = answer.known || !mine.empty();
     }
   }
-  std::string line = podenv::EncodePodAnswer(answer);
+  std::string line = contract::EncodePodAnswer(answer);
   (void)WriteAll(conn, line.data(), line.size());
 }
 

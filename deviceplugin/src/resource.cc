@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "kuberdma/podenv/pod_env.h"
-#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/contract/pod_env.h"
+#include "kuberdma/contract/slot_id.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -24,10 +24,10 @@ bool Any(const std::vector<std::string>& list, const std::string& v) {
 
 std::string Strip0x(const std::string& s) { return s.rfind("0x", 0) == 0 ? s.substr(2) : s; }
 
-using podenv::FormatSlot;
-using podenv::ParseSlot;
-using podenv::Slot;
-using podenv::SlotKind;
+using contract::FormatSlot;
+using contract::ParseSlot;
+using contract::Slot;
+using contract::SlotKind;
 
 std::string Health(const Hca& h, bool* healthy) {
   if (h.ports.empty()) {
@@ -293,7 +293,7 @@ Result<std::vector<const HcaHealth*>> Resource::HcasOf(const std::vector<std::st
 Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& ids) const {
   KUBERDMA_ASSIGN_OR_RETURN(auto chosen, HcasOf(ids));
   ContainerAllocation out;
-  std::vector<podenv::HcaInfo> described;
+  std::vector<contract::HcaInfo> described;
   for (const auto* st : chosen) {
     const Hca& h = st->hca;
     out.hcas.push_back(h.name);
@@ -302,13 +302,13 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
     } else {
       AddDeviceNodes(h, &out);
     }
-    described.push_back(podenv::Describe(h, st->healthy));
+    described.push_back(contract::Describe(h, st->healthy));
   }
   if (!cfg_.cdi && !chosen.empty()) {
     out.devices.push_back({"/dev/infiniband/rdma_cm", root_.Dev("infiniband/rdma_cm"), "rw"});
   }
   if (cfg_.nccl_env && !chosen.empty()) {
-    for (auto& [k, v] : podenv::Encode(described)) out.envs[k] = std::move(v);
+    for (auto& [k, v] : contract::Encode(described)) out.envs[k] = std::move(v);
   }
   for (const auto& [k, v] : cfg_.extra_env) out.envs[k] = v;
   return out;
@@ -381,25 +381,21 @@ void Resource::SpreadOverHcas(const std::vector<std::string>& available, size_t 
 
 std::string Resource::CdiKind() const { return "kube-rdma.io/" + cfg_.resource_name; }
 
-std::string Resource::CdiSpec() const {
-  json devices = json::array();
+contract::CdiSpec Resource::Cdi() const {
+  contract::CdiSpec spec{.kind = CdiKind()};
   for (const auto& [name, st] : hcas_) {
     if (!st.present) continue;
     ContainerAllocation nodes;
     AddDeviceNodes(st.hca, &nodes);
-    json dn = json::array();
+    contract::CdiDevice dev{.name = name};
     for (const auto& d : nodes.devices)
-      dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
-    devices.push_back({{"name", name}, {"containerEdits", {{"deviceNodes", dn}}}});
+      dev.edits.device_nodes.push_back({d.container_path, d.host_path});
+    spec.devices.push_back(std::move(dev));
   }
-  json spec = {
-      {"cdiVersion", "0.5.0"},
-      {"kind", CdiKind()},
-      {"devices", devices},
-      {"containerEdits",
-       {{"deviceNodes",
-         {{{"path", "/dev/infiniband/rdma_cm"}, {"hostPath", root_.Dev("infiniband/rdma_cm")}}}}}}};
-  return spec.dump(2);
+  spec.edits.device_nodes.push_back({"/dev/infiniband/rdma_cm", root_.Dev("infiniband/rdma_cm")});
+  return spec;
 }
+
+std::string Resource::CdiSpec() const { return contract::EncodeCdiSpec(Cdi()); }
 
 }  // namespace kuberdma::deviceplugin

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "api.grpc.pb.h"
-#include "kuberdma/podenv/allocation.h"
+#include "kuberdma/contract/allocation.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -225,13 +225,13 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
 
  private:
   // Which HCAs went to one container together, for a rail's network to find its rail among them
-  // (podenv/allocation.h). A failure is logged: the CNI then checks the one slot it is given.
+  // (contract/allocation.h). A failure is logged: the CNI then checks the one slot it is given.
   void Record(const std::string& name, const std::vector<std::string>& ids,
               const std::vector<std::string>& hcas) const {
     if (res_->allocations_dir.empty() || res_->resource.config().policy != Policy::kPerHca) return;
     if (ids.size() != hcas.size()) return;  // one HCA per slot in per-hca resources
-    auto r = podenv::RecordAllocation(res_->allocations_dir,
-                                      {.resource = name, .slots = ids, .hcas = hcas});
+    auto r = contract::RecordAllocation(res_->allocations_dir,
+                                        {.resource = name, .slots = ids, .hcas = hcas});
     if (!r) {
       spdlog::warn("event=allocation_record_failed resource={} error=\"{}\"", name,
                    r.error().message());

@@ -15,10 +15,10 @@
 #include <tuple>
 
 #include "draplugin.grpc.pb.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/dra/allocator.h"
 #include "kuberdma/dra/api_standin.h"
 #include "kuberdma/dra/driver.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sysfs/topology.h"
 #include "per_hca.h"
 
@@ -221,10 +221,10 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
     std::string env = spec["containerEdits"]["env"].dump();
     CHECK_THAT(env, Catch::Contains("KUBERDMA_CLAIM=team-a/pairs"));
     CHECK_THAT(env, Catch::Contains("KUBERDMA_CLAIM_PCIE_ROOTS=mlx5_"));
-    auto recs = podenv::ClaimsOfPod(dir + "/allocations", "team-a", "trainer-0");
+    auto recs = contract::ClaimsOfPod(dir + "/allocations", "team-a", "trainer-0");
     REQUIRE(recs.size() == 1);
     CHECK(recs[0].hcas.size() == 4);
-    CHECK(podenv::ClaimsOfPod(dir + "/allocations", "team-a", "trainer-1").empty());
+    CHECK(contract::ClaimsOfPod(dir + "/allocations", "team-a", "trainer-1").empty());
 
     SECTION("a misaligned claim cannot be satisfied: no wrong pair is taken") {
       // GPU 0 is on the first switch; the NIC asked for sits on the last.
@@ -353,8 +353,8 @@ TEST_CASE("A wiped slice is back within 5 s and owned by its Node") {
     CHECK(owner["name"] == "gpu-node-7");
     CHECK(owner["uid"] == node_uid);
     // The fleet acceptance's verdict file in the allocations directory: tainted on the next scan.
-    REQUIRE(podenv::RecordVerdicts(dir + "/allocations",
-                                   {{.hca = "mlx5_5", .why = "slow", .effect = "NoSchedule"}}));
+    REQUIRE(contract::RecordVerdicts(dir + "/allocations",
+                                     {{.hca = "mlx5_5", .why = "slow", .effect = "NoSchedule"}}));
     driver.OnRescan({{"rdma/hca", shared}}, nullptr);
     auto acceptance_taint = [&] {
       const auto now = ours();

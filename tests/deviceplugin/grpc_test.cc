@@ -22,11 +22,11 @@
 
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/deviceplugin/manager.h"
 #include "kuberdma/deviceplugin/podresources.h"
 #include "kuberdma/doctor/doctor.h"
-#include "kuberdma/podenv/allocation.h"
 #include "podresources.grpc.pb.h"
 
 namespace kuberdma::deviceplugin {
@@ -529,7 +529,7 @@ TEST_CASE("Allocate records which per-HCA slots went to one container, for the C
   req.add_container_requests()->add_devices_ids("mlx5_7-3");
   v1beta1::AllocateResponse resp;
   REQUIRE(stub->Allocate(&ctx, req, &resp).ok());
-  auto one = podenv::FindAllocation(n.dir + "/allocations", "mlx5_1-0");
+  auto one = contract::FindAllocation(n.dir + "/allocations", "mlx5_1-0");
   REQUIRE(one);
   REQUIRE(*one);
   CHECK((*one)->resource == "rdma/hca");
@@ -540,7 +540,7 @@ TEST_CASE("Allocate records which per-HCA slots went to one container, for the C
   for (const char* id : {"mlx5_6-0", "mlx5_1-0", "mlx5_4-0"}) c->add_devices_ids(id);
   REQUIRE(stub->Allocate(&ctx2, together, &resp).ok());
   for (const char* id : {"mlx5_6-0", "mlx5_1-0", "mlx5_4-0"}) {
-    auto g = podenv::FindAllocation(n.dir + "/allocations", id);
+    auto g = contract::FindAllocation(n.dir + "/allocations", id);
     REQUIRE(g);
     REQUIRE(*g);
     CHECK((*g)->slots == std::vector<std::string>{"mlx5_6-0", "mlx5_1-0", "mlx5_4-0"});
@@ -684,10 +684,10 @@ TEST_CASE("/metrics names the pod holding each HCA: the kubelet's allocations an
   auto server = b.BuildAndStart();
   REQUIRE(server);
   fs::create_directories(n.dir + "/allocations");
-  REQUIRE(podenv::RecordClaim(n.dir + "/allocations", {.claim = "team-b/infer-0-nics",
-                                                       .uid = "uid-1",
-                                                       .pods = {"team-b/infer-0"},
-                                                       .hcas = {"mlx5_3"}}));
+  REQUIRE(contract::RecordClaim(n.dir + "/allocations", {.claim = "team-b/infer-0-nics",
+                                                         .uid = "uid-1",
+                                                         .pods = {"team-b/infer-0"},
+                                                         .hcas = {"mlx5_3"}}));
   n.Start();
   REQUIRE(n.mgr->metrics_port() != 0);
   std::string body;

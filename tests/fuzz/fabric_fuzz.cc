@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target for what the fabric says about a rail's neighbour: an LLDP frame off the wire and an
 // SMP answer from the IB fabric. Parsed or refused, never read past; what is kept is printable,
-// and a parsed neighbour survives its state-file form (podenv's cabling record) and an encoding.
+// and a parsed neighbour survives its state-file form (the node contract's cabling record) and an
+// encoding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -7,17 +7,17 @@
 #include <string>
 #include <string_view>
 
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  (void)kuberdma::podenv::ParseIbHca(text);
-  auto hcas = kuberdma::podenv::DecodeHcas(text);
+  (void)kuberdma::contract::ParseIbHca(text);
+  auto hcas = kuberdma::contract::DecodeHcas(text);
   if (!hcas) return 0;
-  auto env = kuberdma::podenv::Encode(*hcas);
-  auto it = env.find(kuberdma::podenv::kHcas);
+  auto env = kuberdma::contract::Encode(*hcas);
+  auto it = env.find(kuberdma::contract::kHcas);
   if (it == env.end()) return 0;
-  auto back = kuberdma::podenv::DecodeHcas(it->second);
+  auto back = kuberdma::contract::DecodeHcas(it->second);
   if (!back || back->size() != hcas->size()) std::abort();
   return 0;
 }

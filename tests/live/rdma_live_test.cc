@@ -47,8 +47,9 @@ TEST_CASE(
   auto mode = ops.GetNetnsMode(Host());
   REQUIRE(mode);
   std::printf("RDMA netns mode: %s\n", std::string(NetnsModeName(*mode)).c_str());
-  auto boot = sysfs::BootNetnsModeShared(sysfs::SysfsRoot("/"));
-  if (boot) std::printf("ib_core netns_mode at boot: %s\n", *boot ? "shared" : "exclusive");
+  auto boot = sysfs::BootNetnsMode(sysfs::SysfsRoot("/"));
+  if (boot)
+    std::printf("ib_core netns_mode at boot: %s\n", std::string(NetnsModeName(*boot)).c_str());
   // The runtime mode may differ from boot (rdma system set), but it must be one of the two.
   CHECK((*mode == NetnsMode::kShared || *mode == NetnsMode::kExclusive));
   // A fresh namespace sees the same, system-wide mode.

@@ -16,9 +16,9 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/doctor/doctor.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/sysfs/sysfs.h"
 #include "node_device_plugin.h"
@@ -615,7 +615,7 @@ TEST_CASE(
   // A DRA claim of pod B holding mlx5_3, as the driver records it when it prepares the claim.
   // Released Multus passes each CDI device's name after '=' as deviceID: "<claim uid>_<PCI>".
   const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
-  REQUIRE(podenv::RecordClaim(
+  REQUIRE(contract::RecordClaim(
       node.allocations_dir(),
       {.claim = "team-x/pod-b-nics", .uid = uid, .pods = {"team-x/pod-b"}, .hcas = {"mlx5_3"}}));
   {

@@ -15,12 +15,12 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/state.h"
+#include "kuberdma/contract/allocation.h"
+#include "kuberdma/contract/slot_id.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/dra/allocator.h"
 #include "kuberdma/dra/slices.h"
-#include "kuberdma/podenv/allocation.h"
-#include "kuberdma/podenv/slot_id.h"
 #include "kuberdma/rails/node_config.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
@@ -156,8 +156,8 @@ std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s,
   std::vector<std::string> cdi;
   for (const auto& d : sim::DraAllocated({*alloc}, slices)) {
     for (const auto& pci : d.second) {
-      cdi.push_back(std::string(podenv::kClaimDeviceCdiKind) + "=" +
-                    podenv::FormatClaimDevice({.uid = claim_uid, .address = pci}));
+      cdi.push_back(std::string(contract::kClaimDeviceCdiKind) + "=" +
+                    contract::FormatClaimDevice({.uid = claim_uid, .address = pci}));
     }
   }
   return sim::PodResourcesDraAllocated({{claim_name, cdi}});
@@ -190,7 +190,7 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
       // Released Multus: the pod's own claim, its devices as <claim uid>_<PCI address>.
       REQUIRE(pod.allocated.contains(w.claim));
       REQUIRE_FALSE(pod.allocated[w.claim].empty());
-      CHECK(podenv::ParseClaimDevice(pod.allocated[w.claim].front()));
+      CHECK(contract::ParseClaimDevice(pod.allocated[w.claim].front()));
     }
     out.emplace_back(w.Describe(), pod);
   }
@@ -205,32 +205,32 @@ std::vector<std::pair<std::string, MultusPod>> PodsOf(const Shipped& s) {
   return out;
 }
 
-// What the device plugin records at Allocate (podenv/allocation.h), and the allocation in the
+// What the device plugin records at Allocate (contract/allocation.h), and the allocation in the
 // kubelet's own order: reversed, so that the i-th slot is not the i-th rail's HCA.
 MultusPod AsKubeletLists(SimNode& node, MultusPod pod) {
   for (auto& [res, ids] : pod.allocated) {
-    podenv::AllocationGroup g{.resource = res};
+    contract::AllocationGroup g{.resource = res};
     for (const auto& id : ids) {
-      auto slot = podenv::ParseSlot(id);
-      if (!slot || slot->kind != podenv::SlotKind::kPerHca) continue;
+      auto slot = contract::ParseSlot(id);
+      if (!slot || slot->kind != contract::SlotKind::kPerHca) continue;
       g.slots.push_back(id);
       g.hcas.push_back(slot->base);
     }
-    if (!g.slots.empty()) REQUIRE(podenv::RecordAllocation(node.allocations_dir(), g));
+    if (!g.slots.empty()) REQUIRE(contract::RecordAllocation(node.allocations_dir(), g));
     // DRA device IDs (PCI addresses, or released Multus' <claim uid>_<PCI address>): the claim
     // record the DRA driver writes at prepare.
-    podenv::ClaimRecord claim{.claim = pod.ns + "/" + pod.name + "-claim",
-                              .uid = pod.uid,
-                              .pods = {pod.ns + "/" + pod.name}};
+    contract::ClaimRecord claim{.claim = pod.ns + "/" + pod.name + "-claim",
+                                .uid = pod.uid,
+                                .pods = {pod.ns + "/" + pod.name}};
     auto present = *sysfs::DiscoverHcas(sysfs::SysfsRoot(kRoce8), sysfs::HcaDetail::kIdentity);
     for (const auto& id : ids) {
-      auto claimed = podenv::ParseClaimDevice(id);
+      auto claimed = contract::ParseClaimDevice(id);
       if (claimed) claim.uid = claimed->uid;
       for (const auto& h : present) {
         if (h.pci_address == (claimed ? claimed->address : id)) claim.hcas.push_back(h.name);
       }
     }
-    if (!claim.hcas.empty()) REQUIRE(podenv::RecordClaim(node.allocations_dir(), claim));
+    if (!claim.hcas.empty()) REQUIRE(contract::RecordClaim(node.allocations_dir(), claim));
     std::reverse(ids.begin(), ids.end());
   }
   return pod;
@@ -280,15 +280,15 @@ std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& al
     if (got[res].empty()) continue;
     std::vector<std::string> want;
     for (const auto& id : ids) {
-      auto slot = podenv::ParseSlot(id);
-      auto claimed = podenv::ParseClaimDevice(id);
+      auto slot = contract::ParseSlot(id);
+      auto claimed = contract::ParseClaimDevice(id);
       const std::string pci = claimed ? claimed->address : id;
       auto at = std::find_if(present.begin(), present.end(),
                              [&](const sysfs::Hca& h) { return h.pci_address == pci; });
       REQUIRE((slot || at != present.end()));
       if (!slot || claimed) {
         want.push_back(at->name);
-      } else if (slot->kind == podenv::SlotKind::kPerHca) {
+      } else if (slot->kind == contract::SlotKind::kPerHca) {
         want.push_back(slot->base);
       }
     }

@@ -3,9 +3,9 @@
 // switch per rail; one node's cable on one rail made slow (tbf) or lossy (netem) on both ends;
 // rdma-validate --mode acceptance on every node, as the acceptance Job's pods run it. Rank 0's
 // fleet report must name exactly that node and rail. Each rail's bridge is a leaf that sends LLDP;
-// each node records what its rails hear as its device plugin would (podenv's cabling record),
-// and one cable can be plugged into the wrong leaf (--miscable): the report must name that rail
-// and no other. Without a GPU the same run proves the exchange: every node joins over the
+// each node records what its rails hear as its device plugin would (the node contract's cabling
+// record), and one cable can be plugged into the wrong leaf (--miscable): the report must name that
+// rail and no other. Without a GPU the same run proves the exchange: every node joins over the
 // simulated fabric, sends its cabling, and reports that it could not run NCCL.
 #include <chrono>
 #include <cstdio>
@@ -16,8 +16,8 @@
 
 #include "demo.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/lldp/lldp.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/sim/sim_fleet.h"
 
 namespace kuberdma::demo {
@@ -123,7 +123,8 @@ bool FleetDemo::Build() {
 }
 
 // The leaves send LLDP; each node hears its rails' switches and records them where its device
-// plugin would (podenv's cabling record), which its rdma-validate sends to rank 0 (--cabling).
+// plugin would (the node contract's cabling record), which its rdma-validate sends to rank 0
+// (--cabling).
 bool FleetDemo::Cable() {
   Heading(2, "LLDP: each rail's leaf, as each node's device plugin records it");
   std::optional<std::pair<int, int>> wrong;
@@ -155,20 +156,20 @@ bool FleetDemo::RecordCabling(int node, lldp::LldpListener& listener) {
           " listening for LLDP: " + (!ran ? ran.error().message() : heard.error().message()));
     return false;
   }
-  std::vector<podenv::CablingRecord> recs;
+  std::vector<contract::CablingRecord> recs;
   std::string shown;
   for (int r = 1; r <= o_.rails; ++r) {
     auto it = heard->find(SimFleet::Ifname(r));
     if (it == heard->end()) continue;
     rails::RailNeighbor rail{.rail = r, .hca = SimFleet::Ifname(r), .netdev = SimFleet::Ifname(r)};
-    recs.push_back(podenv::CablingRecordOf(rail, it->second, std::time(nullptr)));
+    recs.push_back(contract::CablingRecordOf(rail, it->second, std::time(nullptr)));
     shown += "  " + rail.netdev + " -> " + it->second.Switch() + " " + it->second.Port();
   }
   std::printf("  node-%-3d%s\n", node, shown.c_str());
   if (recs.size() != static_cast<size_t>(o_.rails))
     fail_("node-" + std::to_string(node) + " heard " + std::to_string(recs.size()) + " of " +
           std::to_string(o_.rails) + " leaves");
-  if (auto w = podenv::RecordCabling(CablingDir(node), recs); !w) {
+  if (auto w = contract::RecordCabling(CablingDir(node), recs); !w) {
     fail_("record node-" + std::to_string(node) + "'s cabling: " + w.error().message());
     return false;
   }

@@ -26,10 +26,10 @@
 #include "demo.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
+#include "kuberdma/contract/pod_env.h"
+#include "kuberdma/contract/slot_id.h"
 #include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/dra/prepare.h"
-#include "kuberdma/podenv/pod_env.h"
-#include "kuberdma/podenv/slot_id.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
@@ -313,7 +313,7 @@ void NodeDemo::AllocateDra(Pod& pod) {
     for (const auto& [k, val] : v->env) pod.init_env[k] = val;
   }
   for (const auto& [k, v] : claim->env) pod.init_env[k] = v;
-  for (const char* k : {podenv::kNcclIbHca, dra::kClaimRootsEnv}) {
+  for (const char* k : {contract::kNcclIbHca, dra::kClaimRootsEnv}) {
     std::printf("             %s=%s\n", k, pod.env[k].c_str());
   }
 }
@@ -326,8 +326,8 @@ void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
   pod.ids = *pref;
   // Each slot's HCA is taken: later pods get other HCAs.
   auto hca_of = [](const std::string& id) {
-    auto slot = podenv::ParseSlot(id);
-    return slot && slot->kind == podenv::SlotKind::kPerHca ? slot->base : id;
+    auto slot = contract::ParseSlot(id);
+    return slot && slot->kind == contract::SlotKind::kPerHca ? slot->base : id;
   };
   for (const auto& id : *pref) {
     std::erase_if(free_ids, [&](const std::string& f) { return hca_of(f) == hca_of(id); });
@@ -345,13 +345,13 @@ void NodeDemo::Allocate(Pod& pod, std::vector<std::string>& free_ids) {
       "  %s  %s\n             devices: %zu nodes under /dev/infiniband (uverbs, umad, "
       "rdma_cm)\n",
       pod.name.c_str(), pod.path.c_str(), alloc->devices.size());
-  std::printf("             %s=%s\n", podenv::kNcclIbHca, pod.env[podenv::kNcclIbHca].c_str());
-  auto described = podenv::DecodeHcas(pod.env[podenv::kHcas]);
+  std::printf("             %s=%s\n", contract::kNcclIbHca, pod.env[contract::kNcclIbHca].c_str());
+  auto described = contract::DecodeHcas(pod.env[contract::kHcas]);
   std::string desc;
-  for (const auto& h : described ? *described : std::vector<podenv::HcaInfo>{}) {
+  for (const auto& h : described ? *described : std::vector<contract::HcaInfo>{}) {
     desc += (desc.empty() ? "" : ", ") + h.name + " numa" + std::to_string(h.numa_node);
   }
-  std::printf("             %s: [%s]\n", podenv::kHcas, desc.c_str());
+  std::printf("             %s: [%s]\n", contract::kHcas, desc.c_str());
 }
 
 void NodeDemo::AllocatePods() {
@@ -413,8 +413,8 @@ void NodeDemo::Attach(Pod& pod, const CniCall& call, const std::string& id) {
   std::printf("  %s %-5s deviceID %-9s %-7s %-6s (%s)  %-13s %.1f ms\n", pod.name.c_str(),
               call.ifname.c_str(), id.c_str(), how.c_str(), a.hca.c_str(), a.netdev.c_str(),
               a.cidr.c_str(), ms);
-  auto slot = podenv::ParseSlot(id);
-  if (slot && slot->kind == podenv::SlotKind::kPerHca && a.hca != slot->base) {
+  auto slot = contract::ParseSlot(id);
+  if (slot && slot->kind == contract::SlotKind::kPerHca && a.hca != slot->base) {
     fail_(pod.name + "/" + call.ifname + " got " + a.hca + ", not the allocated " + id);
   }
   if (a.cidr.empty() && json::parse(call.config).contains("ipam")) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/host.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/dcb/dcb_ops.h"
@@ -119,8 +120,7 @@ void AddOptions(CLI::App& app, Cli& c) {
 // --node, else this host's name.
 std::string NodeName(const Cli& c) {
   if (!c.node_name.empty()) return c.node_name;
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "";
+  return kuberdma::HostName();
 }
 
 int Partitions(const Cli& c) {

@@ -20,10 +20,10 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/version.h"
+#include "kuberdma/contract/allocation.h"
+#include "kuberdma/contract/pod_env.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/netns/netns.h"
-#include "kuberdma/podenv/allocation.h"
-#include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/validator/acceptance_run.h"
 #include "kuberdma/validator/gid_env.h"
 #include "kuberdma/validator/push.h"
@@ -266,7 +266,7 @@ bool ApplyOwnGids(Options& o) {
   if (!plan || !plan->ok) return false;
   for (const auto& [k, v] : plan->vars) {
     ::setenv(k.c_str(), v.c_str(), 1);
-    if (k == kuberdma::podenv::kNcclIbHca && o.expect.empty()) o.expect = v;
+    if (k == kuberdma::contract::kNcclIbHca && o.expect.empty()) o.expect = v;
   }
   return true;
 }
@@ -344,11 +344,11 @@ int Acceptance(Validator& v, const Cli& c) {
     }
   }
   if (!c.o.taint_dir.empty() && out.exit_code < 2) {
-    std::vector<kuberdma::podenv::VerdictRecord> verdicts;
+    std::vector<kuberdma::contract::VerdictRecord> verdicts;
     for (const auto& [hca, why] : out.slow_hcas) {
       verdicts.push_back({.hca = hca, .why = why, .effect = c.o.taint_effect});
     }
-    auto written = kuberdma::podenv::RecordVerdicts(c.o.taint_dir, verdicts);
+    auto written = kuberdma::contract::RecordVerdicts(c.o.taint_dir, verdicts);
     out.text += written ? "  DRA taints: " + std::to_string(verdicts.size()) +
                               " HCA(s) of this node until the next pass\n"
                         : "  warning: " + written.error().message() + "\n";

@@ -40,15 +40,12 @@ bool IsName(const std::string& s) {
   });
 }
 
-// One attempt; `err` set when no HTTP answer came.
-Answer Once(const ApiServer& api, const Call& call, const std::string& url,
-            const std::string& token, std::string* err) {
+// One attempt: the HTTP answer, whatever its status; kIo when none came.
+Result<Answer> Once(const ApiServer& api, const Call& call, const std::string& url,
+                    const std::string& token) {
   Answer a;
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> c(curl_easy_init(), curl_easy_cleanup);
-  if (!c) {
-    *err = "curl_easy_init failed";
-    return a;
-  }
+  if (!c) return Fail(ErrorCode::kIo, "curl_easy_init failed");
   curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
   // A PATCH is a JSON merge patch (RFC 7386), the one kind every API server takes for any object.
   if (!call.body.empty()) {
@@ -74,12 +71,10 @@ Answer Once(const ApiServer& api, const Call& call, const std::string& url,
   CURLcode rc = curl_easy_perform(c.get());
   curl_slist_free_all(headers);
   if (a.too_large) {
-    *err = "the answer exceeds " + std::to_string(kMaxAnswerBytes) + " bytes";
-  } else if (rc != CURLE_OK) {
-    *err = curl_easy_strerror(rc);
-  } else {
-    curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &a.status);
+    return Fail(ErrorCode::kIo, "the answer exceeds " + std::to_string(kMaxAnswerBytes) + " bytes");
   }
+  if (rc != CURLE_OK) return Fail(ErrorCode::kIo, curl_easy_strerror(rc));
+  curl_easy_getinfo(c.get(), CURLINFO_RESPONSE_CODE, &a.status);
   return a;
 }
 
@@ -155,13 +150,16 @@ Result<nlohmann::json> Request(const ApiServer& api, const Call& call) {
     }
     // Read on every request: the kubelet rotates projected tokens.
     KUBERDMA_ASSIGN_OR_RETURN(std::string token, ReadToken(api));
-    std::string err;
-    Answer a = Once(api, call, url, token, &err);
-    if (a.status == 200 || a.status == 201) {
-      return ParseUntrustedJson(a.body, "the API server's answer to " + what);
+    auto a = Once(api, call, url, token);
+    if (a && (a->status == 200 || a->status == 201)) {
+      return ParseUntrustedJson(a->body, "the API server's answer to " + what);
     }
-    if (auto refused = Refusal(a.status, what + Said(a.body))) return Fail(*refused);
-    last = a.status != 0 ? "HTTP " + std::to_string(a.status) : err;
+    if (!a) {
+      last = a.error().message();
+      continue;
+    }
+    if (auto refused = Refusal(a->status, what + Said(a->body))) return Fail(*refused);
+    last = a->status != 0 ? "HTTP " + std::to_string(a->status) : "no HTTP status";
   }
   return Fail(ErrorCode::kIo, what + " at " + api.base + ": " + last + " after " +
                                   std::to_string(std::max(1, api.attempts)) + " attempt(s)");

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
-#include "kuberdma/podenv/allocation.h"
+#include "kuberdma/contract/allocation.h"
 
 namespace kuberdma::dra {
 
@@ -302,7 +302,7 @@ void Driver::OnRescan(
 
 void Driver::RecordTaintsFor(const std::string& dir, const std::vector<DeviceState>& devices) {
   if (dir.empty()) return;
-  std::vector<podenv::TaintRecord> taints;
+  std::vector<contract::TaintRecord> taints;
   for (const auto& d : devices) {
     for (const auto& t : d.taints) {
       taints.push_back(
@@ -310,7 +310,7 @@ void Driver::RecordTaintsFor(const std::string& dir, const std::vector<DeviceSta
     }
   }
   if (taints == recorded_taints_ && taints_written_) return;
-  if (auto done = podenv::RecordTaints(dir, taints); !done) {
+  if (auto done = contract::RecordTaints(dir, taints); !done) {
     spdlog::warn("event=dra_taints_unrecorded error=\"{}\"", done.error().message());
     return;
   }
@@ -329,10 +329,10 @@ PublishOptions Driver::WithVerdicts(const std::string& dir) {
   PublishOptions o = o_.publish;
   if (dir.empty()) return o;
   // Each rail's switch as the LLDP watch last heard it (--lldp): the leaf attribute.
-  if (auto cabling = podenv::ListCabling(dir)) {
+  if (auto cabling = contract::ListCabling(dir)) {
     for (const auto& r : *cabling) o.leaves[r.hca] = r.switch_name;
   }
-  auto verdicts = podenv::ListVerdicts(dir);
+  auto verdicts = contract::ListVerdicts(dir);
   if (!verdicts) {
     if (verdicts.error().code() != ErrorCode::kNotFound && !verdicts_warned_) {
       spdlog::warn("event=dra_verdicts_unreadable error=\"{}\"", verdicts.error().message());

@@ -10,8 +10,8 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
-#include "kuberdma/podenv/allocation.h"
-#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/contract/allocation.h"
+#include "kuberdma/contract/slot_id.h"
 
 namespace kuberdma::dra {
 
@@ -170,7 +170,7 @@ std::string AlignedRoots(const json& claim, const std::string& driver,
                          const deviceplugin::Resource& r) {
   const json& results = At(claim, {"status", "allocation", "devices", "results"});
   const json& constraints = At(claim, {"spec", "devices", "constraints"});
-  std::string out;
+  std::vector<contract::ClaimPair> out;
   for (const auto& d : devices) {
     bool tied = false;
     for (const auto& c : constraints.is_array() ? constraints : json::array()) {
@@ -182,9 +182,9 @@ std::string AlignedRoots(const json& claim, const std::string& driver,
     auto h = r.hcas().find(d.hca);
     if (!tied || h == r.hcas().end()) continue;
     std::string root = PcieRoot(h->second.hca.device_path);
-    if (!root.empty()) out += (out.empty() ? "" : ",") + d.hca + "=" + root;
+    if (!root.empty()) out.push_back({d.hca, root});
   }
-  return out;
+  return contract::FormatClaimPcieRoots(out);
 }
 
 std::string Preparer::SpecPath(const ClaimRef& ref) const {
@@ -193,12 +193,12 @@ std::string Preparer::SpecPath(const ClaimRef& ref) const {
 
 namespace {
 
-// The CDI device name of `d` (podenv/slot_id.h's claim device): the suffix released Multus
+// The CDI device name of `d` (contract/slot_id.h's claim device): the suffix released Multus
 // passes as deviceID, which the CNI maps back to this one HCA of this claim.
 std::string CdiName(const ClaimRef& ref, const AllocatedDevice& d,
                     const deviceplugin::Resource& r) {
   auto h = r.hcas().find(d.hca);
-  podenv::ClaimDevice id{.uid = ref.uid, .address = d.hca};
+  contract::ClaimDevice id{.uid = ref.uid, .address = d.hca};
   if (h != r.hcas().end()) {
     if (!h->second.hca.pci_address.empty()) id.address = h->second.hca.pci_address;
     if (h->second.hca.ports.size() > 1) {
@@ -207,17 +207,16 @@ std::string CdiName(const ClaimRef& ref, const AllocatedDevice& d,
       }
     }
   }
-  return podenv::FormatClaimDevice(id);
+  return contract::FormatClaimDevice(id);
 }
 
-json DeviceNodes(const std::vector<deviceplugin::DeviceNode>& devices,
-                 const std::set<std::string>& leave_out) {
-  json dn = json::array();
+std::vector<contract::CdiDeviceNode> DeviceNodes(
+    const std::vector<deviceplugin::DeviceNode>& devices, const std::set<std::string>& leave_out) {
+  std::vector<contract::CdiDeviceNode> out;
   for (const auto& d : devices) {
-    if (leave_out.contains(d.container_path)) continue;
-    dn.push_back({{"path", d.container_path}, {"hostPath", d.host_path}});
+    if (!leave_out.contains(d.container_path)) out.push_back({d.container_path, d.host_path});
   }
-  return dn;
+  return out;
 }
 
 // What every device of the claim needs (rdma_cm) is the spec's own edit, applied once for any of
@@ -240,10 +239,10 @@ std::set<std::string> CommonNodes(
 
 }  // namespace
 
-json Preparer::ClaimEnv(const ClaimRef& ref, const json& claim,
-                        const std::vector<AllocatedDevice>& devices,
-                        const std::map<std::string, std::string>& plugin_env) const {
-  json env = json::array();
+std::vector<std::string> Preparer::ClaimEnv(
+    const ClaimRef& ref, const json& claim, const std::vector<AllocatedDevice>& devices,
+    const std::map<std::string, std::string>& plugin_env) const {
+  std::vector<std::string> env;
   for (const auto& [k, v] : plugin_env) env.push_back(k + "=" + v);
   env.push_back(std::string(kClaimEnv) + "=" + ref.ns + "/" + ref.name);
   std::string roots = AlignedRoots(claim, o_.driver, devices, r_);
@@ -251,8 +250,8 @@ json Preparer::ClaimEnv(const ClaimRef& ref, const json& claim,
   return env;
 }
 
-Result<nlohmann::json> Preparer::Spec(const ClaimRef& ref, const json& claim,
-                                      std::vector<AllocatedDevice>& devices) const {
+Result<contract::CdiSpec> Preparer::Spec(const ClaimRef& ref, const json& claim,
+                                         std::vector<AllocatedDevice>& devices) const {
   // The device plugin's own Allocate, for device nodes rather than its CDI names.
   deviceplugin::ResourceConfig cfg = r_.config();
   cfg.cdi = false;
@@ -265,31 +264,28 @@ Result<nlohmann::json> Preparer::Spec(const ClaimRef& ref, const json& claim,
   std::vector<std::string> slots;
   std::vector<std::vector<deviceplugin::DeviceNode>> per_device;
   for (const auto& d : devices) {
-    std::string id = podenv::FormatSlot({podenv::SlotKind::kPerHca, d.hca, 0}, cfg.rdma_hca_max);
+    std::string id =
+        contract::FormatSlot({contract::SlotKind::kPerHca, d.hca, 0}, cfg.rdma_hca_max);
     KUBERDMA_ASSIGN_OR_RETURN(auto one, nodes.Allocate({id}));
     per_device.push_back(one.devices);
     if (std::find(slots.begin(), slots.end(), id) == slots.end()) slots.push_back(id);
   }
   KUBERDMA_ASSIGN_OR_RETURN(auto alloc, nodes.Allocate(slots));
   std::set<std::string> common = CommonNodes(per_device, alloc.devices);
-  json env = ClaimEnv(ref, claim, devices, alloc.envs);
+  std::vector<std::string> env = ClaimEnv(ref, claim, devices, alloc.envs);
   std::vector<deviceplugin::DeviceNode> shared;
   for (const auto& d : alloc.devices) {
     if (common.contains(d.container_path)) shared.push_back(d);
   }
-  json cdi_devices = json::array();
+  contract::CdiSpec spec{.kind = std::string(contract::kClaimDeviceCdiKind),
+                         .edits = {.device_nodes = DeviceNodes(shared, {}), .env = env}};
   for (size_t i = 0; i < devices.size(); ++i) {
     std::string name = CdiName(ref, devices[i], r_);
-    devices[i].cdi_id = std::string(podenv::kClaimDeviceCdiKind) + "=" + name;
-    if (std::ranges::none_of(cdi_devices, [&](const json& x) { return x["name"] == name; }))
-      cdi_devices.push_back(
-          {{"name", name},
-           {"containerEdits", {{"deviceNodes", DeviceNodes(per_device[i], common)}}}});
+    devices[i].cdi_id = std::string(contract::kClaimDeviceCdiKind) + "=" + name;
+    if (std::ranges::none_of(spec.devices, [&](const auto& x) { return x.name == name; }))
+      spec.devices.push_back({name, {.device_nodes = DeviceNodes(per_device[i], common)}});
   }
-  return json{{"cdiVersion", "0.5.0"},
-              {"kind", podenv::kClaimDeviceCdiKind},
-              {"containerEdits", {{"deviceNodes", DeviceNodes(shared, {})}, {"env", env}}},
-              {"devices", cdi_devices}};
+  return spec;
 }
 
 Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const {
@@ -297,17 +293,17 @@ Result<Prepared> Preparer::Prepare(const ClaimRef& ref, const json& claim) const
     return Fail(ErrorCode::kInvalidArgument, "claim uid '" + ref.uid + "' is not a UID");
   }
   KUBERDMA_ASSIGN_OR_RETURN(auto devices, OurDevices(claim, ref, o_, r_));
-  KUBERDMA_ASSIGN_OR_RETURN(json spec, Spec(ref, claim, devices));
+  KUBERDMA_ASSIGN_OR_RETURN(contract::CdiSpec spec, Spec(ref, claim, devices));
   KUBERDMA_TRY(MakeDirs(cdi_dir_));
   if (!allocations_dir_.empty()) {
     std::vector<std::string> hcas;
     for (const auto& d : devices) hcas.push_back(d.hca);
-    KUBERDMA_TRY(podenv::RecordClaim(allocations_dir_, {.claim = ref.ns + "/" + ref.name,
-                                                        .uid = ref.uid,
-                                                        .pods = ReservedPods(claim, ref.ns),
-                                                        .hcas = hcas}));
+    KUBERDMA_TRY(contract::RecordClaim(allocations_dir_, {.claim = ref.ns + "/" + ref.name,
+                                                          .uid = ref.uid,
+                                                          .pods = ReservedPods(claim, ref.ns),
+                                                          .hcas = hcas}));
   }
-  KUBERDMA_TRY(WriteFileAtomic(SpecPath(ref), spec.dump(2)));
+  KUBERDMA_TRY(contract::WriteCdiSpec(SpecPath(ref), spec));
   return Prepared{.devices = std::move(devices)};
 }
 
@@ -318,7 +314,7 @@ Result<void> Preparer::Unprepare(const ClaimRef& ref) const {
   if (::unlink(SpecPath(ref).c_str()) != 0 && errno != ENOENT) {
     return FailErrno(errno, "remove the CDI spec " + SpecPath(ref));
   }
-  if (!allocations_dir_.empty()) KUBERDMA_TRY(podenv::RemoveClaim(allocations_dir_, ref.uid));
+  if (!allocations_dir_.empty()) KUBERDMA_TRY(contract::RemoveClaim(allocations_dir_, ref.uid));
   return {};
 }
 

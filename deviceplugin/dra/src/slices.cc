@@ -117,7 +117,7 @@ json DeviceOf(const deviceplugin::Resource& r, const PublishOptions& o,
   // a scalable function's parent included) or "vf"; a VF also names its PF.
   a.String(ours + "function", hca.pf_address.empty() ? "pf" : "vf");
   if (!hca.pf_address.empty()) a.String(ours + "pfPciAddress", hca.pf_address);
-  a.String(ours + "netnsMode", o.netns_mode);
+  if (o.netns_mode) a.String(ours + "netnsMode", std::string(rdma::NetnsModeName(*o.netns_mode)));
   auto leaf = o.leaves.find(hca.name);
   a.String(ours + "leaf", leaf == o.leaves.end() ? "" : LeafValue(leaf->second), true);
   a.String("k8s.cni.cncf.io/deviceID", hca.pci_address.empty() ? hca.name : hca.pci_address);

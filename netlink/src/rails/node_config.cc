@@ -101,18 +101,45 @@ Result<std::string> HookPath(const json& v, const std::string& where) {
   return p;
 }
 
+// "stateRoots", "logRoots", "deviceInfoDirs": each entry an absolute clean path other than /
+// (the CNI confines what a NAD names under them, as root).
+Result<void> ParseRoots(const json& obj, const std::string& where, NodeConfig* out) {
+  for (auto [key, dst] :
+       {std::pair{"stateRoots", &out->state_roots}, std::pair{"logRoots", &out->log_roots},
+        std::pair{"deviceInfoDirs", &out->device_info_dirs}}) {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) continue;
+    if (!it->is_array() || it->size() > kMaxRails) {
+      return Bad(where + key,
+                 "must be an array of at most " + std::to_string(kMaxRails) + " paths");
+    }
+    dst->clear();  // a node's entry replaces the list it sets
+    for (const auto& v : *it) {
+      auto p = HookPath(v, where + key);
+      if (!p || p->empty() || *p == "/") {
+        return Bad(where + key, "every entry must be an absolute clean path other than /");
+      }
+      dst->push_back(*p);
+    }
+  }
+  return {};
+}
+
 // The fields of one level ("" the top, "nodes.<name>." a node's); unknown keys are errors.
 Result<void> ParseLevel(const json& obj, const std::string& where, bool top, NodeConfig* out) {
   if (!obj.is_object()) return Bad(where.empty() ? "(top level)" : where, "must be an object");
   for (const auto& [key, value] : obj.items()) {
     if (key == "rails" || key == "nodeAddresses" || key == "allowUnallocated" || key == "sriov" ||
-        key == "partitionHook" || key == "railSwitches" || (top && key == "nodes")) {
+        key == "partitionHook" || key == "railSwitches" || key == "stateRoots" ||
+        key == "logRoots" || key == "deviceInfoDirs" || (top && key == "nodes")) {
       continue;
     }
     return Bad(where + key, std::string("unknown field (known: rails, nodeAddresses, "
-                                        "allowUnallocated, sriov, partitionHook, railSwitches") +
+                                        "allowUnallocated, sriov, partitionHook, railSwitches, "
+                                        "stateRoots, logRoots, deviceInfoDirs") +
                                 (top ? ", nodes" : "") + ")");
   }
+  KUBERDMA_TRY(ParseRoots(obj, where, out));
   if (auto it = obj.find("partitionHook"); it != obj.end() && !it->is_null()) {
     KUBERDMA_ASSIGN_OR_RETURN(out->partition_hook, HookPath(*it, where + "partitionHook"));
   }
@@ -175,6 +202,9 @@ std::string FormatNodeConfig(const NodeConfig& config) {
             {"allowUnallocated", config.allow_unallocated}};
   if (!config.partition_hook.empty()) j["partitionHook"] = config.partition_hook;
   if (!config.rail_switches.empty()) j["railSwitches"] = config.rail_switches;
+  if (!config.state_roots.empty()) j["stateRoots"] = config.state_roots;
+  if (!config.log_roots.empty()) j["logRoots"] = config.log_roots;
+  if (!config.device_info_dirs.empty()) j["deviceInfoDirs"] = config.device_info_dirs;
   if (!config.sriov.empty()) {
     j["sriov"] = json::array();
     for (const auto& v : config.sriov) {

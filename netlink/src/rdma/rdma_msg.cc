@@ -77,10 +77,6 @@ auto WithAligned(std::span<const uint8_t> msg, F&& fn) {
 
 }  // namespace
 
-std::string_view NetnsModeName(NetnsMode mode) {
-  return mode == NetnsMode::kShared ? "shared" : "exclusive";
-}
-
 std::vector<uint8_t> EncodeDeviceGet(uint32_t dev_index) {
   if (dev_index == 0) return Bytes(New(RDMA_NLDEV_CMD_GET, NLM_F_REQUEST | NLM_F_DUMP));
   MsgPtr m = New(RDMA_NLDEV_CMD_GET, NLM_F_REQUEST);

@@ -273,10 +273,12 @@ Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root,
   return Fail(ErrorCode::kNotFound, "no PCI or auxiliary device " + address);
 }
 
-std::optional<bool> BootNetnsModeShared(const SysfsRoot& root) {
+std::optional<rdma::NetnsMode> BootNetnsMode(const SysfsRoot& root) {
   auto v = root.ReadAttr("module/ib_core/parameters/netns_mode");
   if (!v || v->empty()) return std::nullopt;
-  return (*v)[0] == 'Y' || (*v)[0] == '1';
+  // A bool parameter: Y (or 1) is shared, the kernel's default.
+  bool shared = (*v)[0] == 'Y' || (*v)[0] == '1';
+  return shared ? rdma::NetnsMode::kShared : rdma::NetnsMode::kExclusive;
 }
 
 bool Gid::IsLinkLocal() const {

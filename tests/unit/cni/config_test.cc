@@ -274,3 +274,23 @@ TEST_CASE("DEL salvages the name and state directory of a config that does not p
 
 }  // namespace
 }  // namespace kuberdma::cni
+
+namespace kuberdma::cni {
+namespace {
+
+TEST_CASE("The node config's roots widen where a NAD's stateDir and logFile may lie") {
+  rails::NodeConfig node;
+  node.state_roots = {"/srv/kube-rdma"};
+  node.log_roots = {"/srv/log"};
+  NodePolicy policy = NodePolicyOf(node);
+  CHECK(policy.state_roots.front() == "/run/kube-rdma");  // never removed, only added to
+  const std::string conf = R"({"cniVersion":"1.0.0","name":"n","stateDir":"/srv/kube-rdma/x",
+                               "logFile":"/srv/log/rdma.log"})";
+  CHECK(ParseConfig(conf, Command::kAdd, policy));
+  auto narrow = ParseConfig(conf, Command::kAdd);
+  REQUIRE_FALSE(narrow);
+  CHECK(narrow.error().code == kInvalidConfig);
+}
+
+}  // namespace
+}  // namespace kuberdma::cni

@@ -141,7 +141,7 @@ TEST_CASE("A plan that cannot be carried out is an error before anything changes
   CHECK(w.Plan(w.Conf(R"(,"sharedNetnsPolicy":"error")")).error().code == kSharedModeRejected);
   auto shared = w.Plan(w.Conf(""));
   REQUIRE(shared);
-  CHECK(shared->record.netns_mode == RdmaNetnsMode::kShared);
+  CHECK(shared->record.netns_mode == rdma::NetnsMode::kShared);
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 
 #include "fake_world.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
-#include "kuberdma/podenv/allocation.h"
 #include "manifests.h"
 
 namespace kuberdma::cni {
@@ -214,7 +214,7 @@ TEST_CASE("Shared RDMA netns mode continues by default and is rejected with poli
   REQUIRE(p.Add(Req(kPod, "net1"), n.Conf()));
   CHECK(n.world.HasRdma(kHostPath, "mlx5_0"));  // not moved
   auto rec = **StateStore(n.state_dir).Load("rdma-net", "c1", "net1");
-  CHECK(rec.netns_mode == RdmaNetnsMode::kShared);
+  CHECK(rec.netns_mode == rdma::NetnsMode::kShared);
   CHECK_FALSE(rec.rdma_moved);
   auto strict = p.Add(Req(kPod, "net2"), n.Conf(R"(,"sharedNetnsPolicy":"error")"));
   REQUIRE_FALSE(strict);
@@ -222,8 +222,7 @@ TEST_CASE("Shared RDMA netns mode continues by default and is rejected with poli
   n.world.SetMode(std::nullopt);  // no RDMA subsystem at all
   auto none = p.Add(Req(kPod, "net2"), n.Conf());
   REQUIRE(none);
-  CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", "net2")).netns_mode ==
-        RdmaNetnsMode::kUnavailable);
+  CHECK((**StateStore(n.state_dir).Load("rdma-net", "c1", "net2")).netns_mode == RdmaNetnsMode{});
 }
 
 TEST_CASE(
@@ -699,7 +698,7 @@ TEST_CASE("Rail networks get the pod's HCA on their rail whatever order Multus p
   // and lists them in its own order; Multus gives net1 the first, net2 the second, ...
   rails::NodeConfig node{.rails = {"ens4f0np0", "ens3f0np0", "ens2f0np0", "ens1f0np0"}};
   std::vector<std::string> slots = {"mlx5_2-0", "mlx5_0-0", "mlx5_3-0", "mlx5_1-0"};
-  REQUIRE(podenv::RecordAllocation(
+  REQUIRE(contract::RecordAllocation(
       allocations,
       {.resource = "rdma/hca", .slots = slots, .hcas = {"mlx5_2", "mlx5_0", "mlx5_3", "mlx5_1"}}));
   Plugin p({n.world.links(), n.world.rdma(), n.world.namespaces(), n.root, &n.world.addrs(),
@@ -715,7 +714,7 @@ TEST_CASE("Rail networks get the pod's HCA on their rail whatever order Multus p
           "mlx5_" + std::to_string(4 - i));
   }
   // A pod allocated rails 1 and 2 only cannot attach rail 3.
-  REQUIRE(podenv::RecordAllocation(
+  REQUIRE(contract::RecordAllocation(
       allocations, {.resource = "rdma/hca", .slots = {"mlx5_4-0"}, .hcas = {"mlx5_4"}}));
   auto missing = p.Add(Req(kPod2, "net1", "c2"), n.Conf(R"(,"rail":3,"deviceID":"mlx5_4-0")"));
   REQUIRE_FALSE(missing);

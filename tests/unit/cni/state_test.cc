@@ -30,7 +30,7 @@ AttachmentRecord Sample() {
           .mac = "b8:3f:d2:00:00:01",
           .host_mtu = 1500,
           .host_admin_up = true,
-          .netns_mode = RdmaNetnsMode::kExclusive,
+          .netns_mode = rdma::NetnsMode::kExclusive,
           .rdma_moved = true,
           .pkey = 0xffff,
           .pkey_index = -1};

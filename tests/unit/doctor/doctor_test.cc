@@ -10,9 +10,9 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
-#include "kuberdma/podenv/allocation.h"
 
 namespace kuberdma::doctor {
 namespace {
@@ -471,10 +471,10 @@ TEST_CASE("A DRA claim's GPU+NIC pairs: kept on their PCIe root, split ones fail
 TEST_CASE("The node view lists the DRA driver's prepared claims: which pods got which HCAs") {
   Fixture f;
   f.in.allocations_dir = f.dir + "/allocations";
-  REQUIRE(podenv::RecordClaim(f.in.allocations_dir, {.claim = "team-a/trainer-0-pairs",
-                                                     .uid = "u1",
-                                                     .pods = {"team-a/trainer-0"},
-                                                     .hcas = {"mlx5_0", "mlx5_1"}}));
+  REQUIRE(contract::RecordClaim(f.in.allocations_dir, {.claim = "team-a/trainer-0-pairs",
+                                                       .uid = "u1",
+                                                       .pods = {"team-a/trainer-0"},
+                                                       .hcas = {"mlx5_0", "mlx5_1"}}));
   REQUIRE(WriteFileAtomic(f.in.allocations_dir + "/claims/u2.json", "{cut"));
   View v = NodeView(f.in);
   REQUIRE(v.doc.contains("draClaims"));
@@ -493,16 +493,16 @@ TEST_CASE("The node view shows the DRA driver's tainted devices, and a bad recor
   View none = NodeView(f.in);  // DRA off: no record, nothing said
   CHECK_FALSE(none.doc.contains("draTaints"));
   CHECK(f.Find(none, "dra-taints", Status::kWarn) == nullptr);
-  REQUIRE(podenv::RecordTaints(f.in.allocations_dir, {{.device = "mlx5-3",
-                                                       .hca = "mlx5_3",
-                                                       .key = "rdma.kube-rdma.io/link-down",
-                                                       .value = "port-1-DOWN",
-                                                       .effect = "NoSchedule"},
-                                                      {.device = "mlx5-2",
-                                                       .hca = "mlx5_2",
-                                                       .key = "rdma.kube-rdma.io/degraded",
-                                                       .value = "rate-200-of-400gbps",
-                                                       .effect = "None"}}));
+  REQUIRE(contract::RecordTaints(f.in.allocations_dir, {{.device = "mlx5-3",
+                                                         .hca = "mlx5_3",
+                                                         .key = "rdma.kube-rdma.io/link-down",
+                                                         .value = "port-1-DOWN",
+                                                         .effect = "NoSchedule"},
+                                                        {.device = "mlx5-2",
+                                                         .hca = "mlx5_2",
+                                                         .key = "rdma.kube-rdma.io/degraded",
+                                                         .value = "rate-200-of-400gbps",
+                                                         .effect = "None"}}));
   View v = NodeView(f.in);
   REQUIRE(v.doc["draTaints"].size() == 2);
   const Finding* down = f.Find(v, "dra-taints", Status::kWarn);

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "kuberdma/base/files.h"
-#include "kuberdma/podenv/pod_env.h"
-#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/contract/pod_env.h"
+#include "kuberdma/contract/slot_id.h"
 #include "per_hca.h"
 
 namespace kuberdma::dra {
@@ -87,7 +87,7 @@ TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugi
     const auto& d = ids->devices[i];
     auto hca = n.r.hcas().at(d.hca).hca;
     CHECK(d.cdi_id == "kube-rdma.io/hca=" + kRef.uid + "_" + hca.pci_address);
-    auto parsed = podenv::ParseClaimDevice(d.cdi_id.substr(d.cdi_id.find('=') + 1));
+    auto parsed = contract::ParseClaimDevice(d.cdi_id.substr(d.cdi_id.find('=') + 1));
     REQUIRE(parsed);
     CHECK(parsed->uid == kRef.uid);
     CHECK(parsed->address == hca.pci_address);
@@ -109,8 +109,8 @@ TEST_CASE("A claim of two GPU+NIC pairs becomes a CDI spec with the device plugi
   CHECK_THAT(nodes, Catch::Contains("/dev/infiniband/rdma_cm"));
   CHECK_THAT(nodes + first + second, !Catch::Contains("uverbs2"));
   std::string env = edits["env"].dump();
-  CHECK_THAT(env, Catch::Contains(std::string(podenv::kNcclIbHca) + "==mlx5_0:1,mlx5_1:1"));
-  CHECK_THAT(env, Catch::Contains(podenv::kHcas));
+  CHECK_THAT(env, Catch::Contains(std::string(contract::kNcclIbHca) + "==mlx5_0:1,mlx5_1:1"));
+  CHECK_THAT(env, Catch::Contains(contract::kHcas));
 
   // Again (a kubelet retry, a restarted driver): the same answer, the same file.
   auto again = p.Prepare(kRef, Claim());

@@ -26,7 +26,8 @@ TEST_CASE("The 8-GPU node's HCAs are published with what aligns them to its GPUs
   sysfs::SysfsRoot root(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8");
   deviceplugin::Resource r(testing::PerHcaResource(), root);
   r.Refresh(*sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts));
-  auto p = ResourceSlices(r, {.node = "gpu-node-7", .generation = 3, .netns_mode = "shared"});
+  auto p = ResourceSlices(
+      r, {.node = "gpu-node-7", .generation = 3, .netns_mode = rdma::NetnsMode::kShared});
   REQUIRE(p);
   REQUIRE(p->objects.size() == 1);
   const auto& s = p->objects[0];
@@ -70,8 +71,9 @@ TEST_CASE("VFs are published like HCAs, on their PF's rail and PCIe root, naming
   r.Refresh(hcas);
   // Rails as the device plugin judges them: a VF is on its PF's.
   rails::NodeRoles roles = rails::JudgeHcas(hcas, rails::HostNet{}, rails::NodeConfig{});
-  auto p =
-      ResourceSlices(r, {.node = "gpu-node-7", .generation = 1, .netns_mode = "exclusive"}, &roles);
+  auto p = ResourceSlices(
+      r, {.node = "gpu-node-7", .generation = 1, .netns_mode = rdma::NetnsMode::kExclusive},
+      &roles);
   REQUIRE(p);
   const auto& devices = p->objects.at(0)["spec"]["devices"];
   REQUIRE(devices.size() == 8);  // the fixture's two PFs' four VFs each, never a PF
@@ -100,7 +102,8 @@ TEST_CASE("VFs are published like HCAs, on their PF's rail and PCIe root, naming
   // The whole HCAs say "pf", so a selector on function never meets a device without it.
   deviceplugin::Resource whole(testing::PerHcaResource(), root);
   whole.Refresh(hcas);
-  auto q = ResourceSlices(whole, {.node = "gpu-node-7", .generation = 1, .netns_mode = "shared"});
+  auto q = ResourceSlices(
+      whole, {.node = "gpu-node-7", .generation = 1, .netns_mode = rdma::NetnsMode::kShared});
   REQUIRE(q);
   std::map<std::string, int> functions;
   for (const auto& d : q->objects.at(0)["spec"]["devices"]) {

@@ -251,3 +251,30 @@ TEST_CASE("The node config's sriov names each PF once, by name or by rail, with 
     CHECK_THAT(r.error().message(), Catch::Contains(why));
   }
 }
+
+TEST_CASE("The node config carries the CNI's extra roots, a node's entry replacing the top's") {
+  auto nc = ParseNodeConfig(R"({"stateRoots": ["/srv/kube-rdma"], "logRoots": ["/srv/log"],
+                                "deviceInfoDirs": ["/srv/devinfo"],
+                                "nodes": {"gpu-2": {"stateRoots": ["/data/rdma"]}}})",
+                            "gpu-1");
+  REQUIRE(nc);
+  CHECK(nc->state_roots == std::vector<std::string>{"/srv/kube-rdma"});
+  CHECK(nc->log_roots == std::vector<std::string>{"/srv/log"});
+  CHECK(nc->device_info_dirs == std::vector<std::string>{"/srv/devinfo"});
+  auto two = ParseNodeConfig(R"({"stateRoots": ["/srv/kube-rdma"],
+                                 "nodes": {"gpu-2": {"stateRoots": ["/data/rdma"]}}})",
+                             "gpu-2");
+  REQUIRE(two);
+  CHECK(two->state_roots == std::vector<std::string>{"/data/rdma"});
+  // What the DaemonSet writes for the CNI keeps them.
+  auto again = ParseNodeConfig(FormatNodeConfig(*nc), "");
+  REQUIRE(again);
+  CHECK(again->log_roots == nc->log_roots);
+  for (const char* bad :
+       {R"({"stateRoots": "/srv"})", R"({"logRoots": ["relative"]})", R"({"stateRoots": ["/"]})",
+        R"({"deviceInfoDirs": ["/a/../b"]})", R"({"stateRoots": [5]})"}) {
+    auto b = ParseNodeConfig(bad, "");
+    REQUIRE_FALSE(b);
+    CHECK(b.error().code() == ErrorCode::kInvalidArgument);
+  }
+}

@@ -130,3 +130,13 @@ TEST_CASE("A kernel without the RDMA subsystem is reported as unsupported, quick
 
 }  // namespace
 }  // namespace kuberdma::rdma
+
+TEST_CASE("The RDMA netns mode's names read back, and anything else is unavailable") {
+  using kuberdma::rdma::NetnsMode;
+  for (NetnsMode m : {NetnsMode::kShared, NetnsMode::kExclusive}) {
+    CHECK(kuberdma::rdma::ParseNetnsMode(kuberdma::rdma::NetnsModeName(m)) == m);
+  }
+  CHECK(kuberdma::rdma::NetnsModeName(std::optional<NetnsMode>{}) == "unavailable");
+  CHECK_FALSE(kuberdma::rdma::ParseNetnsMode("unavailable").has_value());
+  CHECK_FALSE(kuberdma::rdma::ParseNetnsMode("Exclusive").has_value());
+}

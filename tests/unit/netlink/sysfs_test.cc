@@ -132,9 +132,9 @@ TEST_CASE("Pkeys parse from hex and decimal and reject everything else") {
 }
 
 TEST_CASE("The boot-time netns mode is read from ib_core's parameter") {
-  CHECK(BootNetnsModeShared(Fixture("roce8")) == true);
-  CHECK(BootNetnsModeShared(Fixture("sriov")) == false);
-  CHECK_FALSE(BootNetnsModeShared(SysfsRoot("/nonexistent")).has_value());
+  CHECK(BootNetnsMode(Fixture("roce8")) == rdma::NetnsMode::kShared);
+  CHECK(BootNetnsMode(Fixture("sriov")) == rdma::NetnsMode::kExclusive);
+  CHECK_FALSE(BootNetnsMode(SysfsRoot("/nonexistent")).has_value());
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "internal.h"
-#include "kuberdma/podenv/allocation.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/rails/cabling.h"
 
 namespace kuberdma::doctor::internal {
@@ -99,7 +99,7 @@ namespace {
 // What the device plugin's LLDP watch last heard (rdma-device-plugin --lldp), as rails with their
 // neighbours; nullopt when it never wrote one.
 std::optional<std::vector<rails::RailNeighbor>> Recorded(const Inputs& in, View& v) {
-  auto recs = podenv::ListCabling(in.allocations_dir);
+  auto recs = contract::ListCabling(in.allocations_dir);
   if (!recs) {
     if (recs.error().code() != ErrorCode::kNotFound) {
       Add(v, "rail-lldp", Status::kWarn, recs.error().message(),
@@ -107,7 +107,7 @@ std::optional<std::vector<rails::RailNeighbor>> Recorded(const Inputs& in, View&
     }
     return std::nullopt;
   }
-  return podenv::RailNeighbors(*recs);
+  return contract::RailNeighbors(*recs);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "internal.h"
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::doctor::internal {
@@ -38,17 +38,15 @@ std::string JudgePair(const std::string& hca, const std::string& root,
 }  // namespace
 
 void CheckClaimAlignment(const Inputs& in, const std::vector<sysfs::Hca>& visible, View& v) {
-  std::string promised = Env(in, podenv::kClaimPcieRoots);
+  std::string promised = Env(in, contract::kClaimPcieRoots);
   if (promised.empty()) return;  // no claim tied an HCA to a GPU
-  std::string claim = Env(in, podenv::kClaim);
+  std::string claim = Env(in, contract::kClaim);
   std::vector<sysfs::Gpu> gpus = PodGpus(in);
   std::vector<std::string> bad;
   std::vector<std::string> good;
-  for (const auto& pair : Split(promised, ',')) {
-    auto eq = pair.find('=');
-    if (eq == std::string::npos) continue;
+  for (const auto& pair : contract::ParseClaimPcieRoots(promised)) {
     std::string ok;
-    std::string why = JudgePair(pair.substr(0, eq), pair.substr(eq + 1), visible, gpus, &ok);
+    std::string why = JudgePair(pair.hca, pair.root, visible, gpus, &ok);
     if (why.empty()) {
       good.push_back(ok);
     } else {

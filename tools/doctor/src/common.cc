@@ -5,7 +5,7 @@
 #include "internal.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 namespace kuberdma::doctor {
 
@@ -56,7 +56,7 @@ std::vector<sysfs::Gpu> PodGpus(const Inputs& in) {
 }
 
 std::vector<std::string> Ours(const Inputs& in) {
-  auto pod = podenv::Read([&in](const char* k) { return in.getenv ? in.getenv(k) : nullptr; });
+  auto pod = contract::Read([&in](const char* k) { return in.getenv ? in.getenv(k) : nullptr; });
   return pod ? pod->HcaNames() : std::vector<std::string>{};
 }
 

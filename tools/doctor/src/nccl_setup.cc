@@ -6,8 +6,8 @@
 #include <cstdlib>
 
 #include "internal.h"
+#include "kuberdma/contract/pod_env.h"
 #include "kuberdma/ncclfind/ncclfind.h"
-#include "kuberdma/podenv/pod_env.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::doctor::internal {
@@ -28,12 +28,12 @@ void CheckNcclTransport(const Inputs& in, const std::vector<sysfs::Hca>& visible
 namespace {
 
 // `parsed` as NCCL_IB_HCA's exact-match value, ports kept: "=mlx5_0:1,mlx5_1:1".
-std::string ExactForm(podenv::IbHcaList parsed) {
+std::string ExactForm(contract::IbHcaList parsed) {
   parsed.exact = true;
-  return podenv::FormatIbHca(parsed);
+  return contract::FormatIbHca(parsed);
 }
 
-void CheckIbHcaEntry(const podenv::IbHcaList& parsed, const std::string& name,
+void CheckIbHcaEntry(const contract::IbHcaList& parsed, const std::string& name,
                      const std::vector<std::string>& present, View& v) {
   if (std::find(present.begin(), present.end(), name) == present.end()) {
     Add(v, "nccl-ib-hca-present", Status::kFail,
@@ -56,9 +56,9 @@ void CheckIbHcaEntry(const podenv::IbHcaList& parsed, const std::string& name,
 
 void CheckIbHca(const Inputs& in, const std::vector<std::string>& present,
                 const std::vector<std::string>& ours, View& v) {
-  std::string ib = Env(in, podenv::kNcclIbHca);
+  std::string ib = Env(in, contract::kNcclIbHca);
   if (ib.empty()) return;
-  podenv::IbHcaList parsed = podenv::ParseIbHca(ib);
+  contract::IbHcaList parsed = contract::ParseIbHca(ib);
   for (const auto& name : parsed.Names()) CheckIbHcaEntry(parsed, name, present, v);
   auto selected = parsed.Select(present);
   for (const auto& o : ours) {

@@ -9,8 +9,8 @@
 #include "internal.h"
 #include "kuberdma/cni/install.h"
 #include "kuberdma/cni/state.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/deviceplugin/podresources.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 #include "kuberdma/sriov/vfs.h"
 
@@ -97,8 +97,8 @@ std::string NetnsMode(const Inputs& in, const Result<netns::NetNs>& host) {
   if (host && in.rdma != nullptr) {
     if (auto m = in.rdma->GetNetnsMode(*host)) return std::string(rdma::NetnsModeName(*m));
   }
-  if (auto boot = sysfs::BootNetnsModeShared(in.root)) {
-    return std::string(*boot ? "shared" : "exclusive") + " (boot parameter)";
+  if (auto boot = sysfs::BootNetnsMode(in.root)) {
+    return std::string(rdma::NetnsModeName(*boot)) + " (boot parameter)";
   }
   return "unknown";
 }
@@ -164,7 +164,7 @@ json FromCheckpoint(const std::string& path, View& v) {
 
 // The DRA driver's tainted devices: what the scheduler keeps new claims off, and why.
 void ShowTaints(const Inputs& in, View& v) {
-  auto taints = podenv::ListTaints(in.allocations_dir);
+  auto taints = contract::ListTaints(in.allocations_dir);
   if (!taints) {
     if (taints.error().code() != ErrorCode::kNotFound) {
       Add(v, "dra-taints", Status::kWarn, taints.error().message(),
@@ -206,7 +206,7 @@ void Allocations(const Inputs& in, View& v) {
   // The DRA driver's prepared claims: which claim gave which pods which HCAs.
   std::vector<std::string> skipped;
   json claims = json::array();
-  for (const auto& c : podenv::ListClaims(in.allocations_dir, &skipped)) {
+  for (const auto& c : contract::ListClaims(in.allocations_dir, &skipped)) {
     claims.push_back({{"claim", c.claim}, {"pods", c.pods}, {"hcas", c.hcas}});
   }
   if (!claims.empty()) v.doc["draClaims"] = claims;

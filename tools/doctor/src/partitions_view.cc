@@ -13,7 +13,7 @@ namespace {
 
 Result<uint16_t> PartitionKey(const std::string& text) {
   KUBERDMA_ASSIGN_OR_RETURN(uint16_t pkey, sysfs::ParsePkey(text));
-  if ((pkey & 0x7fff) == 0 || (pkey & 0x7fff) == 0x7fff) {
+  if (sysfs::IsInvalidPkey(pkey) || sysfs::IsDefaultPartition(pkey)) {
     return Fail(
         ErrorCode::kInvalidArgument,
         "--pkey " + text + ": the invalid pkey and the default partition are no partition to list");

@@ -11,7 +11,7 @@
 
 #include "internal.h"
 #include "kuberdma/base/unique_fd.h"
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 namespace kuberdma::doctor {
 
@@ -99,8 +99,8 @@ void CheckInjected(const Inputs& in, const std::vector<sysfs::Hca>& visible, Vie
 json NcclEnv(const Inputs& in) {
   json env = json::object();
   for (const char* k :
-       {podenv::kNcclIbHca, "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
-        "NCCL_MAX_NCHANNELS", podenv::kHcas, podenv::kClaim, podenv::kClaimPcieRoots}) {
+       {contract::kNcclIbHca, "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
+        "NCCL_MAX_NCHANNELS", contract::kHcas, contract::kClaim, contract::kClaimPcieRoots}) {
     if (!Env(in, k).empty()) env[k] = Env(in, k);
   }
   return env;
@@ -120,10 +120,10 @@ std::vector<sysfs::Hca> ExpectedHcas(const std::vector<sysfs::Hca>& visible,
 // A KUBERDMA_HCAS that does not decode is a finding: the rest of the view then knows no
 // allocated HCAs, and saying nothing would read as "none allocated".
 void CheckPodEnv(const Inputs& in, View& v) {
-  auto pod = podenv::Read([&in](const char* k) { return in.getenv ? in.getenv(k) : nullptr; });
+  auto pod = contract::Read([&in](const char* k) { return in.getenv ? in.getenv(k) : nullptr; });
   if (pod) return;
   Add(v, "pod-environment", Status::kFail,
-      std::string(podenv::kHcas) + " is set but malformed: " + pod.error().message(),
+      std::string(contract::kHcas) + " is set but malformed: " + pod.error().message(),
       "rdma-device-plugin sets it at Allocate; remove any pod-spec env of that name");
 }
 

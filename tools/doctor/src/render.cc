@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "internal.h"
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 namespace kuberdma::doctor {
 
@@ -163,13 +163,13 @@ std::string Render(const View& v) {
     if (!v.doc.contains(key)) continue;
     json shown = v.doc[key];
     // The device plugin's HCA descriptions are long: their names say enough here (--json has all).
-    if (std::string(key) == "env" && shown.contains(podenv::kHcas)) {
-      auto hcas = podenv::DecodeHcas(shown[podenv::kHcas].get<std::string>());
+    if (std::string(key) == "env" && shown.contains(contract::kHcas)) {
+      auto hcas = contract::DecodeHcas(shown[contract::kHcas].get<std::string>());
       std::string names;
-      for (const auto& h : hcas ? *hcas : std::vector<podenv::HcaInfo>{}) {
+      for (const auto& h : hcas ? *hcas : std::vector<contract::HcaInfo>{}) {
         names += (names.empty() ? "" : ",") + h.name;
       }
-      shown[podenv::kHcas] = hcas ? "[" + names + "]" : "(malformed: see the findings)";
+      shown[contract::kHcas] = hcas ? "[" + names + "]" : "(malformed: see the findings)";
     }
     RenderValue(key, shown, o);
   }

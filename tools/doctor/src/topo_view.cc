@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "internal.h"
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::doctor {
@@ -36,8 +36,8 @@ json MatrixRow(const sysfs::Gpu& g, const std::vector<sysfs::Hca>& hcas,
 // The pod's HCAs: the device plugin's description, else what NCCL_IB_HCA selects.
 std::vector<std::string> PodHcas(const Inputs& in, const std::vector<sysfs::Hca>& hcas) {
   std::vector<std::string> ours = internal::Ours(in);
-  std::string ib = internal::Env(in, podenv::kNcclIbHca);
-  if (ours.empty() && !ib.empty()) ours = podenv::ParseIbHca(ib).Select(Names(hcas));
+  std::string ib = internal::Env(in, contract::kNcclIbHca);
+  if (ours.empty() && !ib.empty()) ours = contract::ParseIbHca(ib).Select(Names(hcas));
   return ours;
 }
 

@@ -47,9 +47,10 @@ struct IpamConf {
 
 // What the node, not the NAD, decides: the roots that a config's `stateDir`, `logFile` and
 // runtimeConfig.CNIDeviceInfoFile must lie under. A NAD is written by any user of a namespace and
-// `rdma` runs as root, so a NAD may only choose among places kube-rdma owns. The node's own file
-// (KUBERDMA_CNI_NODE_CONFIG, default /etc/kube-rdma/cni-node.json, installed by the DaemonSet)
-// can add roots, never remove these.
+// `rdma` runs as root, so a NAD may only choose among places kube-rdma owns. The node config
+// (rails/node_config.h: "stateRoots", "logRoots", "deviceInfoDirs") can add roots, never remove
+// these; so can, for nodes set up before it could, the older file of those three keys alone
+// (KUBERDMA_CNI_NODE_CONFIG, default /etc/kube-rdma/cni-node.json; deprecated).
 struct NodePolicy {
   std::vector<std::string> state_roots{"/run/kube-rdma", "/var/lib/kube-rdma"};
   std::vector<std::string> log_roots{"/var/log/kube-rdma", "/run/kube-rdma"};
@@ -63,13 +64,17 @@ struct NodePolicy {
 // netdev's host addresses and routes (reserved: a NAD's ipam.type cannot name it).
 inline constexpr char kNodeAddressesIpam[] = "rdma:node-addresses";
 
+// The older, deprecated file of the roots alone (the node config holds them now).
 inline constexpr char kNodePolicyEnv[] = "KUBERDMA_CNI_NODE_CONFIG";
 inline constexpr char kNodePolicyPath[] = "/etc/kube-rdma/cni-node.json";
 
-// Reads the node's file, `{"stateRoots":[...],"logRoots":[...],"deviceInfoDirs":[...]}` (each
-// optional, absolute clean paths), adding its roots to the defaults. Error 7 naming `path` and
-// the field when it is malformed; a missing file is the defaults.
-CniResult<NodePolicy> LoadNodePolicy(const std::string& path);
+// The defaults with the node config's roots added.
+NodePolicy NodePolicyOf(const rails::NodeConfig& node);
+
+// Reads the deprecated file, `{"stateRoots":[...],"logRoots":[...],"deviceInfoDirs":[...]}`
+// (each optional, absolute clean paths), adding its roots to `policy`. Error 7 naming `path` and
+// the field when it is malformed; a missing file adds nothing.
+CniResult<NodePolicy> LoadNodePolicy(const std::string& path, NodePolicy policy = {});
 
 // Mode vf: what the PF sets on the pod's VF before its netdev moves, in sriov-cni's and
 // ib-sriov-cni's field names so their NADs carry over (docs/cni.md#sr-iov-vfs). Unset fields are

@@ -17,10 +17,10 @@
 #include "kuberdma/cni/config.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/link/vf_ops.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 #include "kuberdma/rdma/rdma_ops.h"
 #include "kuberdma/sysfs/hca.h"
@@ -68,7 +68,7 @@ class Planner {
   // `addrs` reads the host's addresses and routes (the node's own NICs are never moved);
   // `node` is the node config (declared rails, the node's addresses).
   // `allocations` is where the device plugin records which slots went to a container together
-  // (podenv/allocation.h): a rail's network takes its rail's HCA out of them.
+  // (contract/allocation.h): a rail's network takes its rail's HCA out of them.
   // `vfs` reads the PFs' view of their VFs (mode vf; nullptr: mode vf is refused).
   Planner(link::LinkOps& links, rdma::RdmaOps& rdma, link::AddrOps& addrs, sysfs::SysfsRoot root,
           rails::NodeConfig node = {}, std::string allocations = "", link::VfOps* vfs = nullptr)
@@ -147,8 +147,8 @@ class Planner {
   // it (nullopt when the device plugin recorded no allocation for the slot).
   // The allocation the pod's device ID belongs to: the device plugin's record of a per-HCA slot,
   // or the DRA claim record holding the HCA a PCI-address deviceID names; nullopt for none.
-  Result<std::optional<podenv::AllocationGroup>> GroupOf(const Selector& sel,
-                                                         const netns::NetNs& host);
+  Result<std::optional<contract::AllocationGroup>> GroupOf(const Selector& sel,
+                                                           const netns::NetNs& host);
   CniResult<std::optional<Selected>> SelectFromAllocation(const NetConf& conf,
                                                           const netns::NetNs& host,
                                                           const Claims& claimed);

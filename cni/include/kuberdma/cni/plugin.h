@@ -21,23 +21,23 @@
 #include "kuberdma/cni/plan.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/cni/types.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/link/addr_ops.h"
 #include "kuberdma/link/link_ops.h"
 #include "kuberdma/link/vf_ops.h"
 #include "kuberdma/netns/namespace_ops.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rdma/rdma_ops.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::cni {
 
 // Which HCAs kube-rdma's device plugin allocated to a pod (the kubelet's pod-resources API, asked
-// through the device plugin's pods endpoint in production; podenv/allocation.h).
+// through the device plugin's pods endpoint in production; contract/allocation.h).
 class PodAllocations {
  public:
   virtual ~PodAllocations() = default;
   // An error when the answer cannot be had (nothing listens, no answer in time).
-  virtual Result<podenv::PodAnswer> Of(const std::string& ns, const std::string& name) = 0;
+  virtual Result<contract::PodAnswer> Of(const std::string& ns, const std::string& name) = 0;
 };
 
 // Asks rdma-device-plugin at `socket`, waiting at most `timeout`.
@@ -45,8 +45,8 @@ class DevicePluginAllocations final : public PodAllocations {
  public:
   DevicePluginAllocations(std::string socket, std::chrono::milliseconds timeout)
       : socket_(std::move(socket)), timeout_(timeout) {}
-  Result<podenv::PodAnswer> Of(const std::string& ns, const std::string& name) override {
-    return podenv::AskPodHcas(socket_, {.ns = ns, .name = name}, timeout_);
+  Result<contract::PodAnswer> Of(const std::string& ns, const std::string& name) override {
+    return contract::AskPodHcas(socket_, {.ns = ns, .name = name}, timeout_);
   }
   const std::string& socket() const { return socket_; }
 
@@ -66,7 +66,7 @@ struct Deps {
   IpamPlugin* ipam = nullptr;
   // The node config (rails/node_config.h): declared rails and the node's addresses.
   rails::NodeConfig node;
-  // Where the device plugin records allocations (podenv/allocation.h); "" for none.
+  // Where the device plugin records allocations (contract/allocation.h); "" for none.
   std::string allocations;
   // Checks every HCA ADD attaches is the pod's (unless the node config allows unallocated ones);
   // nullptr: no check.

@@ -18,18 +18,17 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/rdma/netns_mode.h"
 
 namespace kuberdma::cni {
 
 inline constexpr int kStateVersion = 1;
 
-// The RDMA subsystem's netns mode as the plugin found it: exclusive (the RDMA device moves with
-// its netdev), shared (it stays visible to every namespace) or unavailable (no RDMA subsystem).
-enum class RdmaNetnsMode { kExclusive, kShared, kUnavailable };
-// "exclusive", "shared", "unavailable": the names records and device-info files carry.
-std::string_view RdmaNetnsModeName(RdmaNetnsMode mode);
-// The mode a record names; an unknown or missing name reads as unavailable (nothing was moved).
-RdmaNetnsMode ParseRdmaNetnsMode(std::string_view name);
+// The RDMA subsystem's netns mode as the plugin found it (rdma/netns_mode.h): exclusive (the RDMA
+// device moves with its netdev), shared (it stays visible to every namespace) or nullopt,
+// "unavailable" (no RDMA subsystem). A record naming none of these reads as unavailable (nothing
+// was moved).
+using RdmaNetnsMode = std::optional<rdma::NetnsMode>;
 
 // How an attachment gives the pod its interface: the HCA's own netdev moved into the pod (the HCA
 // is the pod's alone), an SR-IOV VF's netdev moved into the pod after its PF set the VF's MAC,
@@ -98,7 +97,7 @@ struct AttachmentRecord {
   uint32_t host_mtu = 0;
   bool host_admin_up = false;
 
-  RdmaNetnsMode netns_mode = RdmaNetnsMode::kUnavailable;
+  RdmaNetnsMode netns_mode;  // nullopt: unavailable
   bool rdma_moved = false;
   uint16_t pkey = 0xffff;
   int pkey_index = -1;  // index in the port's pkey table (InfiniBand), -1 if not applicable

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // rdma-device-plugin --lldp: every rail's neighbour for the whole life of the plugin
 // (docs/fabric.md): an Ethernet rail's heard by LLDP, an InfiniBand rail's asked with an SMP one
-// hop out (smp.h), written to the allocations directory (podenv's CablingRecord) for the
+// hop out (smp.h), written to the allocations directory (the node contract's CablingRecord) for the
 // DRA driver's leaf attribute, the node's topology labels and the doctor. One thread; each round
 // listens until every rail has been heard or `round` is over, then writes what changed. A rail a
 // pod holds keeps the neighbour it had: its frames go to the pod.
@@ -18,8 +18,8 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/lldp/lldp.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/cabling.h"
 #include "kuberdma/smp/smp.h"
 
@@ -31,7 +31,7 @@ class CablingWatch {
   // rail's port; neighbor unset).
   using Rails = std::function<std::vector<rails::RailNeighbor>()>;
   // Called after each write with the records written (the topology labels' writer).
-  using OnChange = std::function<void(const std::vector<podenv::CablingRecord>&)>;
+  using OnChange = std::function<void(const std::vector<contract::CablingRecord>&)>;
 
   // Starts the thread. `listener` and `probe` (null: InfiniBand rails are not asked) must
   // outlive the watch. kIo when the eventfd cannot be made.
@@ -67,7 +67,7 @@ class CablingWatch {
   std::chrono::milliseconds round_;
   OnChange on_change_;
   smp::HopProbe* probe_;
-  std::vector<podenv::CablingRecord> known_;  // by rail order; the thread's own
+  std::vector<contract::CablingRecord> known_;  // by rail order; the thread's own
   bool written_ = false;
   bool unavailable_ = false;     // the last round could not listen (said once)
   bool ib_unavailable_ = false;  // the last round's SMPs failed (said once)

@@ -21,6 +21,7 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/deviceplugin/cabling_watch.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/metrics.h"
@@ -31,7 +32,6 @@
 #include "kuberdma/events/kernel_events.h"
 #include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/sysfs.h"
@@ -53,8 +53,8 @@ struct Options {
   // The node config, resolved for this node (rails/node_config.h): HCAs that are the node's own
   // NICs are never offered, and `rails` selectors number HCAs by it.
   rails::NodeConfig node;
-  // Where per-HCA allocations are recorded for the CNI (podenv/allocation.h); "" for nowhere.
-  std::string allocations_dir = podenv::AllocationsDir();
+  // Where per-HCA allocations are recorded for the CNI (contract/allocation.h); "" for nowhere.
+  std::string allocations_dir = contract::AllocationsDir();
   // The kubelet's pod-resources socket, asked when the CNI checks a pod's allocation (the pods
   // endpoint, <allocations_dir>/pods.sock).
   std::string pod_resources = kPodResourcesSocket;
@@ -122,10 +122,10 @@ class Manager {
 
   // The pods endpoint's answer for one pod's allocations: our resources' HCAs, and those of the
   // DRA claims prepared for it.
-  podenv::PodAnswer PodHcas(const podenv::PodQuery& pod,
-                            const std::vector<PodDevices>& devices) const;
+  contract::PodAnswer PodHcas(const contract::PodQuery& pod,
+                              const std::vector<PodDevices>& devices) const;
   // The HCAs (and slot IDs) of our resources among one pod's `devices`, into `answer`.
-  void AddResourceHcas(const std::vector<PodDevices>& devices, podenv::PodAnswer& answer) const;
+  void AddResourceHcas(const std::vector<PodDevices>& devices, contract::PodAnswer& answer) const;
   // Every pod holding one of our HCAs: the kubelet's allocations (PodHcas per pod) and the DRA
   // claims' pods; kIo when the kubelet does not answer (PodHcaInfo keeps its last answer).
   Result<PodHcaMap> PodsHoldingHcas();

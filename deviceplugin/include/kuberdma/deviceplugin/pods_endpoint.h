@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The device plugin's answer to the CNI's "which HCAs was this pod allocated?" (podenv/
+// The device plugin's answer to the CNI's "which HCAs was this pod allocated?" (contract/
 // allocation.h): a unix socket in the allocations directory, one JSON line each way, answered from
 // the kubelet's pod-resources API. One thread handles one connection at a time; each connection
 // is bounded (a line of at most 4 KiB within two seconds), and so is the kubelet's answer.
@@ -16,8 +16,8 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/deviceplugin/podresources.h"
-#include "kuberdma/podenv/allocation.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -25,7 +25,7 @@ class PodsEndpoint {
  public:
   // Turns the kubelet's allocations of one pod (its entries of ListPodResources) into HCAs.
   using Resolve =
-      std::function<podenv::PodAnswer(const podenv::PodQuery&, const std::vector<PodDevices>&)>;
+      std::function<contract::PodAnswer(const contract::PodQuery&, const std::vector<PodDevices>&)>;
 
   // Listens on `socket` (mode 0600: the CNI runs as root; an old socket is replaced), asking the
   // kubelet at `pod_resources`. An error when the socket cannot be made.

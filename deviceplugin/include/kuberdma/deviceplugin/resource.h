@@ -5,7 +5,7 @@
 //
 //   Resource r(cfg.resources[0], SysfsRoot("/"));
 //   r.Refresh(*DiscoverHcas(root, HcaDetail::kPorts));   // true when the list changed
-//   auto alloc = r.Allocate({"mlx5_3-017"});   // device nodes + the pod-env contract (podenv/)
+//   auto alloc = r.Allocate({"mlx5_3-017"});   // device nodes + the pod-env contract (contract/)
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
+#include "kuberdma/contract/cdi.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/rails/rails.h"
 #include "kuberdma/sysfs/hca.h"
@@ -83,7 +84,8 @@ class Resource {
                                      const std::vector<std::string>& must_include,
                                      size_t size) const;
   // The CDI spec describing this resource's HCAs (written when cdi is on).
-  std::string CdiSpec() const;
+  contract::CdiSpec Cdi() const;
+  std::string CdiSpec() const;  // Cdi(), encoded
   std::string CdiKind() const;
 
  private:

@@ -31,7 +31,7 @@ struct SharedResource {
       : resource(std::move(r)), allocations_dir(std::move(allocations)) {}
   mutable std::mutex mu;
   Resource resource;
-  // Where per-HCA allocations are recorded for the CNI (podenv/allocation.h); "" for none.
+  // Where per-HCA allocations are recorded for the CNI (contract/allocation.h); "" for none.
   std::string allocations_dir;
 };
 

@@ -67,8 +67,8 @@ Result<Neighbor> ParseFrame(std::span<const uint8_t> frame);
 // 255 bytes, is cut). For simulated switches and tests; the node never sends.
 std::vector<uint8_t> EncodeFrame(const Neighbor& n, const std::array<uint8_t, 6>& source);
 
-// The state-file form (podenv's cabling record) and back; FromJson skips fields of the wrong type
-// and escapes what it keeps, as the file is written by another process.
+// The state-file form (the node contract's cabling record) and back; FromJson skips fields of the
+// wrong type and escapes what it keeps, as the file is written by another process.
 nlohmann::json ToJson(const Neighbor& n);
 Neighbor NeighborFromJson(const nlohmann::json& j);
 

@@ -11,6 +11,8 @@
 //    "sriov": [{"rail": 1, "numVfs": 8}, {"pf": "ens9f0np0", "numVfs": 4}],  // VFs to create
 //    "partitionHook": "/opt/kube-rdma/sm-hook",    // told each VF GUID put on / off a partition
 //    "railSwitches": ["leaf-1", "leaf-2", "leaf-3"],  // the switch (LLDP) each rail is cabled to
+//    "stateRoots": ["/srv/kube-rdma"], "logRoots": ["/srv/log"],  // more places a NAD may
+//    "deviceInfoDirs": ["/srv/devinfo"],                          // name (the CNI's roots)
 //    "nodes": {"gpu-17": {"rails": ["ens2f0np0", "..."]}}}  // replaces the fields it names
 //
 //   KUBERDMA_ASSIGN_OR_RETURN(NodeConfig nc, LoadNodeConfig(NodeConfigPath(), node_name));
@@ -63,6 +65,12 @@ struct NodeConfig {
   // system name, else its chassis ID); the doctor holds each rail's neighbour to it
   // (rails/cabling.h). Empty: no expectation, only the fleet's majority.
   std::vector<std::string> rail_switches;
+  // "stateRoots", "logRoots", "deviceInfoDirs": roots the CNI adds to its own (never removes)
+  // under which a NAD's stateDir, logFile and CNIDeviceInfoFile may lie (cni/config.h,
+  // docs/security.md). Each an absolute clean path other than /.
+  std::vector<std::string> state_roots;
+  std::vector<std::string> log_roots;
+  std::vector<std::string> device_info_dirs;
   bool Declared() const { return !rails.empty(); }
 };
 

@@ -21,6 +21,7 @@
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/rdma/netns_mode.h"
 
 namespace kuberdma::rdma {
 
@@ -43,9 +44,6 @@ struct RdmaPort {
   uint32_t netdev_index = 0;
   std::string netdev_name;
 };
-
-enum class NetnsMode { kShared, kExclusive };
-std::string_view NetnsModeName(NetnsMode mode);  // "shared" / "exclusive"
 
 class RdmaOps {
  public:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
+#include "kuberdma/rdma/netns_mode.h"
 #include "kuberdma/sysfs/sysfs.h"
 
 namespace kuberdma::sysfs {
@@ -115,9 +116,10 @@ Result<Hca> HcaForAddress(const SysfsRoot& root, const std::string& address, Hca
 Result<std::vector<std::string>> NetdevsAtAddress(const SysfsRoot& root,
                                                   const std::string& address);
 
-// The boot-time RDMA netns mode (ib_core's netns_mode parameter): true for shared. The runtime
-// mode, which `rdma system set` can change, is read over RDMA netlink; this is the fallback.
-std::optional<bool> BootNetnsModeShared(const SysfsRoot& root);
+// The boot-time RDMA netns mode (ib_core's netns_mode parameter); nullopt when ib_core is not
+// loaded. The runtime mode, which `rdma system set` can change, is read over RDMA netlink; this is
+// the fallback.
+std::optional<rdma::NetnsMode> BootNetnsMode(const SysfsRoot& root);
 
 // The populated entries of `hca` port `port`'s GID table, in index order (entries whose type or
 // netdev the kernel cannot name, as on InfiniBand, keep those fields empty).
@@ -136,5 +138,11 @@ const Gid* FirstV2ForAddresses(const std::vector<Gid>& gids, const std::vector<s
 Result<uint16_t> ParsePkey(std::string_view text);
 // "0x8001": a pkey as sysfs and partitions.conf write it.
 std::string FormatPkey(uint16_t pkey);
+
+// A pkey's partition is its low 15 bits; the top bit is the membership (1: full, 0: limited).
+// The invalid pkey (0x0000, 0x8000) names no partition at all (IBA 10.9.1.2).
+constexpr bool IsInvalidPkey(uint16_t pkey) { return (pkey & 0x7fff) == 0; }
+// The default partition (0xffff full, 0x7fff limited), which every port is in.
+constexpr bool IsDefaultPartition(uint16_t pkey) { return (pkey & 0x7fff) == 0x7fff; }
 
 }  // namespace kuberdma::sysfs

@@ -332,17 +332,19 @@ bool RingNeedsPairs(const RingResult& ring, const std::map<int, NodeInfo>& nodes
   return baseline_ring_gbps && ring.busbw_gbps < (1 - t.baseline_tolerance) * *baseline_ring_gbps;
 }
 
-bool BaselineComparable(const Inputs& in, std::string* why) {
-  if (!in.baseline) return false;
+Result<void> BaselineComparable(const Inputs& in) {
+  if (!in.baseline) return Fail(ErrorCode::kNotFound, "no baseline");
   const Baseline& b = *in.baseline;
   bool same =
       b.collective == in.collective && (b.bytes == 0 || in.bytes == 0 || b.bytes == in.bytes);
   if (!same) {
-    *why = "the baseline of " + b.date + " measured " + b.collective +
-           (b.bytes > 0 ? " at " + std::to_string(b.bytes) + " bytes" : "") + ", this run " +
-           in.collective + " at " + std::to_string(in.bytes) + " bytes: not compared";
+    return Fail(ErrorCode::kInvalidArgument,
+                "the baseline of " + b.date + " measured " + b.collective +
+                    (b.bytes > 0 ? " at " + std::to_string(b.bytes) + " bytes" : "") +
+                    ", this run " + in.collective + " at " + std::to_string(in.bytes) +
+                    " bytes: not compared");
   }
-  return same;
+  return {};
 }
 
 std::optional<Baseline> ParseBaseline(const json& report) {

@@ -67,9 +67,9 @@ void RingProblems(FleetReport& rep) {
     rep.problems.push_back("ring busbw " + GbUnit(in.ring.busbw_gbps) + " is below the threshold " +
                            GbUnit(t.min_busbw_gbps));
   }
-  std::string why;
-  if (in.baseline && !BaselineComparable(in, &why)) rep.notes.push_back(why);
-  if (in.baseline && BaselineComparable(in, &why) && in.baseline->ring_gbps && in.ring.ok &&
+  auto comparable = BaselineComparable(in);
+  if (in.baseline && !comparable) rep.notes.push_back(comparable.error().message());
+  if (in.baseline && comparable && in.baseline->ring_gbps && in.ring.ok &&
       in.ring.busbw_gbps < (1 - t.baseline_tolerance) * *in.baseline->ring_gbps) {
     rep.problems.push_back("regression: ring busbw " + GbUnit(in.ring.busbw_gbps) + " against " +
                            GbUnit(*in.baseline->ring_gbps) + " in the baseline of " +
@@ -151,8 +151,7 @@ void LineRateProblems(FleetReport& rep) {
 }
 
 void BaselineProblems(const Inputs& in, const NodeInfo& info, NodeVerdict& v) {
-  std::string why;
-  if (!BaselineComparable(in, &why)) return;
+  if (!BaselineComparable(in)) return;
   double keep = 1 - in.thresholds.baseline_tolerance;
   auto was = in.baseline->nodes.find(info.name);
   if (v.busbw_gbps && was != in.baseline->nodes.end() && *v.busbw_gbps < keep * was->second) {

@@ -12,8 +12,9 @@
 #include <thread>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/host.h"
 #include "kuberdma/base/json.h"
-#include "kuberdma/podenv/allocation.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/validator/coordinator.h"
 #include "kuberdma/validator/verbs.h"
@@ -28,17 +29,11 @@ using acceptance::Task;
 using acceptance::TaskResult;
 using nlohmann::json;
 
-std::string HostName() {
-  char host[256] = "";
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
-
 // The device plugin's record of this node's rails' LLDP neighbours (--cabling), for rank 0's
 // judgement of the fleet's cabling. Nothing recorded yet is said, never a failure.
 void AddCabling(const std::string& dir, NodeInfo& n) {
   if (dir.empty()) return;
-  auto recs = podenv::ListCabling(dir);
+  auto recs = contract::ListCabling(dir);
   if (!recs) {
     n.cabling_note = recs.error().code() == ErrorCode::kNotFound
                          ? "no cabling recorded in " + dir +
@@ -47,7 +42,7 @@ void AddCabling(const std::string& dir, NodeInfo& n) {
                          : "cabling not read: " + recs.error().message();
     return;
   }
-  n.cabling = podenv::RailNeighbors(*recs);
+  n.cabling = contract::RailNeighbors(*recs);
 }
 
 // This node as the coordinator sees it: its inventory's verdict and, rail by rail, each HCA's
@@ -86,10 +81,9 @@ class NcclAgent final : public acceptance::NodeAgent {
 
   NodeInfo Describe() override {
     NodeInfo n = DescribeNode(v_, inv_, node_);
-    std::string why;
-    if (n.ok && !NcclAvailable(&why)) {
+    if (auto nccl = n.ok ? NcclAvailable() : Result<void>{}; !nccl) {
       n.ok = false;
-      n.problems.push_back(why);
+      n.problems.push_back(nccl.error().message());
     }
     return n;
   }

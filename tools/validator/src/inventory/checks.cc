@@ -5,7 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 namespace kuberdma::validator {
 
@@ -150,30 +150,30 @@ Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& get
                               const std::string& flag) {
   Expected e;
   if (!flag.empty()) {
-    for (auto& entry : podenv::ParseIbHca(flag).entries) {
+    for (auto& entry : contract::ParseIbHca(flag).entries) {
       e.names.push_back(entry.name);
       e.ports[entry.name] = entry.ports;
     }
     e.source = "--expect";
     return e;
   }
-  KUBERDMA_ASSIGN_OR_RETURN(podenv::PodEnv pod, podenv::Read(getenv));
+  KUBERDMA_ASSIGN_OR_RETURN(contract::PodEnv pod, contract::Read(getenv));
   if (pod.hcas) {
     e.names = pod.HcaNames();
-    e.source = podenv::kHcas;
+    e.source = contract::kHcas;
   }
   if (pod.ib_hca && !pod.ib_hca->exclude) {
     for (const auto& entry : pod.ib_hca->entries) {
       e.ports[entry.name] = entry.ports;
       if (!pod.hcas) e.names.push_back(entry.name);
     }
-    if (e.source.empty()) e.source = podenv::kNcclIbHca;
+    if (e.source.empty()) e.source = contract::kNcclIbHca;
   }
   if (e.names.empty()) {
     return Fail(ErrorCode::kInvalidArgument,
                 std::string("no expected HCAs: pass --expect mlx5_0,mlx5_1 or run with "
                             "rdma-device-plugin's env (") +
-                    podenv::kHcas + ", " + podenv::kNcclIbHca + ")");
+                    contract::kHcas + ", " + contract::kNcclIbHca + ")");
   }
   return e;
 }
@@ -189,7 +189,7 @@ Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& 
     e.source = "NCCL_SOCKET_IFNAME";
   }
   // NCCL's interface lists share NCCL_IB_HCA's grammar (=exact, ^exclude, comma-separated).
-  podenv::IbHcaList list = podenv::ParseIbHca(v);
+  contract::IbHcaList list = contract::ParseIbHca(v);
   if (list.exclude) {
     return Fail(ErrorCode::kInvalidArgument, "an exclusion list (^...) names no expected netdevs");
   }

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "../format.h"
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 namespace kuberdma::validator {
 namespace {
@@ -135,7 +135,7 @@ GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
                    "): give the pod's RDMA interfaces an address (an ipam section in their NAD)";
     return plan;
   }
-  podenv::IbHcaList hcas{.exact = true};
+  contract::IbHcaList hcas{.exact = true};
   std::vector<std::string> addresses;
   for (const auto& o : own) {
     hcas.entries.push_back({o.hca, {o.port}});
@@ -152,7 +152,7 @@ GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
     return plan;
   }
   plan.ok = true;
-  plan.vars.emplace_back(podenv::kNcclIbHca, podenv::FormatIbHca(hcas));
+  plan.vars.emplace_back(contract::kNcclIbHca, contract::FormatIbHca(hcas));
   if (same) {
     plan.vars.emplace_back("NCCL_IB_GID_INDEX", std::to_string(own.front().index));
     return plan;

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 #include "kuberdma/sysfs/topology.h"
 #include "kuberdma/validator/validate.h"
 
@@ -65,7 +65,7 @@ std::string Fixed(double v, int decimals) {
 
 }  // namespace
 
-double LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name, std::string* why) {
+Result<double> LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name) {
   auto h = sysfs::ReadHca(root, name, sysfs::HcaDetail::kPorts);
   bool software = h && h->bus == sysfs::BusKind::kVirtual;
   double rate = 0;
@@ -73,10 +73,11 @@ double LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name, std::
     for (const auto& p : h->ports) rate += p.rate_gbps;
   }
   if (rate <= 0) {
-    *why = name + ": " +
-           (software ? "a software RDMA device (" + h->driver + ")"
-                     : std::string("no port rate in sysfs")) +
-           ": its line-rate floor is not applied";
+    return Fail(ErrorCode::kUnsupported,
+                name + ": " +
+                    (software ? "a software RDMA device (" + h->driver + ")"
+                              : std::string("no port rate in sysfs")) +
+                    ": its line-rate floor is not applied");
   }
   return rate;
 }
@@ -113,28 +114,22 @@ std::string JudgeClaimPair(const sysfs::SysfsRoot& root, const std::vector<sysfs
 }  // namespace
 
 void Validator::JudgeClaim(Report& r) {
-  const char* promised = getenv_(podenv::kClaimPcieRoots);
+  const char* promised = getenv_(contract::kClaimPcieRoots);
   if (promised == nullptr || *promised == '\0') return;
-  const char* claim_env = getenv_(podenv::kClaim);
+  const char* claim_env = getenv_(contract::kClaim);
   std::string claim = claim_env != nullptr ? claim_env : "(unnamed)";
   auto gpus = sysfs::DiscoverGpus(root_);
-  std::string text = promised;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = std::min(text.find(',', pos), text.size());
-    std::string pair = text.substr(pos, end - pos);
-    pos = end + 1;
-    auto eq = pair.find('=');
-    if (eq == std::string::npos) continue;
-    std::string hca = pair.substr(0, eq);
+  for (const auto& pair : contract::ParseClaimPcieRoots(promised)) {
+    const std::string& hca = pair.hca;
+    const std::string& root = pair.root;
     auto d = std::find_if(r.devices.begin(), r.devices.end(),
                           [&](const DeviceResult& x) { return x.name == hca; });
     std::string note;
     std::string why = d == r.devices.end()
-                          ? "claim " + claim + " gave " + hca + " (paired on " +
-                                pair.substr(eq + 1) + "), which this pod does not have"
+                          ? "claim " + claim + " gave " + hca + " (paired on " + root +
+                                "), which this pod does not have"
                           : JudgeClaimPair(root_, gpus ? *gpus : std::vector<sysfs::Gpu>{}, claim,
-                                           hca, pair.substr(eq + 1), &note);
+                                           hca, root, &note);
     if (!why.empty()) {
       r.problems.push_back(why);
     } else {
@@ -187,12 +182,12 @@ void Validator::JudgeLineRate(Report& r) {
   }
   for (auto& d : r.devices) {
     if (!d.carried_traffic) continue;  // already failed for carrying less than its share
-    std::string why;
-    d.line_rate_gbps = LineRateGbps(root_, d.name, &why);
-    if (d.line_rate_gbps <= 0) {
-      r.warnings.push_back(why);
+    auto rate = LineRateGbps(root_, d.name);
+    if (!rate) {
+      r.warnings.push_back(rate.error().message());
       continue;
     }
+    d.line_rate_gbps = *rate;
     // Every hop of the validator's runs crosses a NIC (P2P and SHM are off), so the pod's NICs
     // together move busbw for each local rank; this HCA moved its share of that.
     d.achieved_gbps = r.bandwidth.busbw_gbps * r.local_ranks * d.share;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/host.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/validator/validate.h"
 
@@ -184,7 +185,9 @@ std::optional<Report> Validator::WithoutNccl(Report& r) const {
     r.exit_code = 2;
     return r;
   }
-  if (!opts_.inventory_only && opts_.require_nccl && !NcclAvailable(&why)) {
+  auto nccl = opts_.inventory_only ? Result<void>{} : NcclAvailable();
+  if (!nccl) why = nccl.error().message();
+  if (!opts_.inventory_only && opts_.require_nccl && !nccl) {
     // An init container that proved nothing must not let the pod start.
     r.problems.push_back("NCCL is required (--require-nccl) but cannot run here: " + why +
                          "; run where the pod has a GPU and NCCL (the job's own image), or pass "
@@ -193,7 +196,7 @@ std::optional<Report> Validator::WithoutNccl(Report& r) const {
     r.exit_code = 1;
     return r;
   }
-  if (!opts_.inventory_only && NcclAvailable(&why)) return std::nullopt;
+  if (!opts_.inventory_only && nccl) return std::nullopt;
   // Said loudly, but not a failure of the pod: this build or node cannot run NCCL at all.
   if (!opts_.inventory_only) r.warnings.insert(r.warnings.begin(), "NCCL run skipped: " + why);
   r.verdict = r.problems.empty() ? "inventory-only" : "fail";
@@ -203,8 +206,7 @@ std::optional<Report> Validator::WithoutNccl(Report& r) const {
 
 Result<RankInfo> Validator::Rank(Report& r) const {
   if (opts_.mode != Mode::kMultiPod) return Fail(ErrorCode::kInvalidArgument, "single mode");
-  char host[256] = "";
-  ::gethostname(host, sizeof host - 1);
+  std::string host = HostName();
   auto ri = DetectRank(getenv_, host, opts_.rank, opts_.world_size);
   if (ri) {
     r.rank = ri->rank;

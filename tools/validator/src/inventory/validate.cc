@@ -17,9 +17,10 @@
 
 #include "../format.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/host.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/contract/pod_env.h"
 #include "kuberdma/netns/netns.h"
-#include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::validator {
 
@@ -255,15 +256,14 @@ std::map<std::string, std::string> Validator::NcclEnv(const Report& inv,
   if (opts_.transport == Transport::kIb) {
     env["NCCL_NET"] = "IB";
     env["NCCL_IB_DISABLE"] = "0";
-    env[podenv::kNcclIbHca] = "=" + list;
+    env[contract::kNcclIbHca] = "=" + list;
   } else {
     env["NCCL_NET"] = "Socket";
     env["NCCL_IB_DISABLE"] = "1";
     env["NCCL_SOCKET_IFNAME"] = "=" + list;
   }
-  char host[256] = "pod";
-  ::gethostname(host, sizeof host - 1);
-  env["NCCL_HOSTID"] = host;
+  std::string host = HostName();
+  env["NCCL_HOSTID"] = host.empty() ? "pod" : host;
   return env;
 }
 
@@ -379,8 +379,7 @@ void Validator::JudgeGidOwner(Report& r, const DeviceResult& d, const GidUse& g,
   if (!own_ipv4_) own_ipv4_ = netns::NamespaceIpv4();
   const auto& own = *own_ipv4_;
   if (std::find(own.begin(), own.end(), g.Ipv4()) != own.end()) return;
-  char host[256] = "";
-  ::gethostname(host, sizeof host - 1);
+  std::string host = HostName();
   const sysfs::Gid* mine = sysfs::FirstV2ForAddresses(gids, own);
   r.problems.push_back(
       d.name + ": NCCL's queue pairs used GID " + std::to_string(g.index) + " (" + g.Ipv4() +

@@ -58,10 +58,10 @@ Fn Symbol(const char* name) {
 
 }  // namespace
 
-bool LoadNccl(std::string* why) {
+Result<void> LoadNccl() {
   const ncclfind::Library& l = Nccl();
-  if (!l.usable()) *why = l.error;
-  return l.usable();
+  if (!l.usable()) return Fail(ErrorCode::kUnsupported, l.error);
+  return {};
 }
 
 std::string NcclUnusable() {

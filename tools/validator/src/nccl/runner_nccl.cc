@@ -46,25 +46,23 @@ ncclResult_t Settle(ncclComm_t comm, Clock::time_point deadline, bool* timed_out
 }
 
 // Waits for the stream's work, polling so that a hung collective cannot block past `deadline`.
-bool StreamDone(cudaStream_t s, ncclComm_t comm, Clock::time_point deadline, std::string* err) {
+// kIo saying what failed, kTimeout past the deadline.
+Result<void> StreamDone(cudaStream_t s, ncclComm_t comm, Clock::time_point deadline) {
   while (true) {
     cudaError_t q = cudaStreamQuery(s);
-    if (q == cudaSuccess) return true;
+    if (q == cudaSuccess) return {};
     if (q != cudaErrorNotReady) {
-      *err = std::string("CUDA: ") + cudaGetErrorString(q);
-      return false;
+      return Fail(ErrorCode::kIo, std::string("CUDA: ") + cudaGetErrorString(q));
     }
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
-      *err = std::string("NCCL: ") + ncclGetErrorString(async);
-      return false;
+      return Fail(ErrorCode::kIo, std::string("NCCL: ") + ncclGetErrorString(async));
     }
     if (Clock::now() > deadline) {
-      *err =
-          "the collective did not complete before the deadline (a peer stalled or a NIC dropped "
-          "traffic)";
-      return false;
+      return Fail(ErrorCode::kTimeout,
+                  "the collective did not complete before the deadline (a peer stalled or a NIC "
+                  "dropped traffic)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
@@ -332,11 +330,10 @@ std::string Calls(const CollectiveParams& p, const Shape& sh, int rank, Place at
              (*timed_out ? "timed out" : ncclGetErrorString(r));
     }
   }
-  std::string err;
-  if (!StreamDone(st, comm, deadline, &err)) {
+  if (auto done = StreamDone(st, comm, deadline); !done) {
     ncclCommAbort(comm);
     *timed_out = Clock::now() > deadline;
-    return err;
+    return done.error().message();
   }
   return "";
 }
@@ -546,18 +543,17 @@ int GpuCount() {
   return count;
 }
 
-bool NcclAvailable(std::string* why) {
-  if (!LoadNccl(why)) return false;
+Result<void> NcclAvailable() {
+  KUBERDMA_TRY(LoadNccl());
   if (GpuCount() == 0) {
-    *why = "no CUDA device is visible (cudaGetDeviceCount reports none): inventory only";
-    return false;
+    return Fail(ErrorCode::kUnsupported,
+                "no CUDA device is visible (cudaGetDeviceCount reports none): inventory only");
   }
-  return true;
+  return {};
 }
 
 std::string NcclVersion() {
-  std::string why;
-  if (!LoadNccl(&why)) return "";
+  if (!LoadNccl()) return "";
   int v = 0;
   ncclGetVersion(&v);
   return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +

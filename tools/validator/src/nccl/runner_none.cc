@@ -4,12 +4,10 @@
 
 namespace kuberdma::validator {
 
-bool NcclAvailable(std::string* why) {
-  *why =
-      "this rdma-validate was built without CUDA and NCCL (they were not found at build time): it "
-      "can only "
-      "take inventory, not prove traffic";
-  return false;
+Result<void> NcclAvailable() {
+  return Fail(ErrorCode::kUnsupported,
+              "this rdma-validate was built without CUDA and NCCL (they were not found at build "
+              "time): it can only take inventory, not prove traffic");
 }
 
 std::string NcclVersion() { return ""; }

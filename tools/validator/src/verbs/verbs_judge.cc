@@ -20,21 +20,20 @@ namespace {
 void JudgeRailRate(const sysfs::SysfsRoot& root, double floor, double gbps, DeviceResult& d,
                    Report& r) {
   if (floor <= 0) return;
-  std::string why;
-  double rate = LineRateGbps(root, d.name, &why);
-  if (rate <= 0) {
-    r.warnings.push_back(why);
+  auto rate = LineRateGbps(root, d.name);
+  if (!rate) {
+    r.warnings.push_back(rate.error().message());
     return;
   }
-  d.line_rate_gbps = rate;
+  d.line_rate_gbps = *rate;
   d.achieved_gbps = gbps;
-  d.line_rate_fraction = gbps / (rate / 8);
+  d.line_rate_fraction = gbps / (*rate / 8);
   if (d.line_rate_fraction < floor) {
     char line[200];
     std::snprintf(line, sizeof line,
                   "%s: RDMA write %.2f GB/s is %.2f of its %.0f Gb/s line rate; the floor is %.2f "
                   "(--min-line-rate)",
-                  d.name.c_str(), gbps, d.line_rate_fraction, rate, floor);
+                  d.name.c_str(), gbps, d.line_rate_fraction, *rate, floor);
     r.problems.emplace_back(line);
   }
 }

@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
+#include "kuberdma/contract/allocation.h"
 #include "kuberdma/deviceplugin/server.h"
 #include "kuberdma/dra/apiserver.h"
 #include "kuberdma/dra/server.h"
 #include "kuberdma/dra/slices.h"
-#include "kuberdma/podenv/allocation.h"
 #include "kuberdma/rails/rails.h"
 
 namespace kuberdma::dra {
@@ -129,8 +129,8 @@ class Driver {
   bool dirty_ = false;
   bool stop_ = false;
   Status status_;
-  std::string node_uid_;                              // the writer thread's
-  std::vector<podenv::TaintRecord> recorded_taints_;  // the scan thread's
+  std::string node_uid_;                                // the writer thread's
+  std::vector<contract::TaintRecord> recorded_taints_;  // the scan thread's
   bool taints_written_ = false;
   bool verdicts_warned_ = false;
   std::atomic<bool> omit_tainted_{false};  // the API server drops taints: leave them out

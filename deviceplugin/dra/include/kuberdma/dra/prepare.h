@@ -2,7 +2,7 @@
 // The DRA driver's preparing (what NodePrepareResources / NodeUnprepareResources do, without the
 // gRPC service or the API server client around them): a ResourceClaim's allocation, as the API
 // server holds it, checked and turned into a CDI spec for the claim with the same device nodes
-// and environment the device plugin's Allocate gives (deviceplugin::Resource, podenv).
+// and environment the device plugin's Allocate gives (deviceplugin::Resource, contract).
 //
 //   Preparer p(resource, {.node = "gpu-node-7"}, "/var/run/cdi");
 //   auto done = p.Prepare({.ns = "team-a", .uid = "8c1f...", .name = "trainer-0-nics"}, claim);
@@ -19,9 +19,10 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
+#include "kuberdma/contract/cdi.h"
+#include "kuberdma/contract/pod_env.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/dra/slices.h"
-#include "kuberdma/podenv/pod_env.h"
 
 namespace kuberdma::dra {
 
@@ -39,7 +40,7 @@ struct AllocatedDevice {
   std::string device;
   std::string hca;  // the HCA the device name stands for on this node
   // Once prepared: its CDI device ("kube-rdma.io/hca=<claim uid>_<PCI address>[_p<port>]",
-  // podenv/slot_id.h), which makes that HCA alone the container's.
+  // contract/slot_id.h), which makes that HCA alone the container's.
   std::string cdi_id;
 };
 
@@ -69,7 +70,7 @@ struct Prepared {
 
 class Preparer {
  public:
-  // `allocations_dir` (the device plugin's, podenv/allocation.h): where each prepared claim is
+  // `allocations_dir` (the device plugin's, contract/allocation.h): where each prepared claim is
   // recorded with its pods for the CNI's allocation check; "" for nowhere.
   Preparer(const deviceplugin::Resource& r, PublishOptions o, std::string cdi_dir,
            std::string allocations_dir = "")
@@ -90,24 +91,23 @@ class Preparer {
   std::string SpecPath(const ClaimRef& ref) const;
 
  private:
-  // The claim's CDI spec: the device plugin's device nodes and environment for its HCAs, the
-  // claim, the roots it tied HCAs to.
   // The claim's environment: the device plugin's for its HCAs (`plugin_env`), KUBERDMA_CLAIM,
   // KUBERDMA_CLAIM_PCIE_ROOTS where it tied HCAs to another driver's devices.
-  nlohmann::json ClaimEnv(const ClaimRef& ref, const nlohmann::json& claim,
-                          const std::vector<AllocatedDevice>& devices,
-                          const std::map<std::string, std::string>& plugin_env) const;
-  // Sets each device's cdi_id.
-  Result<nlohmann::json> Spec(const ClaimRef& ref, const nlohmann::json& claim,
-                              std::vector<AllocatedDevice>& devices) const;
+  std::vector<std::string> ClaimEnv(const ClaimRef& ref, const nlohmann::json& claim,
+                                    const std::vector<AllocatedDevice>& devices,
+                                    const std::map<std::string, std::string>& plugin_env) const;
+  // The claim's CDI spec: the device plugin's device nodes and environment for its HCAs, the
+  // claim, the roots it tied HCAs to. Sets each device's cdi_id.
+  Result<contract::CdiSpec> Spec(const ClaimRef& ref, const nlohmann::json& claim,
+                                 std::vector<AllocatedDevice>& devices) const;
   const deviceplugin::Resource& r_;
   PublishOptions o_;
   std::string cdi_dir_;
   std::string allocations_dir_;
 };
 
-inline constexpr const char* kClaimEnv = podenv::kClaim;
-inline constexpr const char* kClaimRootsEnv = podenv::kClaimPcieRoots;
+inline constexpr const char* kClaimEnv = contract::kClaim;
+inline constexpr const char* kClaimRootsEnv = contract::kClaimPcieRoots;
 inline constexpr const char* kPcieRootAttribute = "resource.kubernetes.io/pcieRoot";
 
 // "mlx5_0=pci0000:15,..." for `devices` of `claim` that a matchAttribute constraint on

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "kuberdma/base/error.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/rails/rails.h"
+#include "kuberdma/rdma/netns_mode.h"
 #include "kuberdma/sysfs/sysfs.h"
 
 namespace kuberdma::dra {
@@ -44,17 +46,17 @@ inline constexpr size_t kMaxIdentifier = 32;
 
 struct PublishOptions {
   std::string driver = kDriverName;
-  std::string node;        // spec.nodeName; the pool is "<node>/<resource name>"
-  int64_t generation = 1;  // the pool's generation: bumped on every change
-  std::string netns_mode;  // "shared" or "exclusive" (ib_core's), "" when unknown
+  std::string node;                           // spec.nodeName; the pool is "<node>/<resource name>"
+  int64_t generation = 1;                     // the pool's generation: bumped on every change
+  std::optional<rdma::NetnsMode> netns_mode;  // ib_core's; nullopt when unknown (not published)
   // The effect of the taint an unhealthy device gets: "NoSchedule" (no new claim is allocated
   // it), or "NoExecute" (the pods whose claims hold it are evicted too). Degraded devices get
   // "None" (shown, not acted on) whatever this says.
   std::string taint_effect = "NoSchedule";
-  // The fleet acceptance's verdicts by HCA (podenv::ListVerdicts): each such device gets the
+  // The fleet acceptance's verdicts by HCA (contract::ListVerdicts): each such device gets the
   // taint rdma.kube-rdma.io/acceptance with the verdict's reason and effect.
   std::map<std::string, std::pair<std::string, std::string>> acceptance;  // hca -> (why, effect)
-  // Each rail's switch by HCA (podenv::ListCabling, rdma-device-plugin --lldp): the attribute
+  // Each rail's switch by HCA (contract::ListCabling, rdma-device-plugin --lldp): the attribute
   // rdma.kube-rdma.io/leaf, so that a claim can matchAttribute on it ("" where none was heard).
   std::map<std::string, std::string> leaves;
   // The API server drops device taints (DRADeviceTaints off): a device with a NoSchedule or

@@ -68,7 +68,7 @@ struct Inputs {
   int roce_priority = 3;
   std::string state_dir = "/run/kube-rdma/cni";
   // node: the device plugin's allocations directory, where the DRA driver records each prepared
-  // claim with its pods and HCAs (podenv/allocation.h).
+  // claim with its pods and HCAs (contract/allocation.h).
   std::string allocations_dir = "/run/kube-rdma/allocations";
   // node: the node config the CNI reads (declared rails, the node's addresses).
   std::string node_config = "/etc/kube-rdma/node.json";

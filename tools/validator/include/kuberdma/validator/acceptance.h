@@ -194,8 +194,8 @@ struct Inputs {
 };
 
 // Whether `in`'s baseline measured what this run measures (the collective and, where both say,
-// the size); `why` says what differs when not.
-bool BaselineComparable(const Inputs& in, std::string* why);
+// the size): kNotFound when there is no baseline, kInvalidArgument saying what differs.
+Result<void> BaselineComparable(const Inputs& in);
 
 struct FleetReport {
   std::string verdict = "pass";

@@ -62,11 +62,12 @@ inline int Phases(const CollectiveParams& p) {
 }
 
 // Whether NCCL can run here at all (this build has the runner, libnccl.so.2 loads, a GPU is
-// visible); `why` says what is missing when not.
-bool NcclAvailable(std::string* why);
+// visible); kUnsupported saying what is missing when not.
+Result<void> NcclAvailable();
 // Loads libnccl.so.2 once (KUBERDMA_NCCL_LIBRARY, else LD_LIBRARY_PATH and the loader cache, else
 // pip's wheel): rdma-validate does not need it to start. Builds with the runner only.
-bool LoadNccl(std::string* why);
+// kUnsupported saying why it did not load.
+Result<void> LoadNccl();
 // The file of the NCCL that was loaded, or "".
 std::string NcclLibrary();
 // When a library was found but lacks an NCCL entry point the runner calls: what is missing and

@@ -83,12 +83,13 @@ struct Options {
   double baseline_tolerance = 0.1;
   std::string push_gateway;  // http://host:port
   // Opt-in: write this node's HCAs the pass named slow to <taint_dir>/acceptance-verdicts.json
-  // (podenv::RecordVerdicts, the allocations directory), which the DRA driver taints until the
+  // (contract::RecordVerdicts, the allocations directory), which the DRA driver taints until the
   // next pass rewrites it.
   std::string taint_dir;
   std::string taint_effect = "NoSchedule";  // or None
-  // Where the node's device plugin records its rails' LLDP neighbours (podenv's cabling.json,
-  // rdma-device-plugin --lldp): sent to rank 0, which judges the fleet's cabling. "": none.
+  // Where the node's device plugin records its rails' LLDP neighbours (the node contract's
+  // cabling.json, rdma-device-plugin --lldp): sent to rank 0, which judges the fleet's cabling. "":
+  // none.
   std::string cabling_dir;
   int join_timeout_s = 0;  // 0: max(120, 5 x timeout)
 };
@@ -166,10 +167,11 @@ struct Report {
   std::string Summary() const;          // one line, for /dev/termination-log
 };
 
-// The line rate HCA `name` is held to: its ports' rates summed (Gb/s); 0 when there is none to
-// hold it to, with the warning that says so in `why` ("mlx5_0: a software RDMA device (rxe):
-// its line-rate floor is not applied"). The single run, the verbs probe and their tests share it.
-double LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name, std::string* why);
+// The line rate HCA `name` is held to: its ports' rates summed (Gb/s), above 0. kUnsupported when
+// there is none to hold it to, its message the warning that says so ("mlx5_0: a software RDMA
+// device (rxe): its line-rate floor is not applied"). The single run, the verbs probe and their
+// tests share it.
+Result<double> LineRateGbps(const sysfs::SysfsRoot& root, const std::string& name);
 
 // The counters of every expected device at one moment.
 struct Snapshot {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pod-env codec: what the device plugin writes is what the validator and doctor read back,
 // for every HCA of every fixture; NCCL_IB_HCA's own semantics.
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 #include <stdlib.h>
 
@@ -10,10 +10,10 @@
 #include <map>
 
 #include "kuberdma/base/files.h"
-#include "kuberdma/podenv/allocation.h"
-#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/contract/allocation.h"
+#include "kuberdma/contract/slot_id.h"
 
-namespace kuberdma::podenv {
+namespace kuberdma::contract {
 namespace {
 
 std::function<const char*(const char*)> Env(const std::map<std::string, std::string>& m) {
@@ -230,5 +230,17 @@ TEST_CASE("DRA claim records: found by pod, wrong types and cut files passed ove
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
+TEST_CASE("KUBERDMA_CLAIM_PCIE_ROOTS reads back what the DRA driver wrote, in order") {
+  std::vector<ClaimPair> pairs = {{"mlx5_0", "pci0000:15"}, {"mlx5_3", "pci0000:37"}};
+  std::string text = FormatClaimPcieRoots(pairs);
+  CHECK(text == "mlx5_0=pci0000:15,mlx5_3=pci0000:37");
+  CHECK(ParseClaimPcieRoots(text) == pairs);
+  CHECK(FormatClaimPcieRoots({}).empty());
+  CHECK(ParseClaimPcieRoots("").empty());
+  // An entry that is no pair is skipped, the others kept.
+  CHECK(ParseClaimPcieRoots("junk,mlx5_1=pci0000:ba,") ==
+        std::vector<ClaimPair>{{"mlx5_1", "pci0000:ba"}});
+}
+
 }  // namespace
-}  // namespace kuberdma::podenv
+}  // namespace kuberdma::contract

@@ -22,7 +22,7 @@
 #include "kuberdma/base/error.h"
 #include "kuberdma/sysfs/hca.h"
 
-namespace kuberdma::podenv {
+namespace kuberdma::contract {
 
 // The variable names; nothing else in the repo spells them (.ci/check-boundaries.sh).
 inline constexpr const char* kNcclIbHca = "NCCL_IB_HCA";
@@ -103,4 +103,19 @@ struct PodEnv {
 // Reads both variables through `getenv`. kInvalidArgument when KUBERDMA_HCAS is set but malformed.
 Result<PodEnv> Read(const std::function<const char*(const char*)>& getenv);
 
-}  // namespace kuberdma::podenv
+// ---- KUBERDMA_CLAIM_PCIE_ROOTS: the DRA driver writes it, the doctor and the validator read it
+// ----
+
+// One HCA a claim tied to a GPU, and the PCIe root it was allocated on.
+struct ClaimPair {
+  std::string hca;   // "mlx5_0"
+  std::string root;  // "pci0000:15"
+  bool operator==(const ClaimPair&) const = default;
+};
+
+// "mlx5_0=pci0000:15,mlx5_1=pci0000:15"; "" for none.
+std::string FormatClaimPcieRoots(const std::vector<ClaimPair>& pairs);
+// The pairs in order; an entry without '=' is skipped (the driver never writes one).
+std::vector<ClaimPair> ParseClaimPcieRoots(std::string_view value);
+
+}  // namespace kuberdma::contract

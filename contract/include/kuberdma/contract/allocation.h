@@ -20,7 +20,7 @@
 #include "kuberdma/base/error.h"
 #include "kuberdma/rails/cabling.h"
 
-namespace kuberdma::podenv {
+namespace kuberdma::contract {
 
 inline constexpr char kAllocationsDir[] = "/run/kube-rdma/allocations";
 inline constexpr char kAllocationsDirEnv[] = "KUBERDMA_ALLOCATIONS_DIR";
@@ -160,4 +160,4 @@ Result<PodAnswer> DecodePodAnswer(std::string_view line);
 Result<PodAnswer> AskPodHcas(const std::string& socket, const PodQuery& query,
                              std::chrono::milliseconds timeout);
 
-}  // namespace kuberdma::podenv
+}  // namespace kuberdma::contract

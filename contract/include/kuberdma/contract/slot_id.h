@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-namespace kuberdma::podenv {
+namespace kuberdma::contract {
 
 enum class SlotKind { kPerHca, kPool };
 
@@ -56,4 +56,4 @@ std::string FormatClaimDevice(const ClaimDevice& d);
 // address is non-empty and CDI-safe).
 std::optional<ClaimDevice> ParseClaimDevice(std::string_view id);
 
-}  // namespace kuberdma::podenv
+}  // namespace kuberdma::contract

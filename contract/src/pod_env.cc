@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pod-env codec: NCCL_IB_HCA and KUBERDMA_HCAS, written and read.
-#include "kuberdma/podenv/pod_env.h"
+#include "kuberdma/contract/pod_env.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 
 #include "kuberdma/base/json.h"
 
-namespace kuberdma::podenv {
+namespace kuberdma::contract {
 
 using nlohmann::json;
 
@@ -247,4 +247,23 @@ Result<PodEnv> Read(const std::function<const char*(const char*)>& getenv) {
   return out;
 }
 
-}  // namespace kuberdma::podenv
+std::string FormatClaimPcieRoots(const std::vector<ClaimPair>& pairs) {
+  std::string out;
+  for (const auto& p : pairs) out += (out.empty() ? "" : ",") + p.hca + "=" + p.root;
+  return out;
+}
+
+std::vector<ClaimPair> ParseClaimPcieRoots(std::string_view value) {
+  std::vector<ClaimPair> out;
+  while (!value.empty()) {
+    size_t end = std::min(value.find(','), value.size());
+    std::string_view entry = value.substr(0, end);
+    value.remove_prefix(std::min(end + 1, value.size()));
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    out.push_back({std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1))});
+  }
+  return out;
+}
+
+}  // namespace kuberdma::contract

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Allocation records: one JSON file per slot, written by the device plugin, read by the CNI.
-#include "kuberdma/podenv/allocation.h"
+#include "kuberdma/contract/allocation.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -16,7 +16,7 @@
 #include "kuberdma/base/json.h"
 #include "kuberdma/base/unique_fd.h"
 
-namespace kuberdma::podenv {
+namespace kuberdma::contract {
 
 using nlohmann::json;
 
@@ -379,4 +379,4 @@ CablingRecord CablingRecordOf(const rails::RailNeighbor& rail, const lldp::Neigh
           .heard_at = heard_at};
 }
 
-}  // namespace kuberdma::podenv
+}  // namespace kuberdma::contract

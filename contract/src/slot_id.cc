@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device-plugin slot IDs, written by rdma-device-plugin and read by rdma.
-#include "kuberdma/podenv/slot_id.h"
+#include "kuberdma/contract/slot_id.h"
 
 #include <cstdio>
 
-namespace kuberdma::podenv {
+namespace kuberdma::contract {
 
 std::string FormatSlot(const Slot& slot, uint32_t max) {
   int width = max > 1000 ? 5 : (max > 100 ? 3 : (max > 10 ? 2 : 1));
@@ -77,4 +77,4 @@ std::optional<ClaimDevice> ParseClaimDevice(std::string_view id) {
   return d;
 }
 
-}  // namespace kuberdma::podenv
+}  // namespace kuberdma::contract
