@@ -140,7 +140,9 @@ int main(int argc, char** argv) {
   KubeletStandIn kubelet(dir + "/plugins");
   pid_t pid =
       Spawn({plugin, "--config", dir + "/config.json", "--device-plugin-dir", dir + "/plugins",
-             "--sysfs-root", dir + "/root", "--metrics-port", "-1", "--log-level", "warn"});
+             "--sysfs-root", dir + "/root", "--metrics-port", "-1", "--log-level", "warn",
+             // Recorded as on a node (a file per slot), in this run's own directory.
+             "--allocations-dir", dir + "/allocations"});
   if (!kubelet.WaitFor([&] { return !kubelet.Lists("rdma/hca").empty(); }, 10000ms)) {
     std::fprintf(stderr, "the plugin did not register and stream its devices\n");
     Reap(pid);

@@ -73,7 +73,7 @@ else
     exit 77
   fi
   # The verbs probe's module needs libibverbs' providers (mlx5, rxe, ...), which it loads by name.
-  SOURCE_DATE_EPOCH=$epoch EXTRA_PACKAGES=ibverbs-providers bash "$here/mkroot.sh" "$OUT/context/rootfs" "$OUT/debs" "${bins[@]}"
+  SOURCE_DATE_EPOCH=$epoch EXTRA_PACKAGES="ibverbs-providers libcurl4" bash "$here/mkroot.sh" "$OUT/context/rootfs" "$OUT/debs" "${bins[@]}"
   if [ "$engine" = docker ]; then
     docker build "${args[@]}" -f "$here/Dockerfile.runtime" -t "$tag" "$OUT/context"
   else

@@ -78,6 +78,14 @@ def node_image(build_dir, images):
         check(target in build["targets"], f"Dockerfile: {target} is a target the build stage builds ({sorted(build['targets'])})")
         check(os.path.isfile(os.path.join(build_dir, rel)), f"Dockerfile: the build puts {target} at {rel}")
         images["ghcr.io/kube-rdma/kube-rdma"].add("/usr/local/bin/" + os.path.basename(rel))
+    # What a binary loads rather than links (ldd cannot see it, so mkroot.sh is told).
+    for fname in ("Dockerfile", "build.sh"):
+        text = open(os.path.join(HERE, fname)).read()
+        extra = re.search(r'EXTRA_PACKAGES="?([^"\n]*?)"? (?:deploy/images/)?(?:bash )?\S*mkroot\.sh', text)
+        have = extra.group(1).split() if extra else []
+        for pkg, why in (("ibverbs-providers", "libibverbs' providers"),
+                         ("libcurl4", "rdma-device-plugin loads libcurl.so.4 for the API server")):
+            check(pkg in have, f"{fname}: mkroot.sh is given {pkg} ({why})")
 
 
 def validator_image(build_dir, images):

@@ -28,7 +28,8 @@ owner() {
   echo "mkroot.sh: no Debian package holds $p (a library outside apt cannot go into the image)" >&2
   return 1
 }
-# EXTRA_PACKAGES: packages no binary links but one loads at run time (libibverbs' providers).
+# EXTRA_PACKAGES: packages no binary links but one loads at run time (libibverbs' providers;
+# libcurl4, which rdma-device-plugin loads for the API server: deviceplugin/dra/src/curl_loader.cc).
 pkgs=(base-files libc6 busybox-static ${EXTRA_PACKAGES:-})
 for b in "$@"; do
   [ -x "$b" ] || { echo "mkroot.sh: $b is not an executable (build it first)" >&2; exit 1; }

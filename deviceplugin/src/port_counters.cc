@@ -71,37 +71,81 @@ prometheus::ClientMetric::Label Label(std::string name, std::string value) {
 
 }  // namespace
 
-std::vector<prometheus::MetricFamily> PortCounters::Collect() const {
-  std::map<std::string_view, prometheus::MetricFamily> families;
-  auto hcas = sysfs::DiscoverHcas(root_, sysfs::HcaDetail::kPorts);
-  if (!hcas) return {};
+PortCounters::Layout PortCounters::Walk(const sysfs::SysfsRoot& root,
+                                        std::vector<std::string> names) {
+  Layout layout{.names = std::move(names)};
+  auto hcas = sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
+  if (!hcas) return layout;
   int rail = 0;
   for (const auto& h : *hcas) {
-    ++rail;
-    std::string netdev = h.netdevs.empty() ? "" : h.netdevs.front();
+    Hca hca{.name = h.name,
+            .rail = std::to_string(++rail),
+            .is_virtual = h.bus == sysfs::BusKind::kVirtual,
+            .netdev = h.netdevs.empty() ? "" : h.netdevs.front()};
     for (const auto& port : h.ports) {
-      std::string base =
-          "class/infiniband/" + h.name + "/ports/" + std::to_string(port.number) + "/";
+      Port p{.number = std::to_string(port.number)};
+      std::string base = "class/infiniband/" + h.name + "/ports/" + p.number + "/";
       for (const auto& spec : PortCounterSpecs()) {
-        auto v = ReadCounter(root_, base + std::string(spec.dir) + "/" + std::string(spec.file));
-        if (!v) continue;
-        auto& fam = families[spec.family];
+        std::string rel = base + std::string(spec.dir) + "/" + std::string(spec.file);
+        if (root.Exists(rel)) p.files.push_back({&spec, std::move(rel)});
+      }
+      hca.ports.push_back(std::move(p));
+    }
+    layout.hcas.push_back(std::move(hca));
+  }
+  return layout;
+}
+
+bool PortCounters::Read(const Layout& layout, std::vector<prometheus::MetricFamily>* out) const {
+  std::map<std::string_view, prometheus::MetricFamily> families;
+  for (const auto& h : layout.hcas) {
+    // The netdev is read at every scrape: it leaves the host ("") while a pod holds the HCA.
+    std::string netdev = h.netdev;
+    if (!h.is_virtual) {
+      auto nets = root_.ListDir("class/infiniband/" + h.name + "/device/net");
+      netdev = nets && !nets->empty() ? nets->front() : "";
+    }
+    for (const auto& port : h.ports) {
+      for (const auto& f : port.files) {
+        auto v = ReadCounter(root_, f.rel);
+        if (!v) {
+          if (!root_.Exists(f.rel)) return false;  // gone: walk again
+          continue;                                // a truncated read: this scrape skips it
+        }
+        auto& fam = families[f.spec->family];
         if (fam.name.empty()) {
-          fam.name = spec.family;
-          fam.help = spec.help;
+          fam.name = f.spec->family;
+          fam.help = f.spec->help;
           fam.type = prometheus::MetricType::Counter;
         }
         prometheus::ClientMetric m;
         // In name order, as prometheus-cpp's own families print theirs.
-        m.label = {Label("hca", h.name), Label("netdev", netdev),
-                   Label("port", std::to_string(port.number)), Label("rail", std::to_string(rail))};
-        m.counter.value = *v * spec.scale;
+        m.label = {Label("hca", h.name), Label("netdev", netdev), Label("port", port.number),
+                   Label("rail", h.rail)};
+        m.counter.value = *v * f.spec->scale;
         fam.metric.push_back(std::move(m));
       }
     }
   }
+  for (auto& [name, fam] : families) out->push_back(std::move(fam));
+  return true;
+}
+
+std::vector<prometheus::MetricFamily> PortCounters::Collect() const {
+  auto names = root_.Exists("class/infiniband") ? root_.ListDir("class/infiniband")
+                                                : Result<std::vector<std::string>>{};
+  if (!names) return {};
+  std::lock_guard lock(mu_);
+  // A walk that failed part-way (an HCA vanished under it) holds fewer HCAs than names: again.
+  if (!layout_ || layout_->names != *names || layout_->hcas.size() != names->size()) {
+    layout_ = Walk(root_, std::move(*names));
+  }
   std::vector<prometheus::MetricFamily> out;
-  for (auto& [name, fam] : families) out.push_back(std::move(fam));
+  if (!Read(*layout_, &out)) {
+    out.clear();
+    layout_ = Walk(root_, layout_->names);
+    (void)Read(*layout_, &out);
+  }
   return out;
 }
 

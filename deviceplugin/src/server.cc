@@ -184,11 +184,15 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
                                      v1beta1::AllocateResponse* out) override {
     std::string name;
     grpc::Status status = Guard([&] {
-      std::lock_guard lock(res_->mu);
       name = res_->resource.config().FullName();
       for (const auto& c : req->container_requests()) {
         std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
-        auto alloc = res_->resource.Allocate(ids);
+        // The lock covers reading the model only: building the answer and writing the record
+        // (a file per slot) run beside other containers' Allocate calls.
+        auto alloc = [&] {
+          std::lock_guard lock(res_->mu);
+          return res_->resource.Allocate(ids);
+        }();
         if (!alloc)
           return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, alloc.error().message());
         auto* resp = out->add_container_responses();

@@ -24,6 +24,17 @@ for b in $BINS; do
     fi
   done
 done
+# What a binary loads rather than links (rdma-device-plugin's libcurl for the API server, the DRA
+# demo's path), with what it links in turn.
+LOADED=$(ldconfig -p | awk '$1 == "libcurl.so.4" {print $NF; exit}')
+for path in $LOADED; do
+  objcopy --strip-debug "$path" "$OUT/lib/$(basename "$path")"
+  ldd "$path" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name dep; do
+    if ! [[ $name =~ $PRESENT ]] && [ ! -e "$OUT/lib/$name" ]; then
+      objcopy --strip-debug "$dep" "$OUT/lib/$name"
+    fi
+  done
+done
 cp /usr/lib/cni/host-local /usr/lib/cni/bridge "$OUT/cni/"
 bash deploy/render.sh "$OUT/rendered" >/dev/null
 du -sh "$OUT"

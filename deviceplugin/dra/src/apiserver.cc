@@ -138,7 +138,11 @@ Result<std::string> ReadToken(const ApiServer& api) {
 
 Result<nlohmann::json> Request(const ApiServer& api, const Call& call) {
   static const bool init = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-  if (!init) return Fail(ErrorCode::kInternal, "libcurl failed to initialise");
+  if (!init) {
+    return Fail(ErrorCode::kUnsupported,
+                "libcurl failed to initialise: the API server client loads libcurl.so.4 when "
+                "first used; install Debian's libcurl4 beside rdma-device-plugin");
+  }
   std::string url = api.base + call.path;
   std::string what = call.method + " " + call.path;
   std::string last;

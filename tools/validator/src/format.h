@@ -2,6 +2,7 @@
 // Internal to rdma-validate: how figures are written in its tables and problem messages.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,6 +26,19 @@ inline std::string Pct(double fraction) {
   char b[32];
   std::snprintf(b, sizeof b, "%.0f%%", 100 * fraction);
   return b;
+}
+
+// A byte count as a person reads it: "1.50 GiB", "12.0 MiB", "512 B".
+inline std::string Bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+  } else if (b >= (1ull << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1ull << 20));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  }
+  return buf;
 }
 
 // Parts joined with `sep`: "mlx5_0,mlx5_1".

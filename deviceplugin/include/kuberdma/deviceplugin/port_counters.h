@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every HCA port's traffic and error counters, read from sysfs when Prometheus scrapes (no
-// background polling: a scrape costs one directory walk and a few small reads per port) and
+// background polling). The walk that finds the HCAs, their ports and which counter files each
+// port has is kept between scrapes and made again when the set of HCAs changes or a kept file is
+// gone: a scrape then costs a directory listing, each HCA's netdev and the counter reads. Counters
 // exported as counters labelled hca, port, netdev (its host name, "" while a pod holds it) and
 // rail (the HCA's 1-based place in name order, as rails are numbered on a GPU node).
 //
@@ -16,6 +18,8 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,10 +42,36 @@ const std::vector<PortCounterSpec>& PortCounterSpecs();
 class PortCounters final : public prometheus::Collectable {
  public:
   explicit PortCounters(sysfs::SysfsRoot root) : root_(std::move(root)) {}
+  // Thread-safe (a scrape at a time walks or reads).
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  struct File {
+    const PortCounterSpec* spec;
+    std::string rel;  // below the sysfs root
+  };
+  struct Port {
+    std::string number;
+    std::vector<File> files;
+  };
+  struct Hca {
+    std::string name;
+    std::string rail;
+    bool is_virtual = false;
+    std::string netdev;  // a software device's parent: it never changes
+    std::vector<Port> ports;
+  };
+  struct Layout {
+    std::vector<std::string> names;  // class/infiniband, as listed
+    std::vector<Hca> hcas;
+  };
+  static Layout Walk(const sysfs::SysfsRoot& root, std::vector<std::string> names);
+  // The counters of `layout`; false when a kept file is gone (the layout is stale).
+  bool Read(const Layout& layout, std::vector<prometheus::MetricFamily>* out) const;
+
   sysfs::SysfsRoot root_;
+  mutable std::mutex mu_;
+  mutable std::optional<Layout> layout_;
 };
 
 }  // namespace kuberdma::deviceplugin
