@@ -31,9 +31,10 @@ TEST_CASE("Kept between scrapes: new values, a netdev gone to a pod, an HCA and 
   testing::TempDir dir;
   fs::copy(KUBERDMA_FIXTURES "/sysfs/roce8", dir.path,
            fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-  PortCounters counters{sysfs::SysfsRoot(dir.path)};
+  sysfs::SysfsRoot root(dir.path);
+  PortCounters counters{root};
   const std::string xmit = "kuberdma_infiniband_port_data_transmitted_bytes_total";
-  const std::string ib = dir.path + "/sys/class/infiniband/";
+  const std::string ib = root.Sys("class/infiniband/");
   REQUIRE(WriteFileAtomic(ib + "mlx5_0/ports/1/counters/port_xmit_data", "10\n"));
   auto first = counters.Collect();
   CHECK(Value(first, xmit, "mlx5_0") == std::pair{40.0, std::string("ens1f0np0")});
