@@ -7,6 +7,8 @@
 # Needs root and Debian's mirror; not run by CI (CI is such a machine already).
 #   .ci/fresh-debian.sh demo|test [CHROOT] [LOG]     (defaults: /srv/kuberdma-fresh, CHROOT.log)
 # KEEP_CLONE=1 runs again in the clone the last run made (its build directory kept).
+# CUDA=1 lends the chroot this machine's /usr/local/cuda, read-only (a GPU node's build: the
+# validator's NCCL runner, the images tier); without it the chroot has no CUDA.
 set -euo pipefail
 what=${1:?usage: fresh-debian.sh demo|test [CHROOT] [LOG]}
 root=${2:-/srv/kuberdma-fresh}
@@ -36,6 +38,14 @@ for m in proc sys dev dev/pts run tmp; do
   esac
   mounted+=("$root/$m")
 done
+if [ "${CUDA:-0}" = 1 ]; then
+  [ -d /usr/local/cuda ] || { echo "fresh-debian.sh: CUDA=1 but this machine has no /usr/local/cuda" >&2; exit 2; }
+  mkdir -p "$root/usr/local/cuda"
+  mount --bind -o ro /usr/local/cuda "$root/usr/local/cuda"
+  mounted+=("$root/usr/local/cuda")
+elif mountpoint -q "$root/usr/local/cuda" 2>/dev/null; then
+  umount -l "$root/usr/local/cuda"
+fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # The site's own CAs (a TLS-inspecting proxy to the package registries, say): a machine of this
 # site trusts them, so the chroot does too; Debian's public CAs are there already.
