@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The library boundaries of docs/development.md, enforced rather than hoped for:
 #   - libnl headers, setns(2) and /sys paths only in netlink/ (the node library);
-#   - gRPC only in deviceplugin/ and proto/ (and the device plugin's own tests and benchmark);
+#   - gRPC only in deviceplugin/, proto/ and the kubelet stand-ins (tools/standins) (and the device
+#     plugin's own tests and benchmark);
 #   - nothing but the result document on the CNI's stdout: no stdout printing in cni/ apart from
 #     main.cc's one Print(), and no spdlog stdout sinks there;
 #   - test-only links (veths, bridges, qdiscs) are created only in netlink/testing/, which no
@@ -27,8 +28,8 @@ violations "setns() is called outside netlink/src/netns/" \
   "$(src | grep -v '^netlink/src/netns/' | xargs grep -nE '(^|[^_a-zA-Z])setns\(' 2>/dev/null | grep -v ':\s*//')"
 violations "a /sys path is spelled outside netlink/ (go through sysfs::SysfsRoot)" \
   "$(src | grep -v '^netlink/' | xargs grep -nE '"/sys(/|")' 2>/dev/null)"
-violations "gRPC is used outside deviceplugin/, proto/ and the device plugin's tests and benchmark" \
-  "$(src | grep -vE '^(deviceplugin|proto|tests/deviceplugin)/|^bench/deviceplugin_' | xargs grep -nE '#include <grpc(pp)?/|api\.grpc\.pb\.h' 2>/dev/null)"
+violations "gRPC is used outside deviceplugin/, proto/, tools/standins/ and the device plugin's tests and benchmark" \
+  "$(src | grep -vE '^(deviceplugin|proto|tools/standins|tests/deviceplugin)/|^bench/deviceplugin_' | xargs grep -nE '#include <grpc(pp)?/|api\.grpc\.pb\.h' 2>/dev/null)"
 violations "cni/ writes to stdout outside main.cc's Print()" \
   "$(git ls-files -- 'cni/*.cc' 'cni/*.h' | xargs grep -nE 'std::cout|(^|[^a-z_])printf\(|[^a-z_]puts\(|stdout_sink_(mt|st)|stdout_color|f(write|printf|puts)\(.*stdout' 2>/dev/null)"
 violations "cni/main.cc writes to fd 1 other than in Print()" \

@@ -28,8 +28,8 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/standins/kubelet.h"
 #include "kuberdma/testing/test_net.h"
 
 namespace {
@@ -173,7 +173,7 @@ bool CheckBench(SimNode& node, const std::string& pod, const std::string& rdma_b
                 double floor_ms, nlohmann::json* out) {
   std::string dir = node.state_dir() + "/kubelet";
   (void)kuberdma::MakeDirs(dir);
-  kuberdma::deviceplugin::KubeletStandIn kubelet(dir);
+  kuberdma::standins::KubeletStandIn kubelet(dir);
   (void)kuberdma::WriteFileAtomic(dir + "/dp.json", R"({"configList":[{"resourceName":"hca",)"
                                                     R"("rdmaHcaMax":1,"policy":"per-hca"}]})");
   kuberdma::UniqueFd log(::open((dir + "/dp.log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));

@@ -28,15 +28,15 @@
 
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/deviceplugin/port_counters.h"
+#include "kuberdma/standins/kubelet.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-using kuberdma::deviceplugin::KubeletStandIn;
+using kuberdma::standins::KubeletStandIn;
 
 double RssMiB(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

@@ -26,7 +26,7 @@
 #include "api.grpc.pb.h"
 #include "draplugin.grpc.pb.h"
 #include "kuberdma/base/files.h"
-#include "kuberdma/dra/api_standin.h"
+#include "kuberdma/standins/api_server.h"
 
 namespace {
 
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   (void)kuberdma::WriteFileAtomic(
       dir + "/config.json",
       R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1000,"policy":"per-hca"}]})");
-  kuberdma::dra::ApiStandIn api;
+  kuberdma::standins::ApiStandIn api;
   // The Node the driver makes its slices' owner.
   api.Put("/api/v1/nodes/bench-node",
           {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "bench-node"}}}});

@@ -246,7 +246,7 @@ def check_policy(report, helm):
     cond = [c.get("expression", "") for c in spec.get("matchConditions", [])]
     checks = [v.get("expression", "") for v in spec.get("validations", [])]
     binding = next((o for _, o in got if o["kind"] == "ValidatingAdmissionPolicyBinding"), {})
-    # The stand-in API server (deviceplugin/dra/standin) enforces exactly these rules: keep both
+    # The stand-in API server (tools/standins) enforces exactly these rules: keep both
     # in step.
     report.check(cond == ['request.userInfo.username == "system:serviceaccount:kube-rdma:kube-rdma-dra"']
                  and checks == ['variables.userNodeName != ""',

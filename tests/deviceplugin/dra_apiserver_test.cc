@@ -25,14 +25,14 @@ namespace fs = std::filesystem;
 
 // Answers each connection by the request's path: `script[path]` is a list of (status, body,
 // delay ms) used in turn (the last one repeats).
-class StandIn {
+class ScriptedApiServer {
  public:
   struct Reply {
     int status = 200;
     std::string body;
     int delay_ms = 0;
   };
-  StandIn() {
+  ScriptedApiServer() {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -44,7 +44,7 @@ class StandIn {
     ::listen(fd_, 16);
     thread_ = std::thread([this] { Loop(); });
   }
-  ~StandIn() {
+  ~ScriptedApiServer() {
     stop_ = true;
     ::shutdown(fd_, SHUT_RDWR);
     ::close(fd_);
@@ -102,7 +102,7 @@ TEST_CASE("Claims come from the API server with the ServiceAccount's token, fail
   char tmpl[] = "/tmp/kuberdma-api-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   std::ofstream(dir + "/token") << "s3cr3t-token\n";
-  StandIn api;
+  ScriptedApiServer api;
   ApiServer conn{.base = api.base(), .token_file = dir + "/token", .timeout_s = 2, .attempts = 3};
   ApiServerClaims claims(conn);
   ClaimRef ref{.ns = "team-a", .uid = "u1", .name = "pairs"};

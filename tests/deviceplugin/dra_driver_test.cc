@@ -16,14 +16,19 @@
 
 #include "draplugin.grpc.pb.h"
 #include "kuberdma/contract/allocation.h"
-#include "kuberdma/dra/allocator.h"
-#include "kuberdma/dra/api_standin.h"
 #include "kuberdma/dra/driver.h"
+#include "kuberdma/standins/allocator.h"
+#include "kuberdma/standins/api_server.h"
 #include "kuberdma/sysfs/topology.h"
 #include "per_hca.h"
 
 namespace kuberdma::dra {
 namespace {
+
+using standins::Allocate;
+using standins::AllocatedKeys;
+using standins::ApiStandIn;
+using standins::StandInGpuSlice;
 
 namespace fs = std::filesystem;
 namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;

@@ -12,8 +12,8 @@
 #include "drahealth.grpc.pb.h"
 #include "draplugin.grpc.pb.h"
 #include "draplugin_v1beta1.grpc.pb.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/dra/server.h"
+#include "kuberdma/standins/kubelet.h"
 #include "per_hca.h"
 #include "pluginregistration.grpc.pb.h"
 #include "podresources.grpc.pb.h"
@@ -212,7 +212,7 @@ TEST_CASE(
   char tmpl[] = "/tmp/kuberdma-drapr-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   {
-    deviceplugin::KubeletStandIn kubelet(dir);
+    standins::KubeletStandIn kubelet(dir);
     const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
     kubelet.AssignClaim("team-a", "trainer-0", "trainer-0-nics-x7k2p",
                         {{.driver = kDriverName,

@@ -8,14 +8,17 @@
 #include <regex>
 #include <sstream>
 
-#include "kuberdma/dra/allocator.h"
 #include "kuberdma/dra/slices.h"
 #include "kuberdma/rails/rails.h"
+#include "kuberdma/standins/allocator.h"
 #include "kuberdma/sysfs/topology.h"
 #include "per_hca.h"
 
 namespace kuberdma::dra {
 namespace {
+
+using standins::EvaluateSelector;
+using standins::StandInGpuSlice;
 
 using nlohmann::json;
 

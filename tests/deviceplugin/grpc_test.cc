@@ -23,10 +23,10 @@
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/contract/allocation.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/deviceplugin/manager.h"
 #include "kuberdma/deviceplugin/podresources.h"
 #include "kuberdma/doctor/doctor.h"
+#include "kuberdma/standins/kubelet.h"
 #include "podresources.grpc.pb.h"
 
 namespace kuberdma::deviceplugin {
@@ -40,7 +40,7 @@ constexpr const char* kConfig = R"({"configList":[
   {"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
   {"resourceName":"hca","rdmaHcaMax":8,"policy":"per-hca","selectors":{"linkTypes":["ether"]}}]})";
 
-using FakeKubelet = KubeletStandIn;
+using standins::KubeletStandIn;
 
 // A node: a copy of the roce8 fixture, a device-plugin directory, the config file, and the
 // plugin's event loop on a thread. Everything is stopped and removed by the destructor.
@@ -88,7 +88,7 @@ struct Node {
   }
   std::string dir;
   std::string pod_resources;  // the kubelet's pod-resources socket; "" the default
-  std::unique_ptr<FakeKubelet> kubelet;
+  std::unique_ptr<KubeletStandIn> kubelet;
   std::unique_ptr<Manager> mgr;
   std::thread loop;
   std::mutex seen_mu;
@@ -111,7 +111,7 @@ TEST_CASE("A resource that never reached the kubelet is exported as not register
 
 TEST_CASE("Each resource's socket is 0600 whatever the umask") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   mode_t old = ::umask(0);  // a permissive umask would make the socket world-writable
   n.Start();
   auto& k = *n.kubelet;
@@ -129,7 +129,7 @@ TEST_CASE("Each resource's socket is 0600 whatever the umask") {
 
 TEST_CASE("A resource the DRA driver publishes is scanned and handed over, never registered") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start({"rdma/hca"});
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty(); }));
@@ -142,7 +142,7 @@ TEST_CASE("A resource the DRA driver publishes is scanned and handed over, never
 
 TEST_CASE("Each resource registers with the kubelet and streams its device list") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
   REQUIRE(
@@ -167,14 +167,14 @@ TEST_CASE(
     "A kubelet restart (sockets removed, kubelet.sock re-created) is followed by a new "
     "registration") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   REQUIRE(n.kubelet->WaitFor([&] { return n.kubelet->Registrations("rdma/shared") == 1; }));
   n.kubelet->Stop();
   // The kubelet removes every plugin socket when it starts again.
   for (const auto& e : fs::directory_iterator(n.dir + "/plugins")) fs::remove(e.path());
   auto t0 = Clock::now();
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty() && !k.Lists("rdma/hca").empty(); },
                     3000ms));
@@ -209,7 +209,7 @@ TEST_CASE(
     "/metrics is prometheus-cpp's exposition of every family, /healthz answers 200 while "
     "serving") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/hca").empty(); }));
@@ -239,7 +239,7 @@ TEST_CASE(
 TEST_CASE(
     "Port counters are read from sysfs on each scrape: bytes from 4-byte words, hw_counters") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   std::string port = n.dir + "/root/sys/class/infiniband/mlx5_2/ports/1/";
   REQUIRE(WriteFileAtomic(port + "counters/port_xmit_data", "1000\n"));
   REQUIRE(WriteFileAtomic(port + "counters/link_downed", "3\n"));
@@ -414,7 +414,7 @@ TEST_CASE("/healthz is 503 when the plugin does not serve, and a taken port is a
 
 TEST_CASE("A ListAndWatch stream closed by the kubelet leads to a new registration") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return k.Lists("rdma/shared").size() == 1; }));
@@ -426,7 +426,7 @@ TEST_CASE("A ListAndWatch stream closed by the kubelet leads to a new registrati
 
 TEST_CASE("A port leaving ACTIVE reaches ListAndWatch within a second, and so does its return") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/hca").empty(); }));
@@ -453,7 +453,7 @@ TEST_CASE(
     "A new config is applied when its file changes, a bad one is rejected and the old keeps "
     "serving") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   auto& k = *n.kubelet;
   REQUIRE(k.WaitFor([&] { return !k.Lists("rdma/shared").empty(); }));
@@ -483,7 +483,7 @@ TEST_CASE(
 
 TEST_CASE("Two hundred concurrent Allocates all succeed, unknown IDs are INVALID_ARGUMENT") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   REQUIRE(n.kubelet->WaitFor([&] { return !n.kubelet->Lists("rdma/hca").empty(); }));
   auto stub = n.Stub("rdma/hca");
@@ -517,7 +517,7 @@ TEST_CASE("Two hundred concurrent Allocates all succeed, unknown IDs are INVALID
 
 TEST_CASE("Allocate records which per-HCA slots went to one container, for the CNI's rails") {
   Node n;
-  n.kubelet = std::make_unique<FakeKubelet>(n.dir + "/plugins");
+  n.kubelet = std::make_unique<KubeletStandIn>(n.dir + "/plugins");
   n.Start();
   REQUIRE(n.kubelet->WaitFor([&] { return !n.kubelet->Lists("rdma/hca").empty(); }));
   auto stub = n.Stub("rdma/hca");

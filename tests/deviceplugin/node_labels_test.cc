@@ -5,10 +5,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "kuberdma/dra/api_standin.h"
+#include "kuberdma/standins/api_server.h"
 
 namespace kuberdma::dra {
 namespace {
+
+using standins::ApiStandIn;
 
 using nlohmann::json;
 

@@ -17,9 +17,9 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/contract/allocation.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/doctor/doctor.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/standins/kubelet.h"
 #include "kuberdma/sysfs/sysfs.h"
 #include "node_device_plugin.h"
 #include "roce8_node.h"
@@ -562,7 +562,7 @@ TEST_CASE(
   SimNode node(kRoce8, Roce8Netdevs());
   std::string dir = node.state_dir() + "/kubelet";
   REQUIRE(MakeDirs(dir));
-  deviceplugin::KubeletStandIn kubelet(dir);
+  standins::KubeletStandIn kubelet(dir);
   REQUIRE(WriteFileAtomic(node.node_config_path(), "{}"));  // the check on, as on a cluster
   std::string pod_a = node.AddPod("pod-a");
   std::string pod_b = node.AddPod("pod-b");

@@ -4,7 +4,7 @@
 // binary named by $KUBERDMA_MULTUS (built by hand from its release; nothing of it is in this
 // repository), rdma-device-plugin answering the CNI's allocation check, Debian's loopback as the
 // cluster network. Stand-ins: the kubelet's pod-resources API (the kubelet's v1 List with
-// dynamic_resources, deviceplugin/kubelet_standin.h) and the API server (the pod and the NADs,
+// dynamic_resources, standins/kubelet.h) and the API server (the pod and the NADs,
 // dra/api_standin.h). Without $KUBERDMA_MULTUS the test says so and is skipped.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,10 +19,10 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
-#include "kuberdma/dra/api_standin.h"
 #include "kuberdma/dra/prepare.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/standins/api_server.h"
+#include "kuberdma/standins/kubelet.h"
 #include "node_device_plugin.h"
 #include "per_hca.h"
 #include "roce8_node.h"
@@ -66,8 +66,8 @@ TEST_CASE("Released Multus attaches a DRA claim's NICs through the kubelet's pod
   REQUIRE(prepared);
   REQUIRE(prepared->devices.size() == 2);
   // The kubelet lists it under the pod's container, as pod-resources v1 does.
-  deviceplugin::KubeletStandIn kubelet(dir);
-  std::vector<deviceplugin::KubeletStandIn::ClaimDevice> devices;
+  standins::KubeletStandIn kubelet(dir);
+  std::vector<standins::KubeletStandIn::ClaimDevice> devices;
   for (const auto& d : prepared->devices) {
     devices.push_back(
         {.driver = dra::kDriverName, .pool = d.pool, .device = d.device, .cdi_ids = {d.cdi_id}});
@@ -83,9 +83,9 @@ TEST_CASE("Released Multus attaches a DRA claim's NICs through the kubelet's pod
   auto lo = node.links().GetByName(node.node(), "lo");
   REQUIRE(lo);
   REQUIRE(node.links().Change(node.node(), lo->ifindex, {.up = true}));
-  std::unique_ptr<dra::ApiStandIn> standin;
-  REQUIRE(node.node().RunIn([&] { standin = std::make_unique<dra::ApiStandIn>(); }));
-  dra::ApiStandIn& api = *standin;
+  std::unique_ptr<standins::ApiStandIn> standin;
+  REQUIRE(node.node().RunIn([&] { standin = std::make_unique<standins::ApiStandIn>(); }));
+  standins::ApiStandIn& api = *standin;
   const std::string pods = "/api/v1/namespaces/team-a/pods/";
   api.Put(pods + "trainer-0",
           {{"apiVersion", "v1"},

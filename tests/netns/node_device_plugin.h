@@ -13,8 +13,8 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/standins/kubelet.h"
 #include "kuberdma/testing/test_net.h"
 #include "roce8_node.h"
 
@@ -24,7 +24,7 @@ class NodeDevicePlugin {
  public:
   // Writes its config to `dir` and starts it in `node`'s namespace; started() once it runs.
   NodeDevicePlugin(const SimNode& node, const std::string& dir,
-                   const deviceplugin::KubeletStandIn& kubelet) {
+                   const standins::KubeletStandIn& kubelet) {
     if (!WriteFileAtomic(dir + "/device-plugin.json",
                          R"({"configList":[{"resourceName":"hca","rdmaHcaMax":1,)"
                          R"("policy":"per-hca"}]})")) {

@@ -19,13 +19,13 @@
 #include "kuberdma/contract/slot_id.h"
 #include "kuberdma/deviceplugin/config.h"
 #include "kuberdma/deviceplugin/resource.h"
-#include "kuberdma/dra/allocator.h"
 #include "kuberdma/dra/slices.h"
 #include "kuberdma/rails/node_config.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/standins/allocator.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/topology.h"
 #include "roce8_node.h"
@@ -138,7 +138,8 @@ std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s,
   }
   if (tmpl.is_null()) return {};
   sysfs::SysfsRoot root(kRoce8);
-  std::vector<nlohmann::json> slices = {dra::StandInGpuSlice("roce8", *sysfs::DiscoverGpus(root))};
+  std::vector<nlohmann::json> slices = {
+      standins::StandInGpuSlice("roce8", *sysfs::DiscoverGpus(root))};
   for (const auto& rc : s.resources) {
     if (rc.policy != deviceplugin::Policy::kPerHca) continue;
     deviceplugin::Resource r(rc, root);
@@ -148,7 +149,7 @@ std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s,
     slices.insert(slices.end(), published->objects.begin(), published->objects.end());
   }
   nlohmann::json claim = {{"metadata", {{"name", "c"}}}, {"spec", tmpl["spec"]["spec"]}};
-  auto alloc = dra::Allocate(claim, slices, classes, {});
+  auto alloc = standins::Allocate(claim, slices, classes, {});
   REQUIRE(alloc);
   if (claim_name.empty()) return sim::DraAllocated({*alloc}, slices);  // Multus' main branch
   // Released Multus: the kubelet's pod-resources lists the claim under its name with each

@@ -26,10 +26,10 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/state.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/standins/kubelet.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/testing/test_net.h"
 
@@ -44,7 +44,7 @@ struct Node {
   int index = 0;     // 1-based
   std::string name;  // "node-1"
   std::unique_ptr<SimNode> sim;
-  std::unique_ptr<deviceplugin::KubeletStandIn> kubelet;
+  std::unique_ptr<standins::KubeletStandIn> kubelet;
   pid_t plugin = -1;
   std::string dpdir;
   sim::MultusPod pod;
@@ -265,7 +265,7 @@ bool ClusterDemo::BuildNode(Node& n) {
 void ClusterDemo::StartDevicePlugin(Node& n) {
   n.dpdir = n.sim->state_dir() + "/kubelet";
   (void)MakeDirs(n.dpdir + "/plugins");
-  n.kubelet = std::make_unique<deviceplugin::KubeletStandIn>(n.dpdir + "/plugins");
+  n.kubelet = std::make_unique<standins::KubeletStandIn>(n.dpdir + "/plugins");
   std::string cfg_dir = n.sim->state_dir() + "/configmap";
   n.plugin = Start(n.sim->node(),
                    {o_.device_plugin_bin, "--config", cfg_dir + "/device-plugin.json",

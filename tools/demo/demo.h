@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
-#include "kuberdma/dra/api_standin.h"
-#include "kuberdma/dra/kubelet_standin.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/standins/api_server.h"
+#include "kuberdma/standins/kubelet_dra.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::demo {
@@ -101,11 +101,11 @@ class DraDemo {
   std::string down_state_, down_device_, down_pool_, down_hca_;  // ShowNicDown's NIC
   void ShowPairs(const nlohmann::json& alloc, PodClaim& out) const;
   std::string dir_, fixture_, node_;
-  dra::ApiStandIn api_;
+  standins::ApiStandIn api_;
   std::vector<nlohmann::json> classes_, slices_;
   nlohmann::json template_;
   size_t pairs_ = 0;
-  std::unique_ptr<dra::KubeletDraStandIn> kubelet_;
+  std::unique_ptr<standins::KubeletDraStandIn> kubelet_;
   std::vector<sysfs::Gpu> gpus_;
   std::set<std::string> in_use_;
   std::vector<dra::ClaimRef> prepared_;

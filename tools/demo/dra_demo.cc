@@ -13,11 +13,11 @@
 #include "demo.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
-#include "kuberdma/dra/allocator.h"
-#include "kuberdma/dra/kubelet_standin.h"
 #include "kuberdma/dra/prepare.h"
 #include "kuberdma/dra/slices.h"
 #include "kuberdma/sim/multus.h"
+#include "kuberdma/standins/allocator.h"
+#include "kuberdma/standins/kubelet_dra.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::demo {
@@ -90,13 +90,13 @@ bool DraDemo::Load(const std::vector<json>& objects, Failures& fail) {
 
 // The kubelet's plugin watcher: the driver's registration socket, GetInfo, then the status.
 bool DraDemo::Register(Failures& fail) {
-  auto k = dra::KubeletDraStandIn::Register(dir_ + "/plugins_registry", dra::kDriverName,
-                                            std::chrono::seconds(10));
+  auto k = standins::KubeletDraStandIn::Register(dir_ + "/plugins_registry", dra::kDriverName,
+                                                 std::chrono::seconds(10));
   if (!k) {
     fail("the DRA driver did not register: " + k.error().message());
     return false;
   }
-  kubelet_ = std::make_unique<dra::KubeletDraStandIn>(std::move(*k));
+  kubelet_ = std::make_unique<standins::KubeletDraStandIn>(std::move(*k));
   std::printf("  kubelet stand-in: plugin %s (%s) registered, endpoint %s\n", dra::kDriverName,
               kubelet_->version().c_str(), kubelet_->endpoint().c_str());
   return true;
@@ -129,7 +129,7 @@ bool DraDemo::WaitForSlices(Failures& fail) {
   }
   auto gpus = sysfs::DiscoverGpus(sysfs::SysfsRoot(fixture_));
   gpus_ = gpus ? *gpus : std::vector<sysfs::Gpu>{};
-  json gpu_slice = dra::StandInGpuSlice(node_, gpus_);
+  json gpu_slice = standins::StandInGpuSlice(node_, gpus_);
   api_.Put(kSlices + gpu_slice["metadata"]["name"].get<std::string>(), gpu_slice);
   slices_.push_back(gpu_slice);
   std::printf(
@@ -146,8 +146,8 @@ Result<json> DraDemo::AllocateClaim(const std::string& ns, const std::string& po
                 {"kind", "ResourceClaim"},
                 {"metadata", {{"name", name}, {"namespace", ns}}},
                 {"spec", template_["spec"]["spec"]}};
-  KUBERDMA_ASSIGN_OR_RETURN(json alloc, dra::Allocate(claim, slices_, classes_, in_use_));
-  auto taken = dra::AllocatedKeys(alloc);
+  KUBERDMA_ASSIGN_OR_RETURN(json alloc, standins::Allocate(claim, slices_, classes_, in_use_));
+  auto taken = standins::AllocatedKeys(alloc);
   in_use_.insert(taken.begin(), taken.end());
   api_.Put(ClaimPath(ns, name), claim);
   json stored = *api_.Object(ClaimPath(ns, name));
@@ -187,7 +187,7 @@ Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::st
   prepared_.push_back(ref);
   PodClaim out{.claim = ns + "/" + ref.name};
   // The runtime applies the CDI device the kubelet was given: its environment and device nodes.
-  KUBERDMA_ASSIGN_OR_RETURN(auto edits, dra::ApplyCdi(dir_ + "/cdi", prepared.cdi_ids));
+  KUBERDMA_ASSIGN_OR_RETURN(auto edits, standins::ApplyCdi(dir_ + "/cdi", prepared.cdi_ids));
   out.env = edits.env;
   out.device_nodes = edits.device_nodes;
   // Multus' DRA path: the devices' resourceName and deviceID attributes (sim/multus.h).
@@ -233,7 +233,7 @@ bool DraDemo::ShowMisaligned(Failures& fail) {
           {"constraints",
            {{{"requests", {"gpu-0", "nic-0"}},
              {"matchAttribute", "resource.kubernetes.io/pcieRoot"}}}}}}}}};
-  auto refused = dra::Allocate(claim, slices_, classes_, {});
+  auto refused = standins::Allocate(claim, slices_, classes_, {});
   std::printf(
       "  a claim pairing gpu-0 with %s (another PCIe root), matchAttribute pcieRoot:\n    %s\n",
       far.c_str(), refused ? "ALLOCATED (wrong)" : refused.error().message().c_str());
@@ -336,9 +336,9 @@ bool DraDemo::ShowAllocatedAround(const std::string& ns, Failures& fail) {
   // A new pod's claim from the same template, as if the node were free: around the tainted NIC.
   json next = {{"metadata", {{"name", "next-pod"}, {"namespace", ns}}},
                {"spec", template_["spec"]["spec"]}};
-  auto alloc = dra::Allocate(next, api_.Objects(kSlices), classes_, {});
-  bool around = alloc && !dra::AllocatedKeys(*alloc).contains(
-                             dra::DeviceKey(dra::kDriverName, down_pool_, down_device_));
+  auto alloc = standins::Allocate(next, api_.Objects(kSlices), classes_, {});
+  bool around = alloc && !standins::AllocatedKeys(*alloc).contains(
+                             standins::DeviceKey(dra::kDriverName, down_pool_, down_device_));
   std::string what = !alloc   ? alloc.error().message()
                      : around ? "allocated around " + down_device_
                               : "GOT THE TAINTED NIC";

@@ -349,13 +349,15 @@ void FleetDemo::JudgeExchange(const json& report) {
     std::string problems = n.value("problems", json::array()).dump();
     if (problems.find("never reached the coordinator") != std::string::npos) {
       fail_(n.value("name", "?") + " never reached rank 0 over the simulated fabric");
-    } else if (problems.find("CUDA") != std::string::npos) {
+    } else if (problems.find("did not take part") != std::string::npos) {
+      // It reached rank 0 and said why it cannot run NCCL: no GPU, a build without CUDA, or no
+      // libnccl.so.2 where a CUDA build looks for it (a fresh machine with CUDA but no NCCL).
       ++joined;
     }
   }
   if (joined != o_.fleet) {
     fail_(std::to_string(joined) + " of " + std::to_string(o_.fleet) +
-          " nodes joined and reported no GPU");
+          " nodes joined and reported why they cannot run NCCL");
   } else {
     std::printf(
         "  every node joined rank 0 over rail 1 and reported it had no GPU to run NCCL on\n");

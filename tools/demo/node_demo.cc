@@ -28,13 +28,13 @@
 #include "kuberdma/cni/state.h"
 #include "kuberdma/contract/pod_env.h"
 #include "kuberdma/contract/slot_id.h"
-#include "kuberdma/deviceplugin/kubelet_standin.h"
 #include "kuberdma/dra/prepare.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/pod_view.h"
 #include "kuberdma/sim/sim_node.h"
+#include "kuberdma/standins/kubelet.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/topology.h"
 
@@ -119,7 +119,7 @@ class NodeDemo {
   std::vector<std::string> netdevs_;
   std::unique_ptr<SimNode> node_;
   std::map<std::string, link::LinkInfo> before_;
-  std::unique_ptr<deviceplugin::KubeletStandIn> kubelet_;
+  std::unique_ptr<standins::KubeletStandIn> kubelet_;
   std::unique_ptr<DraDemo> dra_;  // --dra
   pid_t plugin_ = -1;
   std::vector<std::string> free_ids_;
@@ -270,7 +270,7 @@ void NodeDemo::StartDevicePlugin() {
   if (!config) return fail_(config.error().message());
   (void)MakeDirs(dpdir + "/plugins");
   (void)WriteFileAtomic(dpdir + "/device-plugin.json", *config);
-  kubelet_ = std::make_unique<deviceplugin::KubeletStandIn>(dpdir + "/plugins");
+  kubelet_ = std::make_unique<standins::KubeletStandIn>(dpdir + "/plugins");
   // The node config as the DaemonSet writes it: the CNI asks this device plugin, which asks the
   // kubelet stand-in's pod-resources API, whether each HCA it attaches is the pod's.
   auto node_config = rendered_.ConfigMapData("node.json");

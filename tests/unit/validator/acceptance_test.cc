@@ -368,7 +368,7 @@ TEST_CASE("A node that never reached the coordinator fails, and says why") {
 // A simulated fleet as the coordinator runs it (AnotherRound: MinRounds rounds, then more, up
 // to kMaxRounds, until the slow measurements are explained). A pair's rail measures the slower
 // end's factor of `base` (GB/s), times (1 + noise * a standard normal) from `seed`.
-struct SimFleet {
+struct ModelFleet {
   int k = 4;
   int rails = 2;
   double base = 0.19;
@@ -433,7 +433,7 @@ TEST_CASE("Every node meets at least two partners in MinRounds rounds, odd or ev
 TEST_CASE("The issue's odd fleet: 5 x 2, node 1's rail 2 slow, is named whoever has the bye") {
   // Round 1 gives node 1 (rank 0) or another node the bye; MinRounds measures everyone twice.
   for (int slow_node = 0; slow_node < 5; ++slow_node) {
-    SimFleet f{.k = 5, .rails = 2, .base = 0.85, .factor = {{{slow_node, 1}, 0.28}}};
+    ModelFleet f{.k = 5, .rails = 2, .base = 0.85, .factor = {{{slow_node, 1}, 0.28}}};
     FleetReport rep = Evaluate(f.Run());
     INFO("slow node " << slow_node << ": " << rep.Table());
     CHECK(Culprits(rep) == std::set<std::pair<int, int>>{{slow_node, 1}});
@@ -446,7 +446,7 @@ TEST_CASE("The issue's odd fleet: 5 x 2, node 1's rail 2 slow, is named whoever 
 }
 
 TEST_CASE("The issue's half-speed rail: 6 x 3, node 4's rail 3 at 0.10 of 0.19 GB/s, is named") {
-  SimFleet f{.k = 6, .rails = 3, .base = 0.19, .factor = {{{3, 2}, 0.10 / 0.19}}, .noise = 0.03};
+  ModelFleet f{.k = 6, .rails = 3, .base = 0.19, .factor = {{{3, 2}, 0.10 / 0.19}}, .noise = 0.03};
   for (unsigned seed = 1; seed <= 20; ++seed) {
     f.seed = seed;
     FleetReport rep = Evaluate(f.Run());
@@ -460,25 +460,25 @@ TEST_CASE("The issue's half-speed rail: 6 x 3, node 4's rail 3 at 0.10 of 0.19 G
 TEST_CASE("Odd and even fleets from 2 to 64: one half-speed rail is named, node and rail") {
   for (int k = 3; k <= 64; k += (k < 12 ? 1 : 7)) {
     for (int node : {0, k / 2, k - 1}) {  // rank 0's node, a middle one, the last (bye-prone)
-      SimFleet f{.k = k,
-                 .rails = 2,
-                 .factor = {{{node, 1}, 0.5}},
-                 .noise = 0.02,
-                 .seed = static_cast<unsigned>(k * 100 + node)};
+      ModelFleet f{.k = k,
+                   .rails = 2,
+                   .factor = {{{node, 1}, 0.5}},
+                   .noise = 0.02,
+                   .seed = static_cast<unsigned>(k * 100 + node)};
       FleetReport rep = Evaluate(f.Run());
       INFO("K " << k << ", node " << node << ": " << rep.Summary());
       CHECK(Culprits(rep) == std::set<std::pair<int, int>>{{node, 1}});
     }
   }
   // Two nodes: one pair is all there is; the rail is slow, which end cannot be told.
-  SimFleet two{.k = 2, .rails = 2, .factor = {{{1, 1}, 0.5}}};
+  ModelFleet two{.k = 2, .rails = 2, .factor = {{{1, 1}, 0.5}}};
   FleetReport rep = Evaluate(two.Run());
   CHECK(rep.verdict == "fail");
   CHECK(rep.localisation.ambiguous);
 }
 
 TEST_CASE("Two faults on different nodes at once are both named") {
-  SimFleet f{.k = 8, .rails = 4, .factor = {{{1, 0}, 0.5}, {{6, 3}, 0.4}}, .noise = 0.02};
+  ModelFleet f{.k = 8, .rails = 4, .factor = {{{1, 0}, 0.5}, {{6, 3}, 0.4}}, .noise = 0.02};
   FleetReport rep = Evaluate(f.Run());
   INFO(rep.Table());
   CHECK(Culprits(rep) == std::set<std::pair<int, int>>{{1, 0}, {6, 3}});
@@ -486,7 +486,7 @@ TEST_CASE("Two faults on different nodes at once are both named") {
 }
 
 TEST_CASE("One rail slow on every node (a leaf switch) names the rail, not every node") {
-  SimFleet f{.k = 6, .rails = 4, .noise = 0.02};
+  ModelFleet f{.k = 6, .rails = 4, .noise = 0.02};
   for (int n = 0; n < 6; ++n) f.factor[{n, 2}] = 0.5;
   FleetReport rep = Evaluate(f.Run());
   INFO(rep.Table());
@@ -504,7 +504,7 @@ TEST_CASE("One rail slow on every node (a leaf switch) names the rail, not every
 }
 
 TEST_CASE("A whole node slow (PCIe, NUMA) is one culprit, the node") {
-  SimFleet f{.k = 7, .rails = 4, .noise = 0.02};
+  ModelFleet f{.k = 7, .rails = 4, .noise = 0.02};
   for (int r = 0; r < 4; ++r) f.factor[{5, r}] = 0.6;
   FleetReport rep = Evaluate(f.Run());
   INFO(rep.Table());
@@ -519,7 +519,7 @@ TEST_CASE("Noisy healthy fleets name no culprit (false positives over 2000 seede
   for (double noise : {0.05, 0.10}) {
     for (int k : {3, 4, 5, 8, 9, 16, 17, 32}) {
       for (unsigned seed = 0; seed < 125; ++seed) {
-        SimFleet f{.k = k, .rails = 4, .noise = noise, .seed = seed * 7919u + unsigned(k)};
+        ModelFleet f{.k = k, .rails = 4, .noise = noise, .seed = seed * 7919u + unsigned(k)};
         FleetReport rep = Evaluate(f.Run());
         ++fleets;
         false_culprits += rep.localisation.culprits.empty() ? 0 : 1;
@@ -543,7 +543,7 @@ TEST_CASE("Half speed is slow however noisy the fleet, the threshold follows the
   CHECK(SlowThreshold(1.0, 0.1, t) == Approx(0.65));  // 10% spread: 3.5 spreads below
   CHECK(SlowThreshold(1.0, 0.5, t) == Approx(0.6));   // however noisy: never below 0.6
   CHECK(Spread({1, 1, 1, 1, 10}, 1) == Approx(0));    // one wild figure does not widen it
-  SimFleet f{.k = 9, .rails = 2, .factor = {{{8, 0}, 0.5}}, .noise = 0.12};
+  ModelFleet f{.k = 9, .rails = 2, .factor = {{{8, 0}, 0.5}}, .noise = 0.12};
   for (unsigned seed = 1; seed <= 10; ++seed) {
     f.seed = seed;
     FleetReport rep = Evaluate(f.Run());

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The kubelet's and the runtime's side of a DRA driver, for tests and the demo
-// (kubelet_standin.h).
-#include "kuberdma/dra/kubelet_standin.h"
+// (kubelet_dra.h).
+#include "kuberdma/standins/kubelet_dra.h"
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "kuberdma/base/json.h"
 #include "pluginregistration.grpc.pb.h"
 
-namespace kuberdma::dra {
+namespace kuberdma::standins {
 
 namespace {
 
@@ -32,7 +32,7 @@ void Deadline(grpc::ClientContext& ctx) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
 }
 
-void AddClaim(const ClaimRef& ref, drapb::Claim* c) {
+void AddClaim(const dra::ClaimRef& ref, drapb::Claim* c) {
   c->set_namespace_(ref.ns);
   c->set_uid(ref.uid);
   c->set_name(ref.name);
@@ -78,7 +78,7 @@ Result<KubeletDraStandIn> KubeletDraStandIn::Register(const std::string& registr
   return k;
 }
 
-Result<KubeletDraStandIn::Prepared> KubeletDraStandIn::Prepare(const ClaimRef& claim) const {
+Result<KubeletDraStandIn::Prepared> KubeletDraStandIn::Prepare(const dra::ClaimRef& claim) const {
   drapb::NodePrepareResourcesRequest req;
   AddClaim(claim, req.add_claims());
   drapb::NodePrepareResourcesResponse resp;
@@ -130,7 +130,7 @@ Result<KubeletDraStandIn::Health> KubeletDraStandIn::WatchHealth(
                                        std::to_string(timeout.count()) + " ms");
 }
 
-Result<void> KubeletDraStandIn::Unprepare(const std::vector<ClaimRef>& claims) const {
+Result<void> KubeletDraStandIn::Unprepare(const std::vector<dra::ClaimRef>& claims) const {
   drapb::NodeUnprepareResourcesRequest req;
   for (const auto& c : claims) AddClaim(c, req.add_claims());
   drapb::NodeUnprepareResourcesResponse resp;
@@ -195,4 +195,4 @@ Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::vector<st
   return out;
 }
 
-}  // namespace kuberdma::dra
+}  // namespace kuberdma::standins

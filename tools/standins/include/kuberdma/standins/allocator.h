@@ -30,7 +30,7 @@
 #include "kuberdma/base/error.h"
 #include "kuberdma/sysfs/topology.h"
 
-namespace kuberdma::dra {
+namespace kuberdma::standins {
 
 // A device as "driver/pool/device".
 std::string DeviceKey(const std::string& driver, const std::string& pool,
@@ -59,4 +59,4 @@ nlohmann::json StandInGpuSlice(const std::string& node, const std::vector<sysfs:
 // The devices an allocation takes (DeviceKey), to add to `in_use`.
 std::set<std::string> AllocatedKeys(const nlohmann::json& allocation);
 
-}  // namespace kuberdma::dra
+}  // namespace kuberdma::standins

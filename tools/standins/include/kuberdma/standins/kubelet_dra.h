@@ -19,7 +19,7 @@
 #include "kuberdma/base/error.h"
 #include "kuberdma/dra/prepare.h"
 
-namespace kuberdma::dra {
+namespace kuberdma::standins {
 
 class KubeletDraStandIn {
  public:
@@ -37,9 +37,9 @@ class KubeletDraStandIn {
     size_t devices = 0;
   };
   // NodePrepareResources for one claim: its CDI IDs, or the error the driver gave for it.
-  Result<Prepared> Prepare(const ClaimRef& claim) const;
+  Result<Prepared> Prepare(const dra::ClaimRef& claim) const;
   // NodeUnprepareResources for `claims`: the first error the driver gave, if any.
-  Result<void> Unprepare(const std::vector<ClaimRef>& claims) const;
+  Result<void> Unprepare(const std::vector<dra::ClaimRef>& claims) const;
   // The driver's device health as the kubelet's DRA health manager reads it: watches
   // NodeWatchResources until `until` holds for a message ("pool/device" -> "Healthy",
   // "Unhealthy", "Unknown") or `timeout`; the last message, or kTimeout.
@@ -61,4 +61,4 @@ struct ContainerEdits {
 };
 Result<ContainerEdits> ApplyCdi(const std::string& cdi_dir, const std::vector<std::string>& ids);
 
-}  // namespace kuberdma::dra
+}  // namespace kuberdma::standins

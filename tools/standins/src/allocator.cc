@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The stand-in allocator (allocator.h).
-#include "kuberdma/dra/allocator.h"
+#include "kuberdma/standins/allocator.h"
 
 #include <map>
 #include <optional>
 
 #include "kuberdma/dra/slices.h"
 
-namespace kuberdma::dra {
+namespace kuberdma::standins {
 
 namespace {
 
@@ -211,7 +211,7 @@ class Search {
   Result<void> Evaluate() {
     for (const auto& req : requests_) {
       for (const Device* d : devices_) {
-        KUBERDMA_ASSIGN_OR_RETURN(bool ok, dra::Evaluate(*d, req.terms));
+        KUBERDMA_ASSIGN_OR_RETURN(bool ok, standins::Evaluate(*d, req.terms));
         if (ok && Schedulable(*d, req.tolerations)) fits_.insert({req.name, d->key});
       }
     }
@@ -385,7 +385,7 @@ json StandInGpuSlice(const std::string& node, const std::vector<sysfs::Gpu>& gpu
     devices.push_back(
         {{"name", "gpu-" + std::to_string(i)},
          {"attributes",
-          {{"resource.kubernetes.io/pcieRoot", {{"string", PcieRoot(gpus[i].device_path)}}},
+          {{"resource.kubernetes.io/pcieRoot", {{"string", dra::PcieRoot(gpus[i].device_path)}}},
            {"gpu.nvidia.com/type", {{"string", "gpu"}}},
            {"gpu.nvidia.com/uuid", {{"string", "GPU-standin-" + std::to_string(i)}}},
            {"gpu.nvidia.com/productName", {{"string", "NVIDIA H200"}}},
@@ -410,4 +410,4 @@ std::set<std::string> AllocatedKeys(const json& allocation) {
   return out;
 }
 
-}  // namespace kuberdma::dra
+}  // namespace kuberdma::standins

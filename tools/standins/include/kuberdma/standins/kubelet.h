@@ -23,7 +23,7 @@
 #include "kuberdma/deviceplugin/resource.h"
 #include "podresources.grpc.pb.h"
 
-namespace kuberdma::deviceplugin {
+namespace kuberdma::standins {
 
 class KubeletStandIn final : public v1beta1::Registration::Service {
  public:
@@ -57,8 +57,8 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   Result<std::vector<std::string>> Preferred(const std::string& resource,
                                              const std::vector<std::string>& available, int size);
   // Allocate through the endpoint `resource` registered with; the answer in plain types.
-  Result<ContainerAllocation> Allocate(const std::string& resource,
-                                       const std::vector<std::string>& ids);
+  Result<deviceplugin::ContainerAllocation> Allocate(const std::string& resource,
+                                                     const std::vector<std::string>& ids);
 
   // The pod-resources API (v1 List), served on pod_resources_socket(): what AssignPod recorded,
   // as the kubelet lists a pod's devices once it was admitted.
@@ -91,4 +91,4 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   std::vector<std::thread> watchers_;
 };
 
-}  // namespace kuberdma::deviceplugin
+}  // namespace kuberdma::standins

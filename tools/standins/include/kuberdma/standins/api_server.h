@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-namespace kuberdma::dra {
+namespace kuberdma::standins {
 
 class ApiStandIn {
  public:
@@ -115,4 +115,4 @@ class ApiStandIn {
   std::thread thread_;
 };
 
-}  // namespace kuberdma::dra
+}  // namespace kuberdma::standins

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The kubelet's side of the device plugin protocol, for tests, benchmarks and the demo.
-#include "kuberdma/deviceplugin/kubelet_standin.h"
+#include "kuberdma/standins/kubelet.h"
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
 
-namespace kuberdma::deviceplugin {
+namespace kuberdma::standins {
 
 // v1 PodResourcesLister::List over what AssignPod recorded.
 class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Service {
@@ -172,8 +172,8 @@ Result<std::vector<std::string>> KubeletStandIn::Preferred(
   return std::vector<std::string>(ids.begin(), ids.end());
 }
 
-Result<ContainerAllocation> KubeletStandIn::Allocate(const std::string& resource,
-                                                     const std::vector<std::string>& ids) {
+Result<deviceplugin::ContainerAllocation> KubeletStandIn::Allocate(
+    const std::string& resource, const std::vector<std::string>& ids) {
   KUBERDMA_ASSIGN_OR_RETURN(auto stub, StubFor(resource));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -184,7 +184,7 @@ Result<ContainerAllocation> KubeletStandIn::Allocate(const std::string& resource
   auto st = stub->Allocate(&ctx, req, &resp);
   if (!st.ok())
     return Fail(ErrorCode::kInvalidArgument, "Allocate " + resource + ": " + st.error_message());
-  ContainerAllocation out;
+  deviceplugin::ContainerAllocation out;
   if (resp.container_responses_size() == 0) return out;
   const auto& c0 = resp.container_responses(0);
   for (const auto& d : c0.devices())
@@ -194,4 +194,4 @@ Result<ContainerAllocation> KubeletStandIn::Allocate(const std::string& resource
   return out;
 }
 
-}  // namespace kuberdma::deviceplugin
+}  // namespace kuberdma::standins

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The stand-in API server (api_standin.h).
-#include "kuberdma/dra/api_standin.h"
+#include "kuberdma/standins/api_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <cstdio>
 
-namespace kuberdma::dra {
+namespace kuberdma::standins {
 
 namespace {
 
@@ -379,4 +379,4 @@ std::string ApiStandIn::last_headers() const {
   return last_headers_;
 }
 
-}  // namespace kuberdma::dra
+}  // namespace kuberdma::standins
