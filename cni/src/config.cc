@@ -596,8 +596,7 @@ NetConf SalvageForDel(std::string_view text, const NodePolicy& policy) {
   return conf;
 }
 
-NodePolicy NodePolicyOf(const rails::NodeConfig& node) {
-  NodePolicy policy;
+NodePolicy NodePolicyOf(const rails::NodeConfig& node, NodePolicy policy) {
   auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
     to.insert(to.end(), from.begin(), from.end());
   };
@@ -611,30 +610,9 @@ CniResult<NodePolicy> LoadNodePolicy(const std::string& path, NodePolicy policy)
   auto text = ReadRegularFile(path);
   if (!text && text.error().code() == ErrorCode::kNotFound) return policy;
   if (!text) return CniFail(kInvalidConfig, "node config: " + text.error().message());
-  auto doc = ParseUntrustedJson(*text, "node config " + path);
-  if (!doc || !doc->is_object()) {
-    return CniFail(kInvalidConfig,
-                   doc ? "node config " + path + " is not a JSON object" : doc.error().message());
-  }
-  for (auto [key, dst] :
-       {std::pair{"stateRoots", &policy.state_roots}, std::pair{"logRoots", &policy.log_roots},
-        std::pair{"deviceInfoDirs", &policy.device_info_dirs}}) {
-    auto it = doc->find(key);
-    if (it == doc->end()) continue;
-    if (!it->is_array()) {
-      return CniFail(kInvalidConfig,
-                     "node config " + path + ": field '" + key + "' must be an array of paths");
-    }
-    for (const auto& v : *it) {
-      if (!v.is_string() || !IsCleanPathUnder(v.get<std::string>(), "/") ||
-          v.get<std::string>() == "/") {
-        return CniFail(kInvalidConfig, "node config " + path + ": every entry of '" + key +
-                                           "' must be an absolute clean path other than /");
-      }
-      dst->push_back(v.get<std::string>());
-    }
-  }
-  return policy;
+  auto roots = rails::ParseCniRoots(*text);
+  if (!roots) return CniFail(kInvalidConfig, roots.error().Wrap(path).message());
+  return NodePolicyOf(*roots, std::move(policy));
 }
 
 }  // namespace kuberdma::cni

@@ -145,6 +145,12 @@ bool IsCleanPathUnder(std::string_view path, std::string_view root) {
   return p && r && p->size() >= r->size() && std::equal(r->begin(), r->end(), p->begin());
 }
 
+bool IsCleanRoot(std::string_view path) {
+  auto parts = CleanComponents(path);
+  return parts && !parts->empty() && path.size() <= 4096 &&
+         path.find('\0') == std::string_view::npos;
+}
+
 Result<void> MakePrivateDirs(const std::string& root, const std::string& dir) {
   if (!IsCleanPathUnder(dir, root)) {
     return Fail(ErrorCode::kInvalidArgument, dir + " is not a clean path under " + root);

@@ -93,13 +93,13 @@ Result<std::string> HookPath(const json& v, const std::string& where) {
   if (!v.is_string()) return Bad(where, "must be an absolute path");
   const std::string p = v.get<std::string>();
   if (p.empty()) return p;
-  if (p.front() != '/' || p.size() > 4096 || p.find("/./") != std::string::npos ||
-      p.find("/../") != std::string::npos || p.ends_with("/..") || p.ends_with("/.") ||
-      p.find("//") != std::string::npos || p.find('\0') != std::string::npos) {
+  if (!IsCleanRoot(p)) {
     return Bad(where, "'" + p + "' is not an absolute, clean path");
   }
   return p;
 }
+
+}  // namespace
 
 // "stateRoots", "logRoots", "deviceInfoDirs": each entry an absolute clean path other than /
 // (the CNI confines what a NAD names under them, as root).
@@ -115,15 +115,25 @@ Result<void> ParseRoots(const json& obj, const std::string& where, NodeConfig* o
     }
     dst->clear();  // a node's entry replaces the list it sets
     for (const auto& v : *it) {
-      auto p = HookPath(v, where + key);
-      if (!p || p->empty() || *p == "/") {
+      if (!v.is_string() || !IsCleanRoot(v.get<std::string>())) {
         return Bad(where + key, "every entry must be an absolute clean path other than /");
       }
-      dst->push_back(*p);
+      dst->push_back(v.get<std::string>());
     }
   }
   return {};
 }
+
+Result<NodeConfig> ParseCniRoots(std::string_view text) {
+  auto doc = ParseUntrustedJson(text, "node config");
+  if (!doc) return Bad("(top level)", doc.error().message());
+  if (!doc->is_object()) return Bad("(top level)", "must be an object");
+  NodeConfig config;
+  KUBERDMA_TRY(ParseRoots(*doc, "", &config));
+  return config;
+}
+
+namespace {
 
 // The fields of one level ("" the top, "nodes.<name>." a node's); unknown keys are errors.
 Result<void> ParseLevel(const json& obj, const std::string& where, bool top, NodeConfig* out) {

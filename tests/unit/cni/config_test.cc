@@ -9,6 +9,8 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
+#include "kuberdma/rails/node_config.h"
+#include "temp_dir.h"
 
 namespace kuberdma::cni {
 namespace {
@@ -258,6 +260,36 @@ TEST_CASE("The node's policy file adds roots and is checked like any input") {
     REQUIRE_FALSE(b);
     CHECK(b.error().code == kInvalidConfig);
     CHECK_THAT(b.error().msg, Catch::Contains(dir + "/bad.json"));
+  }
+}
+
+TEST_CASE("node.json and the deprecated cni-node.json hold a root to one rule") {
+  testing::TempDir dir("krt-roots");
+  const std::string file = dir.path + "/cni-node.json";
+  // Each path and whether it may be a root: absolute, clean, not / (a trailing slash is clean).
+  const std::vector<std::pair<std::string, bool>> paths = {{"/srv/rdma", true},
+                                                           {"/srv/rdma/", true},
+                                                           {"/srv/.rdma", true},
+                                                           {"/", false},
+                                                           {"//", false},
+                                                           {"/srv//rdma", false},
+                                                           {"/srv/./rdma", false},
+                                                           {"/srv/..", false},
+                                                           {"/srv/.", false},
+                                                           {"srv/rdma", false},
+                                                           {"", false},
+                                                           {"/srv/rdma\\u0000x", false},
+                                                           {"/" + std::string(4100, 'a'), false}};
+  for (const auto& [path, ok] : paths) {
+    INFO("root '" << path.substr(0, 40) << "'");
+    const std::string doc = R"({"stateRoots":[")" + path + R"("]})";
+    auto node = rails::ParseNodeConfig(doc, "");
+    REQUIRE(WriteFileAtomic(file, doc));
+    auto cni = LoadNodePolicy(file);
+    CHECK(node.has_value() == ok);
+    CHECK(cni.has_value() == ok);
+    if (ok) CHECK(cni->state_roots.back() == node->state_roots.back());
+    if (!ok) CHECK_THAT(cni.error().msg, Catch::Contains(file));
   }
 }
 

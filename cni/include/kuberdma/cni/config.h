@@ -68,8 +68,8 @@ inline constexpr char kNodeAddressesIpam[] = "rdma:node-addresses";
 inline constexpr char kNodePolicyEnv[] = "KUBERDMA_CNI_NODE_CONFIG";
 inline constexpr char kNodePolicyPath[] = "/etc/kube-rdma/cni-node.json";
 
-// The defaults with the node config's roots added.
-NodePolicy NodePolicyOf(const rails::NodeConfig& node);
+// `policy` (the defaults unless given) with the node config's roots added.
+NodePolicy NodePolicyOf(const rails::NodeConfig& node, NodePolicy policy = {});
 
 // Reads the deprecated file, `{"stateRoots":[...],"logRoots":[...],"deviceInfoDirs":[...]}`
 // (each optional, absolute clean paths), adding its roots to `policy`. Error 7 naming `path` and

@@ -41,6 +41,11 @@ Result<std::string> ReadFileHeadTail(const std::string& path, size_t head, size_
 // (component-wise: "/run/kube-rdmax" is not under "/run/kube-rdma").
 bool IsCleanPathUnder(std::string_view path, std::string_view root);
 
+// Whether `path` may serve as a root other paths are confined under: absolute, clean (as above),
+// not "/" itself, no NUL and at most 4096 bytes. The node config's stateRoots, logRoots and
+// deviceInfoDirs and the deprecated cni-node.json are held to this one rule.
+bool IsCleanRoot(std::string_view path);
+
 // Creates `dir` (which must be `root` or under it) for private use: missing directories from
 // `root` down are made with mode 0700, and every component below `root` must be a real
 // directory, not a symbolic link (kPermissionDenied naming it; kInvalidArgument when `dir` is

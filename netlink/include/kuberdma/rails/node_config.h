@@ -83,6 +83,11 @@ std::string NodeConfigPath();
 // empty or duplicate rail, or more than kMaxRails entries.
 Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& node_name);
 
+// Only the CNI's roots ("stateRoots", "logRoots", "deviceInfoDirs", held to IsCleanRoot) of a
+// document that may carry other keys: the deprecated cni-node.json. The node config's own parser
+// reads the same fields with the same rule.
+Result<NodeConfig> ParseCniRoots(std::string_view text);
+
 // Reads `path` and parses it; a missing file is the empty config (no declaration). kIo or
 // kInvalidArgument naming the path otherwise.
 Result<NodeConfig> LoadNodeConfig(const std::string& path, const std::string& node_name);
