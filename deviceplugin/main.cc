@@ -264,9 +264,13 @@ int RemoveSlices(const Cli& c) {
 }
 
 // The per-HCA resource --dra publishes, taken off the kubelet's device plugin registrations;
-// "" or why --dra cannot start.
-std::string DraResource(Cli& c, const kuberdma::deviceplugin::Config& cfg) {
-  if (c.node_name.empty()) return "--dra needs --node-name (or $NODE_NAME)";
+// kInvalidArgument saying why --dra cannot start.
+kuberdma::Result<void> DraResource(Cli& c, const kuberdma::deviceplugin::Config& cfg) {
+  using kuberdma::ErrorCode;
+  using kuberdma::Fail;
+  if (c.node_name.empty()) {
+    return Fail(ErrorCode::kInvalidArgument, "--dra needs --node-name (or $NODE_NAME)");
+  }
   for (const auto& r : cfg.resources) {
     if (r.policy != kuberdma::deviceplugin::Policy::kPerHca) continue;
     const std::string& want = c.dra_opts.resource;
@@ -277,12 +281,13 @@ std::string DraResource(Cli& c, const kuberdma::deviceplugin::Config& cfg) {
           "event=dra_resource resource={} (published through DRA, not registered with "
           "the kubelet as a device plugin resource)",
           r.FullName());
-      return "";
+      return {};
     }
   }
-  return "--dra publishes a per-HCA resource, and the config has none" +
-         (c.dra_opts.resource.empty() ? std::string() : " named " + c.dra_opts.resource) +
-         R"( (add one with "policy": "per-hca", or set --dra-resource))";
+  return Fail(ErrorCode::kInvalidArgument,
+              "--dra publishes a per-HCA resource, and the config has none" +
+                  (c.dra_opts.resource.empty() ? std::string() : " named " + c.dra_opts.resource) +
+                  R"( (add one with "policy": "per-hca", or set --dra-resource))");
 }
 
 // The DRA driver, when --dra: hooked to the device plugin's scans; nullptr and a message when it
@@ -365,13 +370,14 @@ std::atomic<kuberdma::deviceplugin::Manager*> g_running{nullptr};
 // New cabling is a rescan (the DRA driver republishes each device's leaf) and, with
 // --node-labels, the node's topology labels (on the watch's thread: it may wait on the API).
 // Why --node-labels cannot work here, or "".
-std::string WireCabling(Cli& c) {
+kuberdma::Result<void> WireCabling(Cli& c) {
   std::optional<kuberdma::dra::ApiServer> api;
   if (c.node_labels) {
     auto in_cluster = ApiServerOf(c);
     if (!in_cluster || c.node_name.empty() || !c.opts.lldp) {
-      return "--node-labels needs --lldp, --node-name and the API server" +
-             (in_cluster ? std::string() : ": " + in_cluster.error().message());
+      return kuberdma::Fail(kuberdma::ErrorCode::kInvalidArgument,
+                            "--node-labels needs --lldp, --node-name and the API server" +
+                                (in_cluster ? std::string() : ": " + in_cluster.error().message()));
     }
     api = *in_cluster;
   }
@@ -380,7 +386,7 @@ std::string WireCabling(Cli& c) {
     if (auto* m = g_running.load()) m->RequestRescan();
     if (api) LabelNode(*api, node, recs);
   };
-  return "";
+  return {};
 }
 
 int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
@@ -389,16 +395,15 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
   BlockSignals();
   std::unique_ptr<kuberdma::dra::Driver> dra;
   if (c.dra) {
-    std::string why = DraResource(c, cfg);
-    if (!why.empty()) {
-      spdlog::error("event=start_failed error=\"{}\"", why);
+    if (auto chosen = DraResource(c, cfg); !chosen) {
+      spdlog::error("event=start_failed error=\"{}\"", chosen.error().message());
       return 2;
     }
     dra = StartDra(c);
     if (!dra) return 1;
   }
-  if (std::string why = WireCabling(c); !why.empty()) {
-    spdlog::error("event=start_failed error=\"{}\"", why);
+  if (auto wired = WireCabling(c); !wired) {
+    spdlog::error("event=start_failed error=\"{}\"", wired.error().message());
     return 2;
   }
   auto mgr = kuberdma::deviceplugin::Manager::Create(c.opts, std::move(cfg));

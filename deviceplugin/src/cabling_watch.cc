@@ -79,14 +79,16 @@ bool CablingWatch::Hear(std::vector<rails::RailNeighbor>& rails) {
     asked = heard.has_value();
   }
   if (probe_ != nullptr) {
-    std::string why = smp::HearInfiniband(*probe_, rails, std::chrono::seconds(1));
-    if (!why.empty() && !ib_unavailable_) spdlog::warn("event=smp_unavailable error=\"{}\"", why);
-    ib_unavailable_ = !why.empty();
+    auto heard = smp::HearInfiniband(*probe_, rails, std::chrono::seconds(1));
+    if (!heard && !ib_unavailable_) {
+      spdlog::warn("event=smp_unavailable error=\"{}\"", heard.error().message());
+    }
+    ib_unavailable_ = !heard;
     // Asked when an InfiniBand rail answered (or all did): a probe that reaches none (no umad
     // device in this container) writes nothing, as LLDP without NET_RAW does.
-    asked = asked || why.empty() || std::any_of(rails.begin(), rails.end(), [](const auto& r) {
-              return r.infiniband && r.neighbor.has_value();
-            });
+    asked = asked || heard.has_value() ||
+            std::any_of(rails.begin(), rails.end(),
+                        [](const auto& r) { return r.infiniband && r.neighbor.has_value(); });
   }
   return asked;
 }

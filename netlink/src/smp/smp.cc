@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 namespace kuberdma::smp {
 namespace {
@@ -107,19 +108,20 @@ lldp::Neighbor ToNeighbor(const NodeInfo& info, const std::string& description) 
           .system_name = description.empty() ? guid : description};
 }
 
-std::string HearInfiniband(HopProbe& probe, std::vector<rails::RailNeighbor>& rails,
-                           std::chrono::milliseconds timeout) {
-  std::string first;
+Result<void> HearInfiniband(HopProbe& probe, std::vector<rails::RailNeighbor>& rails,
+                            std::chrono::milliseconds timeout) {
+  std::optional<Error> first;
   for (auto& r : rails) {
     if (!r.infiniband) continue;
     auto n = probe.Neighbor(r.hca, r.port, timeout);
     if (n) {
       r.neighbor = *n;
-    } else if (first.empty()) {
-      first = r.hca + " port " + std::to_string(r.port) + ": " + n.error().message();
+    } else if (!first) {
+      first = n.error().Wrap(r.hca + " port " + std::to_string(r.port));
     }
   }
-  return first;
+  if (first) return Fail(*first);
+  return {};
 }
 
 }  // namespace kuberdma::smp

@@ -112,13 +112,16 @@ TEST_CASE("Only InfiniBand rails are asked, each out of its port, the first fail
       {.rail = 1, .hca = "mlx5_0", .infiniband = true, .port = 1},
       {.rail = 2, .hca = "mlx5_1", .infiniband = true, .port = 2},
       {.rail = 3, .hca = "mlx5_2", .netdev = "ens3f0np0"}};
-  std::string why = HearInfiniband(p, rails, std::chrono::seconds(1));
+  auto heard = HearInfiniband(p, rails, std::chrono::seconds(1));
   CHECK(p.asked == std::vector<std::string>{"mlx5_0:1", "mlx5_1:2"});
   REQUIRE(rails[0].neighbor);
   CHECK(rails[0].neighbor->Switch() == "leaf-1");
   CHECK_FALSE(rails[1].neighbor);
   CHECK_FALSE(rails[2].neighbor);
-  CHECK(why == "mlx5_1 port 2: no SMP answer within 1000 ms");
+  REQUIRE_FALSE(heard);
+  CHECK(heard.error().message() == "mlx5_1 port 2: no SMP answer within 1000 ms");
+  rails[1].infiniband = false;  // every rail left to ask answers
+  CHECK(HearInfiniband(p, rails, std::chrono::seconds(1)));
 }
 
 }  // namespace

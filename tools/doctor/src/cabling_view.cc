@@ -40,9 +40,10 @@ bool Hear(const Inputs& in, std::vector<rails::RailNeighbor>& rails, View& v) {
     }
   }
   if (in.ib_probe != nullptr) {
-    std::string why = smp::HearInfiniband(*in.ib_probe, rails, std::chrono::seconds(1));
-    if (!why.empty()) {
-      Add(v, "rail-smp", Status::kUnknown, "an InfiniBand rail's neighbour was not asked: " + why,
+    auto heard = smp::HearInfiniband(*in.ib_probe, rails, std::chrono::seconds(1));
+    if (!heard) {
+      Add(v, "rail-smp", Status::kUnknown,
+          "an InfiniBand rail's neighbour was not asked: " + heard.error().message(),
           "run on the host as root with ib_umad loaded (/dev/infiniband/umad*); the port must "
           "be ACTIVE (docs/runbooks.md#rail-smp)");
     }

@@ -9,7 +9,7 @@
 //
 //   UmadHopProbe probe;
 //   auto n = probe.Neighbor("mlx5_0", 1, std::chrono::seconds(1));   // switch GUID, port, name
-//   std::string why = HearInfiniband(probe, rails, std::chrono::seconds(1));
+//   auto heard = HearInfiniband(probe, rails, std::chrono::seconds(1));
 #pragma once
 
 #include <array>
@@ -69,9 +69,9 @@ class UmadHopProbe final : public HopProbe {
 };
 
 // Fills the neighbour of each InfiniBand rail of `rails` (RailNeighbor::infiniband) from `probe`;
-// other rails are left as they are. "" when every IB rail answered, else the first failure (a
-// rail that failed keeps no neighbour).
-std::string HearInfiniband(HopProbe& probe, std::vector<rails::RailNeighbor>& rails,
+// other rails are left as they are. Success when every IB rail answered, else the first failure
+// (the rails that answered keep their neighbour even then; a rail that failed keeps none).
+Result<void> HearInfiniband(HopProbe& probe, std::vector<rails::RailNeighbor>& rails,
                            std::chrono::milliseconds timeout);
 
 }  // namespace kuberdma::smp
