@@ -9,7 +9,9 @@
 #   - test-only links (veths, bridges, qdiscs) are created only in netlink/testing/, which no
 #     production binary links (the target graph itself: .ci/check-targets.py);
 #   - the pod-env variables are spelled only by their codec (contract/); everyone else
-#     uses its constants.
+#     uses its constants;
+#   - stream sockets are opened, bound, connected and accepted only in netlink/ (kuberdma::sock
+#     and the kernel's own sockets); tests may open their own.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -40,5 +42,8 @@ violations "test-only links (veth, bridge, qdisc) are created outside netlink/te
 violations "the pod-env variable names are spelled outside contract/ (use contract::kNcclIbHca, contract::kHcas)" \
   "$(src | grep -vE '^(contract|tests)/' | xargs grep -nE '"(NCCL_IB_HCA|KUBERDMA_HCAS)"' 2>/dev/null)"
 
-[ $status -eq 0 ] && echo "boundaries: ok (libnl, setns, /sys in netlink/; gRPC in deviceplugin/; CNI stdout clean; test links in netlink/testing/; pod-env names in contract/)"
+violations "a stream socket is opened, connected or accepted outside netlink/ (use kuberdma::sock)" \
+  "$(src | grep -vE '^(netlink|tests)/' | xargs grep -nE 'SOCK_STREAM|::(connect|listen|accept4?)\(|getaddrinfo\(' 2>/dev/null)"
+
+[ $status -eq 0 ] && echo "boundaries: ok (libnl, setns, /sys in netlink/; gRPC in deviceplugin/; CNI stdout clean; test links in netlink/testing/; pod-env names in contract/; stream sockets in netlink/)"
 exit $status

@@ -26,7 +26,7 @@ TEST_SUPPORT = ["kuberdma_nl_testing", "kuberdma_sim", "kuberdma_fakes",
                 "kuberdma_standins", "kuberdma_test_main", "Catch2::Catch2"]
 NODE_LIBRARY = ["kuberdma_base", "kuberdma_netns", "kuberdma_sysfs", "kuberdma_topology", "kuberdma_dcb",
                 "kuberdma_nl", "kuberdma_link", "kuberdma_rdma", "kuberdma_events", "kuberdma_rails",
-                "kuberdma_sriov", "kuberdma_lldp", "kuberdma_smp"]
+                "kuberdma_sriov", "kuberdma_lldp", "kuberdma_smp", "kuberdma_sock"]
 
 
 def graph(build):

@@ -9,9 +9,7 @@
 // mostly the pods' joining (each retries its connection until rank 0 listens), not rank 0's work.
 //
 //   acceptance_bench [--sizes 64,256,1024] [--rails 8]
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "kuberdma/base/unique_fd.h"
+#include "kuberdma/sock/stream.h"
 #include "kuberdma/validator/coordinator.h"
 
 namespace {
@@ -60,14 +58,8 @@ class SyntheticNode final : public NodeAgent {
 };
 
 int FreePort() {
-  kuberdma::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  (void)::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-  (void)::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
+  auto l = kuberdma::sock::ListenTcp("127.0.0.1", 0);
+  return l ? kuberdma::sock::LocalPort(l->get()).value_or(0) : 0;
 }
 
 // The K - 1 other pods, each a thread with its own connection, in a child process.

@@ -2,8 +2,6 @@
 // Allocation records: one JSON file per slot, written by the device plugin, read by the CNI.
 #include "kuberdma/contract/allocation.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/sock/stream.h"
 
 namespace kuberdma::contract {
 
@@ -334,20 +333,7 @@ Result<PodAnswer> DecodePodAnswer(std::string_view line) {
 Result<PodAnswer> AskPodHcas(const std::string& socket, const PodQuery& query,
                              std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  sockaddr_un sa{.sun_family = AF_UNIX};
-  if (socket.size() >= sizeof sa.sun_path) {
-    return Fail(ErrorCode::kInvalidArgument, "socket path too long: " + socket);
-  }
-  std::copy(socket.begin(), socket.end(), sa.sun_path);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return Fail(Error::FromErrno(errno, "socket"));
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    int err = errno;
-    if (err == ENOENT || err == ECONNREFUSED) {
-      return Fail(ErrorCode::kNotFound, "nothing listens on " + socket, err);
-    }
-    return Fail(Error::FromErrno(err, "connect to " + socket));
-  }
+  KUBERDMA_ASSIGN_OR_RETURN(UniqueFd fd, sock::ConnectUnix(socket));
   std::string q = EncodePodQuery(query);
   KUBERDMA_TRY(WriteAll(fd.get(), q.data(), q.size()));
   auto line = ReadLineBefore(fd.get(), deadline, 64u << 10);

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -15,6 +13,7 @@
 #include <unordered_map>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/sock/stream.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -59,38 +58,6 @@ std::string Format(const HttpResponse& r, bool head) {
   return out;
 }
 
-Result<UniqueFd> Listen(const std::string& address, uint16_t port) {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  bool v6 = address.find(':') != std::string::npos;
-  if (v6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(port);
-    if (::inet_pton(AF_INET6, address.c_str(), &a->sin6_addr) != 1) {
-      return Fail(ErrorCode::kInvalidArgument, "not an IPv6 address: " + address);
-    }
-    len = sizeof *a;
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    a->sin_family = AF_INET;
-    a->sin_port = htons(port);
-    if (::inet_pton(AF_INET, address.c_str(), &a->sin_addr) != 1) {
-      return Fail(ErrorCode::kInvalidArgument, "not an IPv4 address: " + address);
-    }
-    len = sizeof *a;
-  }
-  UniqueFd fd(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return FailErrno(errno, "socket");
-  int one = 1;
-  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
-    return FailErrno(errno, "bind " + address + " port " + std::to_string(port));
-  }
-  if (::listen(fd.get(), 1024) != 0) return FailErrno(errno, "listen");
-  return fd;
-}
-
 }  // namespace
 
 struct HttpServer::Loop {
@@ -110,7 +77,8 @@ struct HttpServer::Loop {
 
   void Accept() {
     for (;;) {
-      int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      UniqueFd conn = sock::Accept(listen_fd.get(), /*nonblocking=*/true);
+      int fd = conn.get();
       if (fd < 0 && (errno == EMFILE || errno == ENFILE) && !conns.empty()) {
         Close(conns.begin());  // out of descriptors: the oldest makes room, or epoll would spin
         continue;
@@ -118,7 +86,7 @@ struct HttpServer::Loop {
       if (fd < 0) return;  // EAGAIN, or a transient error: epoll says when to try again
       if (conns.size() >= opts.max_connections) Close(conns.begin());
       conns.push_back(
-          Conn{UniqueFd(fd), Clock::now() + std::chrono::milliseconds(opts.deadline_ms)});
+          Conn{std::move(conn), Clock::now() + std::chrono::milliseconds(opts.deadline_ms)});
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLRDHUP;
       ev.data.fd = fd;
@@ -223,14 +191,11 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options, Ha
   Loop& l = *s->loop_;
   l.opts = options;
   l.handler = std::move(handler);
-  KUBERDMA_ASSIGN_OR_RETURN(l.listen_fd, Listen(options.address, options.port));
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getsockname(l.listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    return FailErrno(errno, "getsockname");
-  }
-  s->port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  // An empty address would be every address to the socket seam; here it is a mistake.
+  if (options.address.empty()) return Fail(ErrorCode::kInvalidArgument, "not an IPv4 address: ");
+  KUBERDMA_ASSIGN_OR_RETURN(l.listen_fd, sock::ListenTcp(options.address, options.port,
+                                                         {.backlog = 1024, .nonblocking = true}));
+  KUBERDMA_ASSIGN_OR_RETURN(s->port_, sock::LocalPort(l.listen_fd.get()));
   l.epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   s->stop_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!l.epoll.valid() || !s->stop_.valid()) return FailErrno(errno, "epoll/eventfd");

@@ -5,15 +5,13 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/sock/stream.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -30,24 +28,10 @@ Result<std::unique_ptr<PodsEndpoint>> PodsEndpoint::Start(std::string socket,
                                                           Resolve resolve) {
   std::unique_ptr<PodsEndpoint> ep(
       new PodsEndpoint(std::move(socket), std::move(pod_resources), std::move(resolve)));
-  sockaddr_un sa{.sun_family = AF_UNIX};
-  if (ep->socket_.size() >= sizeof sa.sun_path) {
-    return Fail(ErrorCode::kInvalidArgument, "socket path too long: " + ep->socket_);
-  }
-  std::copy(ep->socket_.begin(), ep->socket_.end(), sa.sun_path);
-  auto slash = ep->socket_.rfind('/');
-  if (slash != std::string::npos && slash > 0) KUBERDMA_TRY(MakeDirs(ep->socket_.substr(0, slash)));
-  (void)::unlink(ep->socket_.c_str());
-  ep->listen_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ep->stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
-  if (!ep->listen_.valid() || !ep->stop_.valid()) return FailErrno(errno, "pods endpoint socket");
   // Mode 0600 whatever the umask: only root (the CNI) may ask.
-  mode_t old = ::umask(0177);
-  int bound = ::bind(ep->listen_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  ::umask(old);
-  if (bound != 0 || ::listen(ep->listen_.get(), 64) != 0) {
-    return FailErrno(errno, "listen on " + ep->socket_);
-  }
+  KUBERDMA_ASSIGN_OR_RETURN(ep->listen_, sock::ListenUnix(ep->socket_, 0600));
+  ep->stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+  if (!ep->stop_.valid()) return FailErrno(errno, "pods endpoint eventfd");
   ep->kubelet_ = std::make_unique<PodResourcesClient>(ep->pod_resources_);
   ep->thread_ = std::thread([raw = ep.get()] { raw->Loop(); });
   return ep;
@@ -70,7 +54,7 @@ void PodsEndpoint::Loop() {
       return;
     }
     if ((p[1].revents & POLLIN) != 0) return;
-    UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    UniqueFd conn = sock::Accept(listen_.get());
     if (conn.valid()) Answer(conn.get());
   }
 }

@@ -2,14 +2,14 @@
 // The stand-in API server (api_standin.h).
 #include "kuberdma/standins/api_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+
+#include "kuberdma/sock/stream.h"
 
 namespace kuberdma::standins {
 
@@ -79,17 +79,13 @@ std::string ReadRequest(int c, std::string* body) {
 }  // namespace
 
 ApiStandIn::ApiStandIn() {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  // On loopback with port 0 these do not fail short of running out of descriptors, when the
+  // On loopback with port 0 this does not fail short of running out of descriptors, when the
   // first request a test makes fails and names it.
-  (void)::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  (void)::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
-  (void)::listen(fd_, 64);
+  auto l = sock::ListenTcp("127.0.0.1", 0);
+  if (l) {
+    port_ = sock::LocalPort(l->get()).value_or(0);
+    fd_ = l->Release();
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -194,7 +190,7 @@ ApiStandIn::Reply ApiStandIn::Answer(const std::string& method, const std::strin
 
 void ApiStandIn::Loop() {
   while (!stop_) {
-    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    int c = sock::Accept(fd_).Release();
     if (c < 0) continue;
     std::string body;
     std::string head = ReadRequest(c, &body);
@@ -261,30 +257,35 @@ ApiStandIn::Reply ApiStandIn::Handle(const std::string& method, const std::strin
     return {200, pod->second};
   }
   if (method == "PUT") return Replace(item, body);
-  auto it = objects_.find(item);
-  if (method == "PATCH") {  // a JSON merge patch (RFC 7386), as kubectl label sends
-    json patch = json::parse(body, nullptr, false);
-    if (patch.is_discarded() || !patch.is_object()) return Status(400, "BadRequest", "not a patch");
-    if (it == objects_.end()) return Status(404, "NotFound", path + " not found");
-    it->second.merge_patch(patch);
-    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
-    Notify("MODIFIED", item, it->second);
-    return {200, it->second};
-  }
-  if (method == "DELETE") {
-    if (it == objects_.end()) return Status(404, "NotFound", path + " not found");
-    json gone = it->second;
-    objects_.erase(it);
-    Notify("DELETED", item, gone);
-    return {200, gone};
-  }
+  if (method == "PATCH") return Patch(item, body);
+  if (method == "DELETE") return Delete(item);
   if (method != "GET") return Status(405, "MethodNotAllowed", method);
-  if (it != objects_.end()) return {200, it->second};
+  if (auto it = objects_.find(item); it != objects_.end()) return {200, it->second};
   if (path.ends_with("resourceslices") || path.ends_with("resourceclaims") ||
       path.ends_with("deviceclasses")) {
     return List(path, query);
   }
   return Status(404, "NotFound", path + " not found");
+}
+
+ApiStandIn::Reply ApiStandIn::Patch(const std::string& item, const std::string& body) {
+  json patch = json::parse(body, nullptr, false);
+  if (patch.is_discarded() || !patch.is_object()) return Status(400, "BadRequest", "not a patch");
+  auto it = objects_.find(item);
+  if (it == objects_.end()) return Status(404, "NotFound", item + " not found");
+  it->second.merge_patch(patch);
+  it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
+  Notify("MODIFIED", item, it->second);
+  return {200, it->second};
+}
+
+ApiStandIn::Reply ApiStandIn::Delete(const std::string& item) {
+  auto it = objects_.find(item);
+  if (it == objects_.end()) return Status(404, "NotFound", item + " not found");
+  json gone = it->second;
+  objects_.erase(it);
+  Notify("DELETED", item, gone);
+  return {200, gone};
 }
 
 ApiStandIn::Reply ApiStandIn::Create(const std::string& path, const std::string& body) {

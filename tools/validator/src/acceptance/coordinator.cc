@@ -2,9 +2,6 @@
 // The acceptance exchange over TCP: hello, tasks, results, verdicts.
 #include "kuberdma/validator/coordinator.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +14,7 @@
 
 #include "kuberdma/base/json.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/sock/stream.h"
 
 namespace kuberdma::validator::acceptance {
 
@@ -70,56 +68,18 @@ class Conn {
 };
 
 Result<UniqueFd> Listen(int port) {
-  UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return FailErrno(errno, "acceptance coordinator socket");
-  int one = 1;
-  int zero = 0;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);  // IPv4 too
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_port = htons(static_cast<uint16_t>(port));
-  a.sin6_addr = in6addr_any;
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(fd.get(), 64) != 0) {
-    return FailErrno(errno, "listen on the acceptance coordinator port " + std::to_string(port));
-  }
+  auto fd = sock::ListenTcp("", static_cast<uint16_t>(port));  // IPv6 and IPv4
+  if (!fd) return Fail(fd.error().Wrap("the acceptance coordinator port"));
   return fd;
 }
 
-std::string PeerAddress(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
-  char host[INET6_ADDRSTRLEN] = "";
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
-    ::inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], host, sizeof host);
-  } else if (ss.ss_family == AF_INET6) {
-    ::inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof host);
-  } else {
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, host, sizeof host);
-  }
-  return host;
-}
-
+// Retries until `deadline`: rank 0 may not listen yet when the others start.
 Result<Conn> Connect(const std::string& host, int port, Clock::time_point deadline) {
   std::string last = "not tried";
   while (Clock::now() < deadline) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    for (addrinfo* ai = rc == 0 ? res : nullptr; ai != nullptr; ai = ai->ai_next) {
-      UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-      if (fd.valid() && ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
-        ::freeaddrinfo(res);
-        return Conn(std::move(fd));
-      }
-      last = std::strerror(errno);
-    }
-    if (res != nullptr) ::freeaddrinfo(res);
-    if (rc != 0) last = ::gai_strerror(rc);
+    auto fd = sock::ConnectTcp(host, static_cast<uint16_t>(port));
+    if (fd) return Conn(std::move(*fd));
+    last = fd.error().message();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return Fail(ErrorCode::kTimeout, "could not reach the acceptance coordinator at " + host + ":" +
@@ -328,7 +288,7 @@ Result<void> Gather(Session& s, int lfd) {
   while (static_cast<int>(s.conns.size()) < s.cfg.world && Clock::now() < deadline) {
     pollfd p{lfd, POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
-    Conn c(UniqueFd(::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC)));
+    Conn c(sock::Accept(lfd));
     if (!c.valid()) continue;
     auto hello = c.Recv(Clock::now() + std::chrono::seconds(10));
     if (!hello || hello->value("type", "") != "hello" || !hello->contains("node")) continue;
@@ -338,7 +298,7 @@ Result<void> Gather(Session& s, int lfd) {
     if (n.rank < 0 || n.rank >= s.cfg.world || s.conns.contains(n.rank)) continue;
     // Where its pair bootstraps listen: the address it reached us from (rank 0's own is the one
     // every pod was given).
-    n.address = n.rank == 0 ? s.cfg.comm_host : PeerAddress(c.fd());
+    n.address = n.rank == 0 ? s.cfg.comm_host : sock::PeerAddress(c.fd());
     if (!c.Send({{"type", "welcome"}})) continue;
     s.nodes[n.rank] = n;
     s.conns[n.rank] = std::move(c);

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Validator::Run: the steps in order, with the NCCL runner. Kept apart from the core library so
 // that unit tests of inventory and judgement link no CUDA.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/host.h"
 #include "kuberdma/base/unique_fd.h"
+#include "kuberdma/sock/stream.h"
 #include "kuberdma/validator/validate.h"
 
 namespace kuberdma::validator {
@@ -19,14 +18,9 @@ namespace {
 
 // A free TCP port on the loopback for single mode's bootstrap root.
 int FreePort() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 29500;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
+  auto fd = sock::ListenTcp("127.0.0.1", 0);
+  auto port = fd ? sock::LocalPort(fd->get()) : Result<uint16_t>(29500);
+  return port ? *port : 29500;
 }
 
 // Local rank i runs on GPU i mod the GPUs there are: with fewer GPUs than ranks they share

@@ -11,22 +11,23 @@
 //             "bytes": 1048576, "iters": 16, "latencyIters": 200, "timeoutS": 60}
 //   out: {"rails": [{"hca", "ok", "error", "gidIndex", "gid", "writeGBps", "readGBps",
 //         "latencyUs", "bytes"}]}  (or {"error": "..."}); returns 0, or 1 with out = the error.
-#include <arpa/inet.h>
 #include <infiniband/verbs.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "kuberdma/base/error.h"
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/sock/stream.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::validator {
@@ -71,19 +72,21 @@ class Rail {
   Rail(const Rail&) = delete;
   Rail& operator=(const Rail&) = delete;
 
-  // Opens `hca` and makes an RC QP over the GID of this namespace's netdev; "" or why not.
-  std::string Open(const std::string& hca, size_t bytes);
-  std::string Connect(const Endpoint& remote);
+  // Opens `hca` and makes an RC QP over the GID of this namespace's netdev.
+  Result<void> Open(const std::string& hca, size_t bytes);
+  Result<void> Connect(const Endpoint& remote);
   Endpoint Local() const;
-  // `iters` RDMA writes of `bytes` to the peer; seconds, or < 0 with `err`.
-  double Write(const Endpoint& remote, size_t bytes, int iters, std::string* err);
-  // A SEND/RECV ping-pong of 64 bytes, `iters` round trips; microseconds one way, or < 0.
-  double PingPong(bool first, int iters, std::string* err);
+  // `iters` RDMA writes of `bytes` to the peer; seconds.
+  Result<double> Write(const Endpoint& remote, size_t bytes, int iters);
+  // A SEND/RECV ping-pong of 64 bytes, `iters` round trips; microseconds one way.
+  Result<double> PingPong(bool first, int iters);
   int gid_index() const { return gid_index_; }
   std::string gid() const { return Hex(gid_.raw, 16); }
 
  private:
-  bool Wait(int n, std::string* err);
+  Result<void> Wait(int n);
+  // The protection domain, memory, CQ and an RC QP in INIT, on the opened device.
+  Result<void> MakeQp(const std::string& hca, size_t bytes);
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_mr* mr_ = nullptr;
@@ -106,42 +109,51 @@ ibv_context* OpenByName(const std::string& hca) {
   return ctx;
 }
 
-std::string Rail::Open(const std::string& hca, size_t bytes) {
+Result<void> Rail::Open(const std::string& hca, size_t bytes) {
   ctx_ = OpenByName(hca);
-  if (ctx_ == nullptr) return "cannot open " + hca + " with libibverbs (no such device here?)";
-  if (ibv_query_port(ctx_, 1, &port_) != 0) return "cannot query " + hca + " port 1";
+  if (ctx_ == nullptr)
+    return Fail(ErrorCode::kIo, "cannot open " + hca + " with libibverbs (no such device here?)");
+  if (ibv_query_port(ctx_, 1, &port_) != 0)
+    return Fail(ErrorCode::kIo, "cannot query " + hca + " port 1");
   if (port_.link_layer == IBV_LINK_LAYER_ETHERNET) {
     // The GID that is this namespace's: the first RoCE v2 entry for one of its addresses (on an
     // HCA several pods share, every pod's entries are in the table).
     auto h = sysfs::ReadHca(sysfs::SysfsRoot("/"), hca, sysfs::HcaDetail::kTables);
-    if (!h || h->ports.empty()) return "cannot read " + hca + "'s GID table";
+    if (!h || h->ports.empty()) return Fail(ErrorCode::kIo, "cannot read " + hca + "'s GID table");
     const sysfs::Gid* g = sysfs::FirstV2ForAddresses(h->ports[0].gids, netns::NamespaceIpv4());
-    if (g == nullptr) return hca + " has no RoCE v2 GID for an address in this namespace";
+    if (g == nullptr)
+      return Fail(ErrorCode::kIo, hca + " has no RoCE v2 GID for an address in this namespace");
     gid_index_ = static_cast<int>(g->index);
   }
-  if (ibv_query_gid(ctx_, 1, gid_index_, &gid_) != 0) return "cannot read " + hca + "'s GID";
+  if (ibv_query_gid(ctx_, 1, gid_index_, &gid_) != 0)
+    return Fail(ErrorCode::kIo, "cannot read " + hca + "'s GID");
+  return MakeQp(hca, bytes);
+}
+
+Result<void> Rail::MakeQp(const std::string& hca, size_t bytes) {
   buf_.assign(bytes, 0);
   pd_ = ibv_alloc_pd(ctx_);
   mr_ = pd_ == nullptr ? nullptr
                        : ibv_reg_mr(pd_, buf_.data(), buf_.size(),
                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   cq_ = ibv_create_cq(ctx_, 256, nullptr, nullptr, 0);
-  if (mr_ == nullptr || cq_ == nullptr) return "cannot register memory or a CQ on " + hca;
+  if (mr_ == nullptr || cq_ == nullptr)
+    return Fail(ErrorCode::kIo, "cannot register memory or a CQ on " + hca);
   ibv_qp_init_attr init{};
   init.send_cq = init.recv_cq = cq_;
   init.qp_type = IBV_QPT_RC;
   init.cap = {.max_send_wr = 128, .max_recv_wr = 128, .max_send_sge = 1, .max_recv_sge = 1};
   qp_ = ibv_create_qp(pd_, &init);
-  if (qp_ == nullptr) return "cannot create an RC QP on " + hca;
+  if (qp_ == nullptr) return Fail(ErrorCode::kIo, "cannot create an RC QP on " + hca);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   if (ibv_modify_qp(qp_, &a,
                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
-    return "cannot move " + hca + "'s QP to INIT";
+    return Fail(ErrorCode::kIo, "cannot move " + hca + "'s QP to INIT");
   psn_ = static_cast<uint32_t>(::getpid() & 0xffffff);
-  return "";
+  return {};
 }
 
 Endpoint Rail::Local() const {
@@ -153,7 +165,7 @@ Endpoint Rail::Local() const {
           .gid = gid()};
 }
 
-std::string Rail::Connect(const Endpoint& remote) {
+Result<void> Rail::Connect(const Endpoint& remote) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = port_.active_mtu;
@@ -172,7 +184,8 @@ std::string Rail::Connect(const Endpoint& remote) {
   if (ibv_modify_qp(qp_, &a,
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
-    return "cannot move the QP to RTR (the peer's GID " + remote.gid + " unreachable?)";
+    return Fail(ErrorCode::kIo,
+                "cannot move the QP to RTR (the peer's GID " + remote.gid + " unreachable?)");
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
   s.timeout = 14;
@@ -183,35 +196,32 @@ std::string Rail::Connect(const Endpoint& remote) {
   if (ibv_modify_qp(qp_, &s,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                         IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
-    return "cannot move the QP to RTS";
-  return "";
+    return Fail(ErrorCode::kIo, "cannot move the QP to RTS");
+  return {};
 }
 
-bool Rail::Wait(int n, std::string* err) {
+Result<void> Rail::Wait(int n) {
   auto deadline = Clock::now() + std::chrono::seconds(30);
   ibv_wc wc[16];
   while (n > 0) {
     int got = ibv_poll_cq(cq_, std::min(n, 16), wc);  // never more than asked: none is lost
-    if (got < 0) {
-      *err = "polling the CQ failed";
-      return false;
-    }
+    if (got < 0) return Fail(ErrorCode::kIo, "polling the CQ failed");
     for (int i = 0; i < got; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
-        *err = std::string("work request failed: ") + ibv_wc_status_str(wc[i].status);
-        return false;
+        return Fail(ErrorCode::kIo,
+                    std::string("work request failed: ") + ibv_wc_status_str(wc[i].status));
       }
     }
     n -= got;
     if (Clock::now() > deadline) {
-      *err = "no completion within 30 s (the link is down or the peer is gone)";
-      return false;
+      return Fail(ErrorCode::kTimeout,
+                  "no completion within 30 s (the link is down or the peer is gone)");
     }
   }
-  return true;
+  return {};
 }
 
-double Rail::Write(const Endpoint& remote, size_t bytes, int iters, std::string* err) {
+Result<double> Rail::Write(const Endpoint& remote, size_t bytes, int iters) {
   auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) {
     ibv_sge sge{.addr = reinterpret_cast<uint64_t>(buf_.data()),
@@ -225,16 +235,14 @@ double Rail::Write(const Endpoint& remote, size_t bytes, int iters, std::string*
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = remote.addr;
     wr.wr.rdma.rkey = remote.rkey;
-    if (ibv_post_send(qp_, &wr, &bad) != 0) {
-      *err = "cannot post an RDMA write";
-      return -1;
-    }
-    if (!Wait(1, err)) return -1;
+    if (ibv_post_send(qp_, &wr, &bad) != 0)
+      return Fail(ErrorCode::kIo, "cannot post an RDMA write");
+    KUBERDMA_TRY(Wait(1));
   }
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double Rail::PingPong(bool first, int iters, std::string* err) {
+Result<double> Rail::PingPong(bool first, int iters) {
   ibv_sge sge{.addr = reinterpret_cast<uint64_t>(buf_.data()), .length = 64, .lkey = mr_->lkey};
   auto recv = [&] {
     ibv_recv_wr wr{};
@@ -243,24 +251,22 @@ double Rail::PingPong(bool first, int iters, std::string* err) {
     wr.num_sge = 1;
     return ibv_post_recv(qp_, &wr, &bad) == 0;
   };
-  auto send = [&] {
+  auto send = [&]() -> Result<void> {
     ibv_send_wr wr{};
     ibv_send_wr* bad = nullptr;
     wr.opcode = IBV_WR_SEND;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
-    return ibv_post_send(qp_, &wr, &bad) == 0 && Wait(1, err);
+    if (ibv_post_send(qp_, &wr, &bad) != 0) return Fail(ErrorCode::kIo, "cannot post a send");
+    return Wait(1);
   };
   auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) {
-    if (!recv()) {
-      *err = "cannot post a receive";
-      return -1;
-    }
-    if (first && !send()) return -1;
-    if (!Wait(1, err)) return -1;  // the peer's message
-    if (!first && !send()) return -1;
+    if (!recv()) return Fail(ErrorCode::kIo, "cannot post a receive");
+    if (first) KUBERDMA_TRY(send());
+    KUBERDMA_TRY(Wait(1));  // the peer's message
+    if (!first) KUBERDMA_TRY(send());
   }
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / (2.0 * iters);
 }
@@ -268,7 +274,7 @@ double Rail::PingPong(bool first, int iters, std::string* err) {
 // The TCP rendezvous: a line of JSON each way, and one-line barriers.
 class Control {
  public:
-  std::string Open(bool server, const std::string& peer, int timeout_s);
+  Result<void> Open(bool server, const std::string& peer, int timeout_s);
   bool Send(const std::string& line) {
     std::string l = line + "\n";
     return ::send(fd_.get(), l.data(), l.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(l.size());
@@ -280,41 +286,36 @@ class Control {
   std::string pending_;
 };
 
-std::string Control::Open(bool server, const std::string& peer, int timeout_s) {
+// Rank 0 (the server) listens on every IPv4 address at the peer's port; the client connects to
+// it, retrying until `timeout_s` is over (the server may not listen yet).
+Result<void> Control::Open(bool server, const std::string& peer, int timeout_s) {
   auto colon = peer.rfind(':');
-  if (colon == std::string::npos) return "the peer " + peer + " is not host:port";
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  std::string host = server ? "0.0.0.0" : peer.substr(0, colon);
-  if (getaddrinfo(host.c_str(), peer.substr(colon + 1).c_str(), &hints, &res) != 0)
-    return "cannot resolve " + peer;
-  auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-  std::string why = "no connection to " + peer + " within " + std::to_string(timeout_s) + " s";
-  if (server) {
-    UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    int one = 1;
-    ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(l.get(), res->ai_addr, res->ai_addrlen) != 0 || ::listen(l.get(), 1) != 0) {
-      freeaddrinfo(res);
-      return "cannot listen on " + peer + ": " + std::strerror(errno);
-    }
-    pollfd p{l.get(), POLLIN, 0};
-    if (::poll(&p, 1, timeout_s * 1000) == 1)
-      fd_ = UniqueFd(::accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  } else {
-    while (!fd_.valid() && Clock::now() < deadline) {
-      UniqueFd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (::connect(c.get(), res->ai_addr, res->ai_addrlen) == 0) {
-        fd_ = std::move(c);
-      } else {
-        ::usleep(200000);
-      }
-    }
+  int port = colon == std::string::npos ? -1 : std::atoi(peer.c_str() + colon + 1);
+  if (port <= 0 || port > 65535) {
+    return Fail(ErrorCode::kInvalidArgument, "the peer " + peer + " is not host:port");
   }
-  freeaddrinfo(res);
-  return fd_.valid() ? "" : why;
+  auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  auto why = [&] {
+    return Fail(ErrorCode::kTimeout,
+                "no connection to " + peer + " within " + std::to_string(timeout_s) + " s");
+  };
+  if (server) {
+    auto l = sock::ListenTcp("0.0.0.0", static_cast<uint16_t>(port), {.backlog = 1});
+    if (!l) return Fail(l.error().Wrap("cannot listen on " + peer));
+    pollfd p{l->get(), POLLIN, 0};
+    if (::poll(&p, 1, timeout_s * 1000) == 1) fd_ = sock::Accept(l->get());
+    return fd_.valid() ? Result<void>() : why();
+  }
+  while (Clock::now() < deadline) {
+    auto c = sock::ConnectTcp(peer.substr(0, colon), static_cast<uint16_t>(port));
+    if (c) {
+      fd_ = std::move(*c);
+      return {};
+    }
+    if (c.error().code() == ErrorCode::kNotFound) return Fail(c.error());  // does not resolve
+    ::usleep(200000);
+  }
+  return why();
 }
 
 bool Control::Receive(std::string* line, int timeout_s) {
@@ -355,42 +356,50 @@ struct Request {
   int iters = 16, latency_iters = 200, timeout_s = 60;
 };
 
+// The client writes, then the server: this side's seconds once both finished.
+Result<double> Writes(const Request& rq, Rail& rail, const Endpoint& remote, Control& ctl) {
+  double mine = 0;
+  std::string line;
+  for (bool my_turn : {!rq.server, rq.server}) {
+    if (my_turn) {
+      auto t = rail.Write(remote, rq.bytes, rq.iters);
+      if (!ctl.Send(t ? "wrote" : "failed " + t.error().message()) || !t) {
+        return t ? Fail(ErrorCode::kIo, "the writes did not complete") : Fail(t.error());
+      }
+      mine = *t;
+    } else if (!ctl.Receive(&line, rq.timeout_s) || line != "wrote") {
+      return Fail(ErrorCode::kIo, line.empty() ? "the peer's writes did not finish within " +
+                                                     std::to_string(rq.timeout_s) +
+                                                     " s (a slow or lossy link?)"
+                                               : "the peer: " + line);
+    }
+  }
+  if (mine <= 0) return Fail(ErrorCode::kIo, "the writes did not complete");
+  return mine;
+}
+
 // One rail, both sides in lock step over `ctl`: connect, the client writes, the server writes,
 // then the ping-pong.
 json ProbeRail(const Request& rq, Rail& rail, const Endpoint& remote, Control& ctl) {
   json r = {{"gidIndex", rail.gid_index()}, {"gid", rail.gid()}, {"ok", false}};
-  std::string err = rail.Connect(remote);
+  auto connected = rail.Connect(remote);
   std::string line;
   bool synced = ctl.Send("ready") && ctl.Receive(&line, rq.timeout_s);
-  if (!err.empty() || !synced) {
-    r["error"] = err.empty() ? "the peer did not get ready" : err;
+  if (!connected || !synced) {
+    r["error"] = !connected ? connected.error().message() : "the peer did not get ready";
     return r;
   }
-  double mine = 0;
-  double theirs = 0;
-  for (bool my_turn : {!rq.server, rq.server}) {
-    if (my_turn) {
-      mine = rail.Write(remote, rq.bytes, rq.iters, &err);
-      if (!ctl.Send(mine < 0 ? "failed " + err : "wrote") || mine < 0) break;
-    } else if (!ctl.Receive(&line, rq.timeout_s) || line != "wrote") {
-      err = line.empty() ? "the peer's writes did not finish within " +
-                               std::to_string(rq.timeout_s) + " s (a slow or lossy link?)"
-                         : "the peer: " + line;
-      break;
-    } else {
-      theirs = 1;
-    }
-  }
-  if (!err.empty() || mine <= 0 || theirs == 0) {
-    r["error"] = err.empty() ? "the writes did not complete" : err;
+  auto written = Writes(rq, rail, remote, ctl);
+  if (!written) {
+    r["error"] = written.error().message();
     return r;
   }
-  double lat = rail.PingPong(!rq.server, rq.latency_iters, &err);
-  r["writeGBps"] = static_cast<double>(rq.bytes) * rq.iters / mine / 1e9;
+  auto lat = rail.PingPong(!rq.server, rq.latency_iters);
+  r["writeGBps"] = static_cast<double>(rq.bytes) * rq.iters / *written / 1e9;
   r["bytes"] = rq.bytes * static_cast<size_t>(rq.iters);
-  r["latencyUs"] = lat;
-  r["ok"] = lat > 0;
-  if (lat <= 0) r["error"] = "ping-pong: " + err;
+  r["latencyUs"] = lat ? *lat : -1.0;
+  r["ok"] = lat && *lat > 0;
+  if (!lat) r["error"] = "ping-pong: " + lat.error().message();
   return r;
 }
 
@@ -400,12 +409,13 @@ json Probe(const Request& rq) {
   json out = {{"rails", json::array()}};
   for (const auto& h : rq.hcas) {
     rails.push_back(std::make_unique<Rail>());
-    std::string why = rails.back()->Open(h, rq.bytes);
-    local.push_back(why.empty() ? EndpointJson(rails.back()->Local()) : json{{"error", why}});
+    auto opened = rails.back()->Open(h, rq.bytes);
+    local.push_back(opened ? EndpointJson(rails.back()->Local())
+                           : json{{"error", opened.error().message()}});
   }
   Control ctl;
-  if (std::string why = ctl.Open(rq.server, rq.peer, rq.timeout_s); !why.empty()) {
-    return {{"error", why}};
+  if (auto opened = ctl.Open(rq.server, rq.peer, rq.timeout_s); !opened) {
+    return {{"error", opened.error().message()}};
   }
   std::string line;
   if (!ctl.Send(local.dump()) || !ctl.Receive(&line, rq.timeout_s)) {

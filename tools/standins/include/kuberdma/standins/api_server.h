@@ -86,6 +86,9 @@ class ApiStandIn {
                const std::string& head);
   Reply Create(const std::string& path, const std::string& body);
   Reply Replace(const std::string& path, const std::string& body);
+  // A JSON merge patch (RFC 7386), as kubectl label sends; and a DELETE. mu_ held.
+  Reply Patch(const std::string& item, const std::string& body);
+  Reply Delete(const std::string& item);
   Reply List(const std::string& path, const std::string& query) const;
   // The node policy's verdict on a slice write by `headers`' token; nullopt: allowed.
   std::optional<Reply> Admit(const std::string& method, const std::string& path,
