@@ -7,16 +7,8 @@
 
 #include "plugin_node.h"
 
-namespace kuberdma::deviceplugin {
+namespace kuberdma::deviceplugin::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using testing::HttpGet;
-using testing::kConfig;
-using testing::Node;
-using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
-using standins::KubeletStandIn;
 
 TEST_CASE("SIGTERM stops the binary with exit 0 and removes its sockets") {
   Node n;
@@ -55,4 +47,4 @@ TEST_CASE("A bad config at start exits 2 naming the entry and field") {
 }
 
 }  // namespace
-}  // namespace kuberdma::deviceplugin
+}  // namespace kuberdma::deviceplugin::testing

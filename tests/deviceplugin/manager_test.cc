@@ -9,16 +9,8 @@
 
 #include "plugin_node.h"
 
-namespace kuberdma::deviceplugin {
+namespace kuberdma::deviceplugin::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using testing::HttpGet;
-using testing::kConfig;
-using testing::Node;
-using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
-using standins::KubeletStandIn;
 
 TEST_CASE("A resource that never reached the kubelet is exported as not registered") {
   Node n;  // no kubelet: kubelet.sock never appears
@@ -161,4 +153,4 @@ TEST_CASE(
 }
 
 }  // namespace
-}  // namespace kuberdma::deviceplugin
+}  // namespace kuberdma::deviceplugin::testing

@@ -9,17 +9,8 @@
 
 #include "plugin_node.h"
 
-namespace kuberdma::deviceplugin {
+namespace kuberdma::deviceplugin::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using testing::FakePodResources;
-using testing::HttpGet;
-using testing::kConfig;
-using testing::Node;
-using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
-using standins::KubeletStandIn;
 
 // A TCP connection to the endpoint, closed when destroyed.
 struct Conn {
@@ -268,4 +259,4 @@ TEST_CASE("Past the connection cap the oldest connection is closed, never the pr
 }
 
 }  // namespace
-}  // namespace kuberdma::deviceplugin
+}  // namespace kuberdma::deviceplugin::testing

@@ -28,6 +28,12 @@
 
 namespace kuberdma::deviceplugin::testing {
 
+// What every test file of the device plugin says, said once.
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace): tests only
+using standins::KubeletStandIn;
+
 inline constexpr const char* kConfig = R"({"configList":[
   {"resourceName":"shared","rdmaHcaMax":1000,"selectors":{"vendors":["15b3"]}},
   {"resourceName":"hca","rdmaHcaMax":8,"policy":"per-hca","selectors":{"linkTypes":["ether"]}}]})";
@@ -79,7 +85,7 @@ struct Node {
   }
   std::string dir;
   std::string pod_resources;  // the kubelet's pod-resources socket; "" the default
-  std::unique_ptr<standins::KubeletStandIn> kubelet;
+  std::unique_ptr<KubeletStandIn> kubelet;
   std::unique_ptr<Manager> mgr;
   std::thread loop;
   std::mutex seen_mu;

@@ -8,18 +8,8 @@
 #include "kuberdma/doctor/doctor.h"
 #include "plugin_node.h"
 
-namespace kuberdma::deviceplugin {
+namespace kuberdma::deviceplugin::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using testing::HttpGet;
-using testing::kConfig;
-using testing::Node;
-using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
-using standins::KubeletStandIn;
-
-using testing::FakePodResources;
 
 TEST_CASE(
     "rdma-doctor reads allocations from the pod-resources API, and the checkpoint when it is "
@@ -59,4 +49,4 @@ TEST_CASE(
 }
 
 }  // namespace
-}  // namespace kuberdma::deviceplugin
+}  // namespace kuberdma::deviceplugin::testing

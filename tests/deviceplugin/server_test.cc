@@ -9,16 +9,8 @@
 #include "kuberdma/contract/allocation.h"
 #include "plugin_node.h"
 
-namespace kuberdma::deviceplugin {
+namespace kuberdma::deviceplugin::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using testing::HttpGet;
-using testing::kConfig;
-using testing::Node;
-using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
-using standins::KubeletStandIn;
 
 TEST_CASE("Each resource's socket is 0600 whatever the umask") {
   Node n;
@@ -139,4 +131,4 @@ TEST_CASE("GetPreferredAllocation and GetDevicePluginOptions answer over gRPC") 
 }
 
 }  // namespace
-}  // namespace kuberdma::deviceplugin
+}  // namespace kuberdma::deviceplugin::testing
