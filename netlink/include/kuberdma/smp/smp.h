@@ -72,6 +72,6 @@ class UmadHopProbe final : public HopProbe {
 // other rails are left as they are. Success when every IB rail answered, else the first failure
 // (the rails that answered keep their neighbour even then; a rail that failed keeps none).
 Result<void> HearInfiniband(HopProbe& probe, std::vector<rails::RailNeighbor>& rails,
-                           std::chrono::milliseconds timeout);
+                            std::chrono::milliseconds timeout);
 
 }  // namespace kuberdma::smp
