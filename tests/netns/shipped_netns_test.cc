@@ -23,9 +23,9 @@
 #include "kuberdma/rails/node_config.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
-#include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/standins/allocator.h"
+#include "kuberdma/standins/multus.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/topology.h"
 #include "roce8_node.h"
@@ -35,6 +35,10 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using standins::MultusAdds;
+using standins::MultusDels;
+using standins::MultusPod;
+using standins::ParseNetworksAnnotation;
 
 // Every rendering deploy/render.sh wrote (the CTest fixture runs it first).
 std::vector<std::string> Renderings() {
@@ -151,17 +155,17 @@ std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s,
   nlohmann::json claim = {{"metadata", {{"name", "c"}}}, {"spec", tmpl["spec"]["spec"]}};
   auto alloc = standins::Allocate(claim, slices, classes, {});
   REQUIRE(alloc);
-  if (claim_name.empty()) return sim::DraAllocated({*alloc}, slices);  // Multus' main branch
+  if (claim_name.empty()) return standins::DraAllocated({*alloc}, slices);  // Multus' main branch
   // Released Multus: the kubelet's pod-resources lists the claim under its name with each
   // device's CDI name, as our driver returns them (<claim uid>_<PCI address>).
   std::vector<std::string> cdi;
-  for (const auto& d : sim::DraAllocated({*alloc}, slices)) {
+  for (const auto& d : standins::DraAllocated({*alloc}, slices)) {
     for (const auto& pci : d.second) {
       cdi.push_back(std::string(contract::kClaimDeviceCdiKind) + "=" +
                     contract::FormatClaimDevice({.uid = claim_uid, .address = pci}));
     }
   }
-  return sim::PodResourcesDraAllocated({{claim_name, cdi}});
+  return standins::PodResourcesDraAllocated({{claim_name, cdi}});
 }
 
 // A pod to run from a rendering: each workload's first replica; with none (the default values

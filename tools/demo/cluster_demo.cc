@@ -27,9 +27,9 @@
 #include "kuberdma/base/unique_fd.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/sim/manifests.h"
-#include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/standins/kubelet.h"
+#include "kuberdma/standins/multus.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/testing/test_net.h"
 
@@ -47,7 +47,7 @@ struct Node {
   std::unique_ptr<standins::KubeletStandIn> kubelet;
   pid_t plugin = -1;
   std::string dpdir;
-  sim::MultusPod pod;
+  standins::MultusPod pod;
   std::string netns;
   std::vector<CniCall> adds;
 };
@@ -296,7 +296,7 @@ void ClusterDemo::Schedule(Node& n, int replica) {
            .name = workload_.name + "-" + std::to_string(replica),
            .uid = "uid-" + std::to_string(replica),
            .sandbox = "c1a55" + std::to_string(replica)};
-  auto nets = sim::ParseNetworksAnnotation(workload_.networks);
+  auto nets = standins::ParseNetworksAnnotation(workload_.networks);
   if (nets) n.pod.networks = *nets;
   // The kubelet lists a pod's devices in its own order, not the rails': rotated by three here.
   std::vector<std::string> listed = *ids;
@@ -309,7 +309,7 @@ void ClusterDemo::Schedule(Node& n, int replica) {
 }
 
 void ClusterDemo::Attach(Node& n) {
-  auto adds = sim::MultusAdds(n.pod, nads_, n.netns, {{"stateDir", n.sim->state_dir()}});
+  auto adds = standins::MultusAdds(n.pod, nads_, n.netns, {{"stateDir", n.sim->state_dir()}});
   if (!adds) return fail_(n.pod.name + ": " + adds.error().message());
   n.adds = *adds;
   for (auto& call : n.adds) {
@@ -379,7 +379,7 @@ void ClusterDemo::CheckReach() {
 }
 
 void ClusterDemo::Detach(Node& n) {
-  for (auto call : sim::MultusDels(n.adds)) {
+  for (auto call : standins::MultusDels(n.adds)) {
     call.cni_path = o_.cni_plugins;
     auto r = n.sim->Run(o_.rdma_bin, call);
     if (r.exit_code != 0) fail_(n.pod.name + " DEL " + call.ifname + ": " + r.out + r.err);

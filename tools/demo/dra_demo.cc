@@ -15,9 +15,9 @@
 #include "kuberdma/base/json.h"
 #include "kuberdma/dra/prepare.h"
 #include "kuberdma/dra/slices.h"
-#include "kuberdma/sim/multus.h"
 #include "kuberdma/standins/allocator.h"
 #include "kuberdma/standins/kubelet_dra.h"
+#include "kuberdma/standins/multus.h"
 #include "kuberdma/sysfs/topology.h"
 
 namespace kuberdma::demo {
@@ -190,9 +190,9 @@ Result<DraDemo::PodClaim> DraDemo::ClaimFor(const std::string& ns, const std::st
   KUBERDMA_ASSIGN_OR_RETURN(auto edits, standins::ApplyCdi(dir_ + "/cdi", prepared.cdi_ids));
   out.env = edits.env;
   out.device_nodes = edits.device_nodes;
-  // Multus' DRA path: the devices' resourceName and deviceID attributes (sim/multus.h).
+  // Multus' DRA path: the devices' resourceName and deviceID attributes (standins/multus.h).
   const json& alloc = claim["status"]["allocation"];
-  out.device_ids = sim::DraAllocated({alloc}, slices_)[resource];
+  out.device_ids = standins::DraAllocated({alloc}, slices_)[resource];
   std::printf("  %s: claim %s, %zu CDI devices (%s, ...; %zu device nodes)\n", pod.c_str(),
               ref.name.c_str(), prepared.cdi_ids.size(), prepared.cdi_ids.front().c_str(),
               out.device_nodes);

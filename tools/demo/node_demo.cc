@@ -31,10 +31,10 @@
 #include "kuberdma/dra/prepare.h"
 #include "kuberdma/sim/host_local.h"
 #include "kuberdma/sim/manifests.h"
-#include "kuberdma/sim/multus.h"
 #include "kuberdma/sim/pod_view.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/standins/kubelet.h"
+#include "kuberdma/standins/multus.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/topology.h"
 
@@ -430,17 +430,17 @@ void NodeDemo::AttachRails() {
     std::printf("  NAD %s/%s (resourceName %s): %s\n", n.ns.c_str(), n.name.c_str(),
                 n.resource.c_str(), n.config.dump().c_str());
   }
-  auto networks = sim::ParseNetworksAnnotation(workload_.networks);
+  auto networks = standins::ParseNetworksAnnotation(workload_.networks);
   if (!networks) return fail_(networks.error().message());
   for (Pod& pod : pods_) {
     AttachClusterNetwork(pod);
-    sim::MultusPod mp{.ns = workload_.ns,
-                      .name = pod.name,
-                      .uid = "uid-" + pod.name,
-                      .sandbox = pod.name + "-sandbox",
-                      .networks = *networks,
-                      .allocated = {{resource_, pod.ids}}};
-    auto calls = sim::MultusAdds(mp, nads_, pod.path, {{"stateDir", node_->state_dir()}});
+    standins::MultusPod mp{.ns = workload_.ns,
+                           .name = pod.name,
+                           .uid = "uid-" + pod.name,
+                           .sandbox = pod.name + "-sandbox",
+                           .networks = *networks,
+                           .allocated = {{resource_, pod.ids}}};
+    auto calls = standins::MultusAdds(mp, nads_, pod.path, {{"stateDir", node_->state_dir()}});
     if (!calls) return fail_("Multus cannot attach " + pod.name + ": " + calls.error().message());
     for (size_t i = 0; i < calls->size(); ++i) {
       (*calls)[i].cni_path = o_.cni_plugins;

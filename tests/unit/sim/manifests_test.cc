@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/standins/multus.h"
 
 namespace kuberdma::sim {
 namespace {
@@ -88,7 +89,7 @@ TEST_CASE("deploy/manifests' StatefulSet and NAD read as Multus and the kubelet 
   auto w = sts->Workloads();
   REQUIRE(w.size() == 1);
   CHECK(w[0].kind == "StatefulSet");
-  auto networks = ParseNetworksAnnotation(w[0].networks);
+  auto networks = standins::ParseNetworksAnnotation(w[0].networks);
   REQUIRE(networks);
   CHECK(static_cast<int64_t>(networks->size()) == w[0].main.limits.at("rdma/hca"));
   // The copy from the node image, then rdma-validate in the trainer's own image.

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kuberdma/sim/multus.h"
+#include "kuberdma/sim/manifests.h"
 
 namespace kuberdma::sim {
 

@@ -17,9 +17,16 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
-#include "kuberdma/sim/multus.h"
 
 namespace kuberdma::sim {
+
+// A NetworkAttachmentDefinition as the cluster has it.
+struct Nad {
+  std::string name;
+  std::string ns = "default";
+  std::string resource;   // k8s.v1.cni.cncf.io/resourceName, "" when none
+  nlohmann::json config;  // spec.config, parsed
+};
 
 struct Container {
   std::string name, image;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Multus stand-in's DRA path: a claim's devices become a resource's device IDs through their
 // k8s.cni.cncf.io attributes, in result order; other drivers' devices (GPUs) are not networks.
+#include "kuberdma/standins/multus.h"
+
 #include <catch2/catch.hpp>
 
-#include "kuberdma/sim/multus.h"
-
-namespace kuberdma::sim {
+namespace kuberdma::standins {
 namespace {
 
 using nlohmann::json;
@@ -65,4 +65,4 @@ TEST_CASE("Released Multus' DRA path: a claim's CDI names after '=' under the cl
 }
 
 }  // namespace
-}  // namespace kuberdma::sim
+}  // namespace kuberdma::standins

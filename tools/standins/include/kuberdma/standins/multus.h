@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// What Multus v4 hands the `rdma` CNI for one pod, as a list of CNI calls: test support for the
-// namespace tests and the demo, so they drive the plugin with the objects deploy/ ships the way
+// What Multus v4 hands the `rdma` CNI for one pod, as a list of CNI calls: the Multus stand-in, for
+// the namespace tests and the demo, so they drive the plugin with the objects deploy/ ships the way
 // Multus would, not with configs written for them.
 //
 //   MultusPod pod{.ns = "default", .name = "llm-trainer-0", .uid = "u1", .sandbox = "c0ffee",
@@ -29,17 +29,10 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
+#include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/sim_node.h"
 
-namespace kuberdma::sim {
-
-// A NetworkAttachmentDefinition as the cluster has it.
-struct Nad {
-  std::string name;
-  std::string ns = "default";
-  std::string resource;   // k8s.v1.cni.cncf.io/resourceName, "" when none
-  nlohmann::json config;  // spec.config, parsed
-};
+namespace kuberdma::standins {
 
 struct MultusPod {
   std::string ns = "default";
@@ -59,9 +52,10 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseNetworksAnnotation
 // delegate config (a test keeps stateDir off the machine's /run/kube-rdma). kNotFound when the
 // pod names a NAD that is not in `nads`, kInvalidArgument when it attaches more of a resource than
 // it was allocated.
-Result<std::vector<CniCall>> MultusAdds(const MultusPod& pod, const std::vector<Nad>& nads,
-                                        const std::string& netns,
-                                        const nlohmann::json& config_overrides = {});
+Result<std::vector<sim::CniCall>> MultusAdds(const MultusPod& pod,
+                                             const std::vector<sim::Nad>& nads,
+                                             const std::string& netns,
+                                             const nlohmann::json& config_overrides = {});
 
 // Multus' DRA path (resource.k8s.io/v1): the device IDs a pod's claims give each resource, for
 // MultusPod::allocated. For every device of `allocation` (status.allocation of the pod's
@@ -83,6 +77,6 @@ std::map<std::string, std::vector<std::string>> PodResourcesDraAllocated(
 
 // The DELs of the same attachments (what the runtime's DEL of the sandbox makes Multus send, also
 // after a failed ADD), in reverse order.
-std::vector<CniCall> MultusDels(const std::vector<CniCall>& adds);
+std::vector<sim::CniCall> MultusDels(const std::vector<sim::CniCall>& adds);
 
-}  // namespace kuberdma::sim
+}  // namespace kuberdma::standins

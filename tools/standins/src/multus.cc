@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Multus v4 stand-in: delegate configs, device IDs, runtimeConfig and CNI_ARGS per attachment.
-#include "kuberdma/sim/multus.h"
+#include "kuberdma/standins/multus.h"
 
-namespace kuberdma::sim {
+namespace kuberdma::standins {
 
 using nlohmann::json;
 
 namespace {
 
-const Nad* Find(const std::vector<Nad>& nads, const std::string& name) {
+const sim::Nad* Find(const std::vector<sim::Nad>& nads, const std::string& name) {
   for (const auto& n : nads) {
     if (n.name == name) return &n;
   }
@@ -60,13 +60,15 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseNetworksAnnotation
   return out;
 }
 
-Result<std::vector<CniCall>> MultusAdds(const MultusPod& pod, const std::vector<Nad>& nads,
-                                        const std::string& netns, const json& config_overrides) {
-  std::vector<CniCall> calls;
+Result<std::vector<sim::CniCall>> MultusAdds(const MultusPod& pod,
+                                             const std::vector<sim::Nad>& nads,
+                                             const std::string& netns,
+                                             const json& config_overrides) {
+  std::vector<sim::CniCall> calls;
   std::map<std::string, size_t> used;  // resource -> IDs handed out so far
   for (size_t i = 0; i < pod.networks.size(); ++i) {
     const auto& [name, iface] = pod.networks[i];
-    const Nad* nad = Find(nads, name);
+    const sim::Nad* nad = Find(nads, name);
     if (nad == nullptr) return Fail(ErrorCode::kNotFound, "no NetworkAttachmentDefinition " + name);
     json conf = nad->config;
     std::string ifname = iface.empty() ? "net" + std::to_string(i + 1) : iface;
@@ -97,8 +99,8 @@ Result<std::vector<CniCall>> MultusAdds(const MultusPod& pod, const std::vector<
   return calls;
 }
 
-std::vector<CniCall> MultusDels(const std::vector<CniCall>& adds) {
-  std::vector<CniCall> dels(adds.rbegin(), adds.rend());
+std::vector<sim::CniCall> MultusDels(const std::vector<sim::CniCall>& adds) {
+  std::vector<sim::CniCall> dels(adds.rbegin(), adds.rend());
   for (auto& d : dels) d.command = "DEL";
   return dels;
 }
@@ -148,4 +150,4 @@ std::map<std::string, std::vector<std::string>> DraAllocated(
   return out;
 }
 
-}  // namespace kuberdma::sim
+}  // namespace kuberdma::standins
