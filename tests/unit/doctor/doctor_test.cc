@@ -105,7 +105,7 @@ TEST_CASE("Pod checks name the common mistakes with their fixes") {
 TEST_CASE("A pod configured as the device plugin intends passes the NCCL checks") {
   Fixture f;
   f.in.getenv = Env(
-      {{"KUBERDMA_NCCL_LIBRARY", KUBERDMA_FAKE_NCCL},
+      {{"KUBERDMA_NCCL_LIBRARY", KUBERDMA_NCCL_STANDIN},
        {"NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"},
        {"NCCL_SOCKET_IFNAME", "lo"},
        {"NCCL_IB_DISABLE", "0"}});
@@ -231,7 +231,7 @@ TEST_CASE(
     "sparse table is named") {
   Fixture f;
   f.in.root = sysfs::SysfsRoot(std::string(KUBERDMA_FIXTURES) + "/sysfs/roce8-pod");
-  f.in.getenv = Env({{"KUBERDMA_NCCL_LIBRARY", KUBERDMA_FAKE_NCCL},
+  f.in.getenv = Env({{"KUBERDMA_NCCL_LIBRARY", KUBERDMA_NCCL_STANDIN},
                      {"NCCL_IB_GID_INDEX", "3"},
                      {"NCCL_IB_TIMEOUT", "22"},
                      {"NCCL_IB_RETRY_CNT", "7"}});
