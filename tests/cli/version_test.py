@@ -4,7 +4,7 @@
 usage (--help, or no CNI_COMMAND on a terminal) instead of only an error document; rdma-doctor
 reads a fixture tree through --sysfs-root.
 
-Usage: version_test.py BUILD_DIR SOURCE_DIR
+Usage: version_test.py BUILD_DIR SOURCE_DIR NCCL_STANDIN
 """
 import json
 import os
@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 
-build, source = sys.argv[1], sys.argv[2]
+build, source, nccl_standin = sys.argv[1], sys.argv[2], sys.argv[3]
 binaries = {
     "rdma": f"{build}/cni/rdma",
     "rdma-device-plugin": f"{build}/deviceplugin/rdma-device-plugin",
@@ -43,9 +43,10 @@ r = subprocess.run([binaries["rdma"], "--version"], capture_output=True, text=Tr
 check("kube-rdma CNI plugin (github.com/kube-rdma)" in r.stdout,
       "rdma --version prints the marker its installer and rdma-doctor recognise it by")
 
-# A library that is not NCCL (it defines ncclGetVersion and nothing else): exit 2 naming what is
-# missing, never an abort.
-fake = f"{build}/tests/libfake_nccl.so"
+# A library that is not NCCL (NCCL's stand-in, tools/standins: ncclGetVersion and nothing else):
+# exit 2 naming what is missing, never an abort.
+fake = nccl_standin
+check(os.path.exists(fake), f"NCCL's stand-in is built at {fake}")
 r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0"], capture_output=True, text=True,
                    env={**os.environ, "KUBERDMA_NCCL_LIBRARY": fake,
                         "KUBERDMA_SYSFS_ROOT": f"{source}/tests/fixtures/sysfs/roce8"}, timeout=60)
