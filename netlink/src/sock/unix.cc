@@ -34,7 +34,15 @@ Result<UniqueFd> ListenUnix(const std::string& path, mode_t mode, ListenOptions 
   KUBERDMA_ASSIGN_OR_RETURN(sockaddr_un sa, UnixAddress(path));
   auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) KUBERDMA_TRY(MakeDirs(path.substr(0, slash)));
-  (void)::unlink(path.c_str());
+  // A socket left by an earlier run is replaced; anything else at the path is not ours to remove.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Fail(ErrorCode::kAlreadyExists,
+                  path + " exists and is not a socket: remove it or choose another path");
+    }
+    (void)::unlink(path.c_str());
+  }
   UniqueFd fd(::socket(AF_UNIX, Flags(opts.nonblocking), 0));
   if (!fd.valid()) return FailErrno(errno, "socket for " + path);
   // The mode is set at bind through the umask: a chmod after it would leave a window.

@@ -35,11 +35,12 @@ struct Umask {
 TEST_CASE("A Unix socket listens with its mode whatever the umask, in a folder it makes") {
   testing::TempDir dir("kuberdma-sock");
   std::string path = dir.path + "/plugins/kube-rdma/pods.sock";
+  Umask open_umask(0);  // would leave the socket 0777 if the mode were not enforced
   {
-    Umask open_umask(0);  // would leave the socket 0777 if the mode were not enforced
-    std::filesystem::create_directories(dir.path + "/plugins/kube-rdma");
-    REQUIRE(WriteFileAtomic(path, "stale", 0644));  // a stale file is replaced
+    auto stale = ListenUnix(path, 0600);  // an earlier run's socket, left behind when it closed
+    REQUIRE(stale);
   }
+  REQUIRE(std::filesystem::is_socket(path));
   auto l = ListenUnix(path, 0600);
   REQUIRE(l);
   struct stat st {};
@@ -52,6 +53,17 @@ TEST_CASE("A Unix socket listens with its mode whatever the umask, in a folder i
   REQUIRE(served.valid());
   CheckCarries(c->get(), served.get(), "hello\n");
   CheckCarries(served.get(), c->get(), "{\"hcas\":[]}\n");
+}
+
+TEST_CASE("A Unix socket never replaces what is not a socket") {
+  testing::TempDir dir("kuberdma-sock");
+  const std::string path = dir.path + "/pods.sock";
+  REQUIRE(WriteFileAtomic(path, "the admin's file", 0644));
+  auto l = ListenUnix(path, 0600);
+  REQUIRE_FALSE(l);
+  CHECK(l.error().code() == ErrorCode::kAlreadyExists);
+  CHECK_THAT(l.error().message(), Catch::Contains(path + " exists and is not a socket"));
+  CHECK(ReadFile(path).value_or("") == "the admin's file");
 }
 
 TEST_CASE("Connecting to a Unix socket nobody serves says not found, a bad path is refused") {

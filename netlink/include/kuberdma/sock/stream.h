@@ -29,7 +29,7 @@ struct ListenOptions {
 
 // A Unix stream socket listening at `path`: its folder made, a stale socket there replaced, the
 // socket created with `mode` whatever the process's umask. kInvalidArgument when the path does
-// not fit a sockaddr_un.
+// not fit a sockaddr_un; kAlreadyExists when something other than a socket is there (kept).
 Result<UniqueFd> ListenUnix(const std::string& path, mode_t mode, ListenOptions opts = {});
 
 // Connects to the Unix stream socket at `path`: kNotFound when nothing listens there (no such
