@@ -13,6 +13,7 @@
 #include "kuberdma/base/json.h"
 #include "kuberdma/cni/result.h"
 #include "kuberdma/contract/slot_id.h"
+#include "kuberdma/sysfs/sriov.h"
 
 namespace kuberdma::cni {
 
@@ -148,6 +149,10 @@ Result<void> Plugin::Restore(const AttachmentRecord& rec, const NetNs& host) {
   }
   const NetNs* podp = pod ? &*pod : nullptr;
   if (IsChildMode(rec.mode)) return RemoveChild(rec, podp);
+  // A VF whose rebind was cut short (a SIGKILL between the unbind and the probe, in ADD or an
+  // earlier DEL) has no driver and so no netdev: probe it first, or everything below finds
+  // nothing and the VF is lost to every later pod. Failing keeps the record: DEL is retried.
+  if (rec.vf) KUBERDMA_TRY(sysfs::BindIfUnbound(d_.sysfs, rec.hca_address, d_.rebind_wait));
   // Reverse of the order ADD used: InfiniBand moved the RDMA device first; a VF's PF-side
   // settings were made before either moved, so they are restored last.
   Result<void> first =

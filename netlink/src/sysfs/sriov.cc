@@ -59,6 +59,33 @@ Result<void> WriteNumVfs(const SysfsRoot& root, const SriovPf& pf, int count) {
   return {};
 }
 
+namespace {
+
+// Probes `pci_address` and waits up to `wait` for a driver; `driver` (the one it had, or "") only
+// names what to bind by hand.
+Result<void> ProbeAndWait(const SysfsRoot& root, const std::string& pci_address,
+                          const std::string& driver, std::chrono::milliseconds wait) {
+  const std::string dir = "bus/pci/devices/" + pci_address;
+  if (auto r = root.WriteAttr("bus/pci/drivers_probe", pci_address); !r) {
+    return Fail(r.error().Wrap("probe " + pci_address + " for a driver" +
+                               (driver.empty() ? "" : " after unbinding it from " + driver)));
+  }
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!root.Exists(dir + "/driver")) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Fail(ErrorCode::kTimeout,
+                  pci_address + " has no driver " + std::to_string(wait.count()) +
+                      " ms after it was probed; bind it by hand: echo " + pci_address +
+                      " > /sys/bus/pci/drivers/" + (driver.empty() ? "<its driver>" : driver) +
+                      "/bind");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<void> RebindDriver(const SysfsRoot& root, const std::string& pci_address,
                           std::chrono::milliseconds wait) {
   std::string dir = "bus/pci/devices/" + pci_address;
@@ -70,23 +97,16 @@ Result<void> RebindDriver(const SysfsRoot& root, const std::string& pci_address,
   if (auto r = root.WriteAttr(dir + "/driver/unbind", pci_address); !r) {
     return Fail(r.error().Wrap("unbind " + pci_address + " from " + driver));
   }
-  if (auto r = root.WriteAttr("bus/pci/drivers_probe", pci_address); !r) {
-    return Fail(
-        r.error().Wrap("probe " + pci_address + " again after unbinding it from " + driver));
+  return ProbeAndWait(root, pci_address, driver, wait);
+}
+
+Result<void> BindIfUnbound(const SysfsRoot& root, const std::string& pci_address,
+                           std::chrono::milliseconds wait) {
+  if (root.Exists("bus/pci/devices/" + pci_address + "/driver")) return {};
+  if (!root.Exists("bus/pci/devices/" + pci_address)) {
+    return Fail(ErrorCode::kNotFound, "no PCI function " + pci_address);
   }
-  auto deadline = std::chrono::steady_clock::now() + wait;
-  while (!root.Exists(dir + "/driver")) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Fail(ErrorCode::kTimeout,
-                  pci_address + " has no driver " + std::to_string(wait.count()) +
-                      " ms after it was unbound from " + driver +
-                      " and probed again; bind it "
-                      "by hand: echo " +
-                      pci_address + " > /sys/bus/pci/drivers/" + driver + "/bind");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return {};
+  return ProbeAndWait(root, pci_address, "", wait);
 }
 
 }  // namespace kuberdma::sysfs

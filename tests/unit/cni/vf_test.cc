@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <thread>
 
 #include "fake_world.h"
 #include "kuberdma/cni/plugin.h"
@@ -411,6 +412,44 @@ TEST_CASE("A VF netdev that refuses its MAC (igbvf) is rebound to take what its 
   auto rec = n.Records().at(0);
   CHECK(rec.vf->rebound);
   CHECK(n.root.ReadAttrOr("bus/pci/drivers_probe", "") == "0000:1b:00.3");
+}
+
+TEST_CASE(
+    "A VF left without its driver by a kill mid-rebind is probed back before DEL restores it") {
+  VfNode n;
+  Plugin p = n.MakePlugin();
+  const NetConf conf = n.Conf(kVf1);
+  REQUIRE(p.Add(Req(kPod, "c1"), conf));
+  // Killed between the unbind and the probe (an ADD's or a DEL's rebind): no driver.
+  namespace fs = std::filesystem;
+  const std::string vf = n.dir + "/sysfs/sys/bus/pci/devices/0000:1b:00.3/driver";
+  const fs::path driver = fs::read_symlink(vf);
+  fs::remove(vf);
+  SECTION("the bus binds nothing: DEL fails, keeps the record and says how to bind it") {
+    auto del = p.Del(Req(kPod, "c1"), conf);
+    REQUIRE_FALSE(del);
+    CHECK(del.error().code == kRollbackIncomplete);
+    CHECK_THAT(del.error().msg, Catch::Contains("0000:1b:00.3 has no driver"));
+    CHECK_THAT(del.error().msg, Catch::Contains("/bind"));
+    CHECK(n.root.ReadAttrOr("bus/pci/drivers_probe", "") == "0000:1b:00.3");
+    CHECK(n.Records().size() == 1);
+  }
+  SECTION("the bus binds its driver: DEL restores the VF and drops the record") {
+    std::thread kernel([&] {  // what the kernel does on drivers_probe
+      for (int i = 0; i < 200; ++i) {
+        if (n.root.ReadAttrOr("bus/pci/drivers_probe", "") == "0000:1b:00.3") {
+          fs::create_symlink(driver, vf);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+    auto del = p.Del(Req(kPod, "c1"), conf);
+    kernel.join();
+    REQUIRE(del);
+    CHECK(n.Records().empty());
+    CHECK(n.world.FindLink(kHostPath, "ens1f0v1"));
+  }
 }
 
 TEST_CASE("A setting the PF driver refuses fails ADD and what it took is restored") {

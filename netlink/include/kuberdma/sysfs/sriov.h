@@ -47,4 +47,12 @@ Result<void> WriteNumVfs(const SysfsRoot& root, const SriovPf& pf, int count);
 Result<void> RebindDriver(const SysfsRoot& root, const std::string& pci_address,
                           std::chrono::milliseconds wait);
 
+// Asks the bus to probe the PCI function at `pci_address` (drivers_probe) when it has no driver,
+// waiting up to `wait` for one: how a VF whose rebind was cut short (the process killed between
+// the unbind and the probe) gets its driver, and its netdev, back. Nothing when it has a driver
+// (idempotent). kTimeout when none is bound in time, saying how to bind it by hand; the bus'
+// refusal of the probe as it came.
+Result<void> BindIfUnbound(const SysfsRoot& root, const std::string& pci_address,
+                           std::chrono::milliseconds wait);
+
 }  // namespace kuberdma::sysfs
