@@ -242,7 +242,8 @@ Result<void> RecordCabling(const std::string& dir, const std::vector<CablingReco
                     {"switch", r.switch_name},
                     {"port", r.port},
                     {"chassisId", r.chassis_id},
-                    {"heardAt", r.heard_at}});
+                    {"heardAt", r.heard_at},
+                    {"expiresAt", r.expires_at}});
   }
   KUBERDMA_TRY(MakeDirs(dir));
   return WriteFileAtomic(dir + "/cabling.json", json{{"rails", list}}.dump() + "\n");
@@ -280,6 +281,11 @@ Result<std::vector<CablingRecord>> ListCabling(const std::string& dir) {
     if (v.contains("rail") && v["rail"].is_number_integer()) r.rail = v["rail"].get<int>();
     if (v.contains("heardAt") && v["heardAt"].is_number_integer())
       r.heard_at = v["heardAt"].get<int64_t>();
+    if (v.contains("expiresAt") && v["expiresAt"].is_number_integer()) {
+      r.expires_at = v["expiresAt"].get<int64_t>();
+    } else if (r.heard_at > 0) {
+      r.expires_at = r.heard_at + kDefaultLldpTtl;  // written before withdrawals existed
+    }
     for (const std::string* s : {&r.netdev, &r.switch_name, &r.port, &r.chassis_id}) {
       if (!Printable(*s))
         return Fail(ErrorCode::kInvalidArgument, path + ": a name that is not printable");
@@ -362,7 +368,8 @@ CablingRecord CablingRecordOf(const rails::RailNeighbor& rail, const lldp::Neigh
           .switch_name = heard.Switch(),
           .port = heard.Port(),
           .chassis_id = heard.chassis_id,
-          .heard_at = heard_at};
+          .heard_at = heard_at,
+          .expires_at = rail.infiniband ? 0 : heard_at + heard.ttl_s};
 }
 
 }  // namespace kuberdma::contract

@@ -111,11 +111,17 @@ Result<std::unique_ptr<Manager>> Manager::Create(Options opts, Config cfg) {
   }
   if (m->opts_.lldp && !m->opts_.allocations_dir.empty()) {
     Manager* raw = m.get();
-    KUBERDMA_ASSIGN_OR_RETURN(
-        m->cabling_,
-        CablingWatch::Start(
-            m->opts_.allocations_dir, m->lldp_listener_, [raw] { return raw->RailNetdevs(); },
-            m->opts_.lldp_round, m->opts_.on_cabling, &m->hop_probe_));
+    KUBERDMA_ASSIGN_OR_RETURN(m->cabling_,
+                              CablingWatch::Start(
+                                  m->opts_.allocations_dir, m->lldp_listener_,
+                                  [raw] {
+                                    // Asked at each round's start and end: a VF that left for a pod
+                                    // meanwhile voids it.
+                                    auto rails = raw->RailNetdevs();
+                                    rails::NoteVfTenants(raw->opts_.sysfs, rails);
+                                    return rails;
+                                  },
+                                  m->opts_.lldp_round, m->opts_.on_cabling, &m->hop_probe_));
   }
   if (!m->opts_.allocations_dir.empty()) {
     Manager* raw = m.get();

@@ -246,6 +246,30 @@ TEST_CASE("GPU+NIC pairs: allocated on one PCIe root, prepared over the driver's
       bad["spec"]["devices"].erase("constraints");
       CHECK(Allocate(bad, slices, classes, {}));
     }
+    SECTION("a rail's switch the LLDP watch withdraws leaves the slice's leaf attribute") {
+      auto leaf_of_mlx5_0 = [&] {
+        for (const auto& sl : api.Objects(kSlices)) {
+          for (const auto& d : sl["spec"].value("devices", json::array())) {
+            if (d["name"] == "mlx5-0") return d["attributes"]["rdma.kube-rdma.io/leaf"].dump();
+          }
+        }
+        return std::string("no device");
+      };
+      auto republish = [&] {
+        int before = driver.status().syncs;
+        driver.OnRescan({{"rdma/hca", shared}}, nullptr);
+        return driver.WaitFor([&](const Driver::Status& s) { return s.syncs > before; },
+                              std::chrono::milliseconds(5000));
+      };
+      REQUIRE(contract::RecordCabling(
+          dir + "/allocations",
+          {{.hca = "mlx5_0", .rail = 1, .switch_name = "leaf-1", .port = "swp7"}}));
+      REQUIRE(republish());
+      CHECK(leaf_of_mlx5_0() == R"({"string":"leaf-1"})");
+      REQUIRE(contract::RecordCabling(dir + "/allocations", {}));  // withdrawn (cabling_watch.h)
+      REQUIRE(republish());
+      CHECK(leaf_of_mlx5_0() == R"({"string":""})");
+    }
     SECTION("a port going down is republished at once, tainted, in the next generation") {
       auto hcas = *sysfs::DiscoverHcas(root, sysfs::HcaDetail::kPorts);
       hcas[7].ports[0].state = 1;  // DOWN

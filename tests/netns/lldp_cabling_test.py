@@ -14,11 +14,14 @@ lldpd):
   - every namespace and lldpd is removed, whatever happens.
   - rdma-device-plugin --lldp in gpu-3's namespace records what it hears (cabling.json), and
     rdma-doctor node without listening shows that record and fails the same two rails;
+  - lldpd stopped (SIGTERM) sends its shutdown LLDPDU: the watch withdraws that leaf from the
+    record at once; lldpd killed (SIGKILL, no word) is withdrawn once its TTL (4 s here) passes;
 Usage: lldp_cabling_test.py <rdma-doctor> <rdma-device-plugin> <sysfs fixture roce8>
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,7 +85,49 @@ def cabling_findings(doc, check_name):
     return [f for f in doc.get("findings", []) if f["check"] == check_name]
 
 
-def device_plugin_watch(exe, dp, fixture, tmp):
+def withdrawals(alloc, procs, tmp):
+    record = os.path.join(alloc, "cabling.json")
+
+    def rails():
+        try:
+            return {r["rail"]: r["switch"] for r in json.load(open(record)).get("rails", [])}
+        except (OSError, ValueError):
+            return None
+
+    def wait_for(want, seconds):
+        for _ in range(seconds * 10):
+            if rails() == want:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def agent(p):  # lldpd's unprivileged child: it speaks LLDP (and says goodbye when it exits)
+        return [int(x) for x in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                               text=True).stdout.split()]
+
+    # gpu-3: rail 1 on leaf-1, rail 2 on leaf-3, rail 3 on leaf-2 (crossed).
+    for pid in agent(procs[0]):
+        os.kill(pid, signal.SIGTERM)  # leaf-1's agent stops: a shutdown LLDPDU on every port
+    t = time.monotonic()
+    ok = wait_for({2: "leaf-3", 3: "leaf-2"}, 5)
+    check(ok, f"leaf-1 stopped (its shutdown LLDPDU): rail 1 is withdrawn from the record within "
+              f"{time.monotonic() - t:.1f} s ({rails()})")
+    for pid in agent(procs[1]):
+        os.kill(pid, signal.SIGKILL)  # leaf-2's agent dies without a word: its TTL (1 s x 4) runs out
+    procs[1].kill()
+    procs[1].wait(timeout=10)
+    t = time.monotonic()
+    ok = wait_for({2: "leaf-3"}, 15)
+    waited = time.monotonic() - t
+    check(ok and waited >= 2, f"leaf-2 gone silent: rail 3 is withdrawn once its TTL passed, after "
+                              f"{waited:.1f} s ({rails()})")
+    log = open(os.path.join(tmp, "dp.log")).read()
+    check("event=rail_neighbor_withdrawn hca=mlx5_0 rail=1 was=\"leaf-1 swp3\" reason=shutdown" in log and
+          "event=rail_neighbor_withdrawn hca=mlx5_2 rail=3 was=\"leaf-2 swp3\" reason=expired" in log,
+          "each withdrawal is logged with the switch it withdrew and why")
+
+
+def device_plugin_watch(exe, dp, fixture, tmp, procs):
     alloc = os.path.join(tmp, "alloc")
     config = os.path.join(tmp, "gpu-3.json")
     log = open(os.path.join(tmp, "dp.log"), "w")
@@ -103,15 +148,16 @@ def device_plugin_watch(exe, dp, fixture, tmp):
         rails = {r["rail"]: (r["switch"], r["port"]) for r in json.load(open(record))["rails"]} if os.path.exists(record) else {}
         check(rails == {1: ("leaf-1", "swp3"), 2: ("leaf-3", "swp3"), 3: ("leaf-2", "swp3")},
               f"the device plugin's watch records each rail's switch and port ({rails})")
+        r = subprocess.run(["ip", "netns", "exec", NODES[2], exe, "--sysfs-root", fixture, "--node-config", config,
+                            "--allocations-dir", alloc, "--json", "node"], capture_output=True, text=True, timeout=60)
+        doc = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+        withdrawals(alloc, procs, tmp)
     finally:
         p.terminate()
         p.wait(timeout=10)
         log.close()
         if not rails:
             print(open(os.path.join(tmp, "dp.log")).read()[-3000:])
-    r = subprocess.run(["ip", "netns", "exec", NODES[2], exe, "--sysfs-root", fixture, "--node-config", config,
-                        "--allocations-dir", alloc, "--json", "node"], capture_output=True, text=True, timeout=60)
-    doc = json.loads(r.stdout) if r.stdout.startswith("{") else {}
     bad = [f["message"] for f in cabling_findings(doc, "rail-cabling") if f["status"] == "FAIL"]
     check(doc.get("result", {}).get("cablingSource", "").startswith("rdma-device-plugin --lldp") and len(bad) == 2,
           f"rdma-doctor node without listening judges the device plugin's record: {bad}")
@@ -162,7 +208,7 @@ def run(exe, dp, fixture, tmp):
               "topology.kube-rdma.io/rail-2-leaf=leaf-3" in lines[2] and "topology.kube-rdma.io/rail-2-leaf=leaf-2" in lines[0]
               and len({tuple(b) for b in blocks.values()}) == 1,
               f"one kubectl label command a node: each rail's leaf, one block for nodes on the same leaves: {lines}")
-        device_plugin_watch(exe, dp, fixture, tmp)
+        device_plugin_watch(exe, dp, fixture, tmp, procs)
     finally:
         for p in procs:
             p.kill()  # lldpd's monitor; its privilege-separated child goes with the namespace below

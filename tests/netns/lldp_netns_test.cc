@@ -73,18 +73,51 @@ TEST_CASE("LLDP: a frame another netdev hears is never taken for this one's, eve
   PacketLldpListener listener;
   int wrong = 0, heard = 0;
   for (int round = 0; round < 100; ++round) {
-    Result<std::map<std::string, Neighbor>> got = std::map<std::string, Neighbor>{};
-    REQUIRE(c.node->RunIn([&] { got = listener.Listen({"a1"}, std::chrono::seconds(2)); }));
+    Result<Heard> got = Heard{};
+    REQUIRE(c.node->RunIn(
+        [&] { got = listener.Listen({"a1"}, std::chrono::seconds(2), ListenUntil::kEachHeard); }));
     REQUIRE(got);
-    if (got->contains("a1")) {
+    if (got->neighbors.contains("a1")) {
       ++heard;
-      wrong += got->at("a1").Switch() != "sw-1";
+      wrong += got->neighbors.at("a1").Switch() != "sw-1";
     }
   }
   stop = true;
   flood.join();
   CHECK(heard == 100);
   CHECK(wrong == 0);
+}
+
+TEST_CASE("LLDP: listening for the whole wait keeps each netdev's last word, a shutdown too") {
+  Cabled c;
+  UniqueFd tx;
+  REQUIRE(c.sw->RunIn([&] { tx.Reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0)); }));
+  REQUIRE(tx.valid());
+  Neighbor said{.chassis_id = "sw-1", .port_id = "p1", .system_name = "sw-1", .ttl_s = 120};
+  Neighbor gone = said;
+  gone.ttl_s = 0;
+  int b1 = c.IfindexOnSwitch("b1");
+  auto send = [&](const std::vector<uint8_t>& f) {
+    sockaddr_ll to{.sll_family = AF_PACKET, .sll_ifindex = b1, .sll_halen = 6};
+    (void)::sendto(tx.get(), f.data(), f.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  };
+  std::thread sw([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    send(EncodeFrame(said, {2}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    send(EncodeFrame(gone, {2}));  // the switch's agent stops
+  });
+  PacketLldpListener listener;
+  Result<Heard> got = Heard{};
+  REQUIRE(c.node->RunIn([&] {
+    got = listener.Listen({"a1", "a2", "gone0"}, std::chrono::seconds(1), ListenUntil::kWaitOver);
+  }));
+  sw.join();
+  REQUIRE(got);
+  REQUIRE(got->neighbors.contains("a1"));
+  CHECK(got->neighbors.at("a1").ttl_s == 0);
+  CHECK_FALSE(got->neighbors.contains("a2"));  // listened on, silent
+  CHECK(got->absent == std::set<std::string>{"gone0"});
 }
 
 }  // namespace

@@ -148,9 +148,10 @@ bool FleetDemo::Cable() {
 bool FleetDemo::RecordCabling(int node, lldp::LldpListener& listener) {
   std::vector<std::string> netdevs;
   for (int r = 1; r <= o_.rails; ++r) netdevs.push_back(SimFleet::Ifname(r));
-  Result<std::map<std::string, lldp::Neighbor>> heard = std::map<std::string, lldp::Neighbor>{};
-  auto ran =
-      fleet_->Node(node).RunIn([&] { heard = listener.Listen(netdevs, std::chrono::seconds(10)); });
+  Result<lldp::Heard> heard = lldp::Heard{};
+  auto ran = fleet_->Node(node).RunIn([&] {
+    heard = listener.Listen(netdevs, std::chrono::seconds(10), lldp::ListenUntil::kEachHeard);
+  });
   if (!ran || !heard) {
     fail_("node-" + std::to_string(node) +
           " listening for LLDP: " + (!ran ? ran.error().message() : heard.error().message()));
@@ -159,8 +160,8 @@ bool FleetDemo::RecordCabling(int node, lldp::LldpListener& listener) {
   std::vector<contract::CablingRecord> recs;
   std::string shown;
   for (int r = 1; r <= o_.rails; ++r) {
-    auto it = heard->find(SimFleet::Ifname(r));
-    if (it == heard->end()) continue;
+    auto it = heard->neighbors.find(SimFleet::Ifname(r));
+    if (it == heard->neighbors.end() || it->second.ttl_s == 0) continue;  // silent, or withdrawn
     rails::RailNeighbor rail{.rail = r, .hca = SimFleet::Ifname(r), .netdev = SimFleet::Ifname(r)};
     recs.push_back(contract::CablingRecordOf(rail, it->second, std::time(nullptr)));
     shown += "  " + rail.netdev + " -> " + it->second.Switch() + " " + it->second.Port();

@@ -56,16 +56,32 @@ Error Bad(size_t off, const std::string& what) {
                "LLDPDU: " + what + " at byte " + std::to_string(off) + "; frame ignored");
 }
 
-// Applies TLV `type` (the `index`th) with value `v`; an error for a mandatory TLV out of place.
+// The chassis or port ID TLV's own rules (802.1AB 8.5.2-8.5.3, lldpd's): a subtype of 1-7 and
+// 1-255 bytes of ID after it.
+Result<void> CheckId(int type, std::span<const uint8_t> v, size_t off) {
+  const char* what = type == kChassisId ? "chassis ID" : "port ID";
+  if (v.size() < 2) return Fail(Bad(off, std::string("a ") + what + " TLV with no ID"));
+  if (v.size() > 256) return Fail(Bad(off, std::string("a ") + what + " longer than 255 bytes"));
+  if (v[0] == 0 || v[0] > 7) {
+    return Fail(
+        Bad(off, std::string("a ") + what + " of reserved subtype " + std::to_string(v[0])));
+  }
+  return {};
+}
+
+// Applies TLV `type` (the `index`th, 0-based) with value `v`: the chassis ID, port ID and TTL
+// first, in that order, and never again (802.1AB 8.2; lldpd drops such a frame).
 Result<void> Apply(int type, int index, std::span<const uint8_t> v, size_t off, Neighbor& n) {
   static constexpr int kMandatory[] = {kChassisId, kPortId, kTtl};
   if (index < 3 && type != kMandatory[index]) {
     return Fail(Bad(off, "TLV " + std::to_string(type) + " where TLV " +
                              std::to_string(kMandatory[index]) + " must come"));
   }
-  if ((type == kChassisId || type == kPortId) && v.size() < 2) {
-    return Fail(Bad(off, "an ID TLV with no ID"));
+  if (index >= 3 && (type == kChassisId || type == kPortId || type == kTtl)) {
+    return Fail(Bad(off, "a second TLV " + std::to_string(type) +
+                             " (the chassis ID, port ID and TTL come once each)"));
   }
+  if (type == kChassisId || type == kPortId) KUBERDMA_TRY(CheckId(type, v, off));
   switch (type) {
     case kChassisId:
       n.chassis_id = Id(v, kSubtypeMac);
@@ -87,7 +103,7 @@ Result<void> Apply(int type, int index, std::span<const uint8_t> v, size_t off, 
       Organizational(v, n);
       break;
     default:
-      break;  // capabilities, management address, ...: not needed
+      break;  // capabilities, management address, reserved types: not needed
   }
   return {};
 }
@@ -137,6 +153,7 @@ Result<Neighbor> ParseLldpdu(std::span<const uint8_t> pdu) {
     }
     if (type == kEnd) {
       if (index < 3) return Fail(Bad(off, "the frame ends before its chassis ID, port ID and TTL"));
+      if (len != 0) return Fail(Bad(off, "an End TLV of " + std::to_string(len) + " bytes, not 0"));
       return n;
     }
     KUBERDMA_TRY(Apply(type, index, pdu.subspan(off + 2, len), off, n));
@@ -146,6 +163,13 @@ Result<Neighbor> ParseLldpdu(std::span<const uint8_t> pdu) {
 
 Result<Neighbor> ParseFrame(std::span<const uint8_t> frame) {
   if (frame.size() < kEthHeader) return Fail(Bad(0, "a frame shorter than its Ethernet header"));
+  const bool to_group = std::any_of(kLldpGroups.begin(), kLldpGroups.end(), [&](const auto& g) {
+    return std::equal(g.begin(), g.end(), frame.begin());
+  });
+  if (!to_group) {
+    return Fail(Bad(0, "a frame to " + Mac(frame.first(6)) +
+                           " (not an LLDP group address, so not from the cable's other end)"));
+  }
   size_t at = 12;
   if (Be16(frame.subspan(at)) == 0x8100 && frame.size() >= kEthHeader + 4) at += 4;  // 802.1Q
   if (Be16(frame.subspan(at)) != kEtherType) return Fail(Bad(at, "not LLDP's EtherType"));

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kuberdma/base/hash.h"
+#include "kuberdma/sysfs/sriov.h"
 
 namespace kuberdma::rails {
 namespace {
@@ -71,7 +72,10 @@ std::vector<RailNeighbor> CablingRails(const std::vector<sysfs::Hca>& hcas,
     if (r == nullptr || r->rail == 0 || !r->node_own.empty() || h.ports.empty()) continue;
     const sysfs::Port& p = h.ports.front();
     if (p.link_layer == sysfs::LinkLayer::kEthernet && !h.netdevs.empty()) {
-      out.push_back({.rail = r->rail, .hca = h.name, .netdev = h.netdevs.front()});
+      out.push_back({.rail = r->rail,
+                     .hca = h.name,
+                     .netdev = h.netdevs.front(),
+                     .pci_address = h.pci_address});
     } else if (p.link_layer == sysfs::LinkLayer::kInfiniBand) {
       out.push_back({.rail = r->rail,
                      .hca = h.name,
@@ -84,16 +88,37 @@ std::vector<RailNeighbor> CablingRails(const std::vector<sysfs::Hca>& hcas,
   return out;
 }
 
+void NoteVfTenants(const sysfs::SysfsRoot& root, std::vector<RailNeighbor>& rails) {
+  for (auto& r : rails) {
+    r.vf_away.clear();
+    if (r.infiniband || r.pci_address.empty()) continue;
+    auto pf = sysfs::ReadSriovPf(root, r.pci_address);
+    if (!pf || !*pf) continue;
+    for (const auto& vf : (*pf)->vfs) {
+      const std::string dir = "bus/pci/devices/" + vf;
+      auto netdevs = root.ListDir(dir + "/net");
+      if (root.Exists(dir + "/driver") && (!netdevs || netdevs->empty())) {
+        r.vf_away = vf;
+        break;
+      }
+    }
+  }
+}
+
 Result<void> HearEthernet(lldp::LldpListener& listener, std::vector<RailNeighbor>& rails,
-                          std::chrono::milliseconds wait, int stop_fd) {
+                          std::chrono::milliseconds wait, lldp::ListenUntil until, int stop_fd) {
   std::vector<std::string> netdevs;
   for (const auto& r : rails) {
-    if (!r.infiniband) netdevs.push_back(r.netdev);
+    if (!r.infiniband && r.vf_away.empty()) netdevs.push_back(r.netdev);
   }
   if (netdevs.empty()) return {};
-  KUBERDMA_ASSIGN_OR_RETURN(auto heard, listener.Listen(netdevs, wait, stop_fd));
+  KUBERDMA_ASSIGN_OR_RETURN(lldp::Heard heard, listener.Listen(netdevs, wait, until, stop_fd));
   for (auto& r : rails) {
-    if (auto it = heard.find(r.netdev); !r.infiniband && it != heard.end()) r.neighbor = it->second;
+    if (r.infiniband || !r.vf_away.empty()) continue;
+    r.listened = !heard.absent.contains(r.netdev);
+    if (auto it = heard.neighbors.find(r.netdev); it != heard.neighbors.end()) {
+      r.neighbor = it->second;
+    }
   }
   return {};
 }
@@ -182,8 +207,21 @@ bool ValidLabelKey(std::string_view k) {
   return !name.empty() && ValidLabelValue(name);
 }
 
+namespace {
+
+// Ends in "-" and 8 lower-case hex digits: the form LabelValue gives a name it had to change.
+bool HashedForm(std::string_view v) {
+  if (v.size() < 9 || v[v.size() - 9] != '-') return false;
+  return std::all_of(v.end() - 8, v.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+}  // namespace
+
 std::string LabelValue(std::string_view name) {
-  if (ValidLabelValue(name)) return std::string(name);
+  // A name already in the hashed form is hashed too, so that a switch named "leaf-1-49a0db64"
+  // never takes the value "leaf:1" was given.
+  if (ValidLabelValue(name) && !HashedForm(name)) return std::string(name);
   std::string v;
   for (char c : name) v += LabelChar(c) ? c : '-';
   while (!v.empty() && !Alnum(v.front())) v.erase(0, 1);

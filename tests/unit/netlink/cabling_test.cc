@@ -3,6 +3,9 @@
 #include "kuberdma/rails/cabling.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "kuberdma/lldp/lldp.h"
 
 namespace kuberdma::rails {
 namespace {
@@ -97,11 +100,61 @@ TEST_CASE("Label values from hostile or long switch names are valid and stay dis
   CHECK(LabelValue("leaf-1") == "leaf-1");
   CHECK(LabelValue(std::string(300, 'x')) != LabelValue(std::string(301, 'x')));
   CHECK(LabelValue("a:b") != LabelValue("a;b"));
+  // A switch named like another's changed value never takes that value.
+  const std::string changed = LabelValue("leaf:1");
+  CHECK(changed.starts_with("leaf-1-"));
+  CHECK(LabelValue(changed) != changed);
+  CHECK(ValidLabelValue(LabelValue(changed)));
+  CHECK(LabelValue("leaf-1-4") == "leaf-1-4");                // not the changed form: kept
+  CHECK(LabelValue("rack-7-deadbeef") != "rack-7-deadbeef");  // the changed form: hashed
   CHECK_FALSE(ValidLabelValue("-a"));
   CHECK_FALSE(ValidLabelValue(std::string(64, 'a')));
   CHECK(ValidLabelKey("topology.kube-rdma.io/block"));
   CHECK_FALSE(ValidLabelKey("Topology.kube-rdma.io/block"));
   CHECK_FALSE(ValidLabelKey("topology.kube-rdma.io/"));
+}
+
+// Says it heard everything it was asked to listen on, and remembers what that was.
+struct EveryoneHeard final : lldp::LldpListener {
+  std::vector<std::string> asked;
+  Result<lldp::Heard> Listen(const std::vector<std::string>& netdevs, std::chrono::milliseconds,
+                             lldp::ListenUntil, int) override {
+    asked = netdevs;
+    lldp::Heard h;
+    for (const auto& n : netdevs) h.neighbors[n] = lldp::Neighbor{.chassis_id = "evil"};
+    return h;
+  }
+};
+
+TEST_CASE(
+    "A rail whose PF has a VF away (in a pod, a VM) is not listened on; unbound VFs do not count") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/kuberdma-vfaway-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/sriov", dir,
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  sysfs::SysfsRoot root(dir);
+  const std::string vfs = dir + "/sys/bus/pci/devices/";
+  std::vector<RailNeighbor> rails = {
+      {.rail = 1, .hca = "mlx5_0", .netdev = "ens1f0np0", .pci_address = "0000:1b:00.0"},
+      {.rail = 2, .hca = "mlx5_5", .netdev = "ens2f0np0", .pci_address = "0000:3c:00.0"}};
+  NoteVfTenants(root, rails);
+  CHECK(rails[0].vf_away.empty());  // every VF's netdev is on the host
+  CHECK(rails[1].vf_away.empty());
+  fs::remove_all(vfs + "0000:1b:00.3/net");  // VF 1 of the first PF: its netdev in a pod
+  fs::remove(vfs + "0000:3c:00.2/driver");   // the second PF's VF 0: unbound, it sends nothing
+  fs::remove_all(vfs + "0000:3c:00.2/net");
+  NoteVfTenants(root, rails);
+  CHECK(rails[0].vf_away == "0000:1b:00.3");
+  CHECK(rails[1].vf_away.empty());
+  EveryoneHeard listener;
+  REQUIRE(HearEthernet(listener, rails, std::chrono::seconds(1), lldp::ListenUntil::kWaitOver));
+  CHECK(listener.asked == std::vector<std::string>{"ens2f0np0"});
+  CHECK_FALSE(rails[0].neighbor);
+  CHECK_FALSE(rails[0].listened);
+  CHECK(rails[1].neighbor);
+  CHECK(rails[1].listened);
+  fs::remove_all(dir);
 }
 
 }  // namespace

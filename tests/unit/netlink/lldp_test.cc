@@ -4,6 +4,7 @@
 // longest TLVs, and every truncation and byte flip of the real frame.
 #include "kuberdma/lldp/lldp.h"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -160,6 +161,95 @@ TEST_CASE("Malformed LLDPDUs are refused with where they broke") {
     CHECK_FALSE(ParseFrame(frame));
     CHECK_FALSE(ParseFrame(std::vector<uint8_t>(5, 0)));
   }
+}
+
+std::vector<uint8_t> Framed(const std::array<uint8_t, 6>& to, const std::vector<uint8_t>& pdu) {
+  std::vector<uint8_t> frame(to.begin(), to.end());
+  const std::vector<uint8_t> rest = {0x02, 0x00, 0x00, 0x00, 0x00, 0x07, 0x88, 0xcc};
+  frame.insert(frame.end(), rest.begin(), rest.end());
+  frame.insert(frame.end(), pdu.begin(), pdu.end());
+  return frame;
+}
+
+std::vector<uint8_t> Whole() {
+  auto pdu = Mandatory();
+  Tlv(pdu, 0, {});
+  return pdu;
+}
+
+TEST_CASE("Only a frame to an LLDP group is the switch's word: a broadcast or a unicast is not") {
+  for (const auto& group : kLldpGroups) CHECK(ParseFrame(Framed(group, Whole())));
+  auto broadcast = ParseFrame(Framed({0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Whole()));
+  REQUIRE_FALSE(broadcast);
+  CHECK_THAT(broadcast.error().message(),
+             Catch::Contains("a frame to ff:ff:ff:ff:ff:ff (not an LLDP group address"));
+  CHECK_FALSE(ParseFrame(Framed({0x0c, 0x42, 0xa1, 0x00, 0x00, 0x01}, Whole())));  // the rail's MAC
+  CHECK_FALSE(ParseFrame(Framed({0x01, 0x80, 0xc2, 0x00, 0x00, 0x0d}, Whole())));  // another group
+  CHECK_FALSE(ParseFrame(Framed({0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}, Whole())));  // IP multicast
+}
+
+TEST_CASE("The mandatory TLVs come once each, the End TLV is empty, IDs have a defined subtype") {
+  auto refused = [](const std::vector<uint8_t>& pdu, const std::string& why) {
+    auto n = ParseLldpdu(pdu);
+    REQUIRE_FALSE(n);
+    CHECK_THAT(n.error().message(), Catch::Contains(why));
+  };
+  for (unsigned again : {1u, 2u, 3u}) {
+    auto pdu = Mandatory();
+    Tlv(pdu, 5, {'l'});  // an optional TLV between: the mandatory ones are not only first
+    Tlv(pdu, again, again == 3 ? std::vector<uint8_t>{0x00, 0x05} : Text(7, "forged"));
+    Tlv(pdu, 0, {});
+    refused(pdu, "a second TLV " + std::to_string(again));
+  }
+  {
+    auto pdu = Mandatory();
+    Tlv(pdu, 0, {0x00});
+    refused(pdu, "an End TLV of 1 bytes, not 0");
+  }
+  for (int subtype : {0, 8, 255}) {
+    std::vector<uint8_t> pdu;
+    Tlv(pdu, 1, Text(subtype, "c"));
+    Tlv(pdu, 2, Text(7, "p"));
+    Tlv(pdu, 3, {0, 120});
+    Tlv(pdu, 0, {});
+    refused(pdu, "a chassis ID of reserved subtype " + std::to_string(subtype));
+  }
+  {
+    std::vector<uint8_t> pdu;
+    Tlv(pdu, 1, Text(7, "c"));
+    Tlv(pdu, 2, Text(5, std::string(256, 'p')));
+    Tlv(pdu, 3, {0, 120});
+    Tlv(pdu, 0, {});
+    refused(pdu, "a port ID longer than 255 bytes");
+  }
+  SECTION("a TLV of a reserved type is skipped, as lldpd skips it") {
+    auto pdu = Mandatory();
+    Tlv(pdu, 9, {1, 2, 3});
+    Tlv(pdu, 126, {});
+    Tlv(pdu, 0, {});
+    CHECK(ParseLldpdu(pdu));
+  }
+  SECTION("a repeated optional TLV keeps the last, as lldpd does") {
+    auto pdu = Mandatory();
+    Tlv(pdu, 5, {'a'});
+    Tlv(pdu, 5, {'b'});
+    Tlv(pdu, 0, {});
+    auto n = ParseLldpdu(pdu);
+    REQUIRE(n);
+    CHECK(n->system_name == "b");
+  }
+}
+
+TEST_CASE("A shutdown LLDPDU (TTL 0) parses: it is how a switch says its word is withdrawn") {
+  std::vector<uint8_t> pdu;
+  Tlv(pdu, 1, Text(7, "leaf-1"));
+  Tlv(pdu, 2, Text(7, "swp3"));
+  Tlv(pdu, 3, {0, 0});
+  Tlv(pdu, 0, {});
+  auto n = ParseFrame(Framed(kLldpGroups[0], pdu));
+  REQUIRE(n);
+  CHECK(n->ttl_s == 0);
+  CHECK(n->Switch() == "leaf-1");
 }
 
 TEST_CASE(

@@ -18,7 +18,9 @@ std::vector<rails::RailNeighbor> RailsOf(const Inputs& in, const netns::NetNs& h
                                          const std::vector<sysfs::Hca>& hcas,
                                          const rails::NodeRoles& roles) {
   std::vector<rails::RailNeighbor> out;
-  for (auto& r : rails::CablingRails(hcas, roles)) {
+  auto rails = rails::CablingRails(hcas, roles);
+  rails::NoteVfTenants(in.root, rails);
+  for (auto& r : rails) {
     // An InfiniBand rail is asked with an SMP; an Ethernet one heard on its netdev, when the
     // netdev is on the host (a pod holding it hears its frames).
     bool askable = r.infiniband ? in.ib_probe != nullptr
@@ -32,11 +34,37 @@ std::vector<rails::RailNeighbor> RailsOf(const Inputs& in, const netns::NetNs& h
 // rail's port. False (said in a finding) when the Ethernet rails could not be listened on.
 bool Hear(const Inputs& in, std::vector<rails::RailNeighbor>& rails, View& v) {
   if (in.lldp != nullptr) {
-    auto heard = rails::HearEthernet(*in.lldp, rails, std::chrono::milliseconds(in.lldp_wait_ms));
+    auto heard = rails::HearEthernet(*in.lldp, rails, std::chrono::milliseconds(in.lldp_wait_ms),
+                                     lldp::ListenUntil::kEachHeard);
     if (!heard) {
       Add(v, "rail-lldp", Status::kUnknown, heard.error().message(),
           "run on the host (hostNetwork) as root: LLDP is read from each rail's netdev");
       return false;
+    }
+    std::vector<std::string> gone, away;
+    for (auto& r : rails) {
+      if (!r.vf_away.empty()) {
+        away.push_back("rail " + std::to_string(r.rail) + " (" + r.netdev + ": VF " + r.vf_away +
+                       ")");
+      }
+      if (!r.neighbor || r.neighbor->ttl_s != 0) continue;
+      gone.push_back("rail " + std::to_string(r.rail) + " (" + r.netdev + ", " +
+                     r.neighbor->Switch() + ")");
+      r.neighbor.reset();  // a shutdown LLDPDU: the switch says it is no longer there
+    }
+    if (!away.empty()) {
+      Add(v, "rail-lldp", Status::kUnknown,
+          "not listened on " + Join(away, ", ") +
+              ": a VF of the rail's PF is in a pod or a VM, and its LLDPDUs reach the PF as if "
+              "the switch had sent them",
+          "judge these rails when their VFs are back on the host, or from the device plugin's "
+          "record (rdma-device-plugin --lldp keeps the switch it heard before)");
+    }
+    if (!gone.empty()) {
+      Add(v, "rail-lldp", Status::kWarn,
+          "the switch withdrew itself (an LLDPDU with TTL 0) on " + Join(gone, ", "),
+          "the switch port's LLDP agent stopped or the port is shutting down: check the switch "
+          "(docs/runbooks.md#rail-lldp)");
     }
   }
   if (in.ib_probe != nullptr) {
@@ -76,7 +104,8 @@ void Judge(const std::vector<rails::RailNeighbor>& heard, const std::vector<std:
   }
   std::vector<std::string> silent;
   for (const auto& r : heard) {
-    if (!r.neighbor) silent.push_back("rail " + std::to_string(r.rail) + " (" + r.netdev + ")");
+    if (!r.neighbor && r.vf_away.empty())
+      silent.push_back("rail " + std::to_string(r.rail) + " (" + r.netdev + ")");
   }
   if (!silent.empty()) {
     Add(v, "rail-lldp", Status::kWarn, "no LLDP neighbour heard on " + Join(silent, ", "),

@@ -128,8 +128,8 @@ std::string SimFleet::Leaf(int rail) { return "leaf-" + std::to_string(rail); }
 
 Result<void> SimFleet::AnnounceLldp(std::optional<std::pair<int, int>> miscabled) {
   if (lldp_.joinable()) return Fail(ErrorCode::kAlreadyExists, "the leaves already send LLDP");
-  // (port ifindex, frame) for every port, built once.
-  std::vector<std::pair<int, std::vector<uint8_t>>> frames;
+  // Every port's frames, built once.
+  std::vector<Announced> frames;
   for (int n = 1; n <= nodes(); ++n) {
     for (int r = 1; r <= rails_; ++r) {
       int leaf = miscabled == std::pair{n, r} ? r % rails_ + 1 : r;
@@ -145,7 +145,11 @@ Result<void> SimFleet::AnnounceLldp(std::optional<std::pair<int, int>> miscabled
                                           static_cast<uint8_t>(leaf),
                                           static_cast<uint8_t>(n),
                                           static_cast<uint8_t>(r)};
-      frames.emplace_back(port.ifindex, lldp::EncodeFrame(said, mac));
+      lldp::Neighbor gone = said;
+      gone.ttl_s = 0;
+      frames.push_back({.ifindex = port.ifindex,
+                        .frame = lldp::EncodeFrame(said, mac),
+                        .shutdown = lldp::EncodeFrame(gone, mac)});
     }
   }
   UniqueFd fd;
@@ -162,19 +166,20 @@ Result<void> SimFleet::AnnounceLldp(std::optional<std::pair<int, int>> miscabled
 }
 
 void SimFleet::Announce(const std::stop_token& stop, int fd,
-                        const std::vector<std::pair<int, std::vector<uint8_t>>>& frames) const {
+                        const std::vector<Announced>& ports) const {
+  auto send = [fd](int ifindex, const std::vector<uint8_t>& frame) {
+    sockaddr_ll to{};
+    to.sll_family = AF_PACKET;
+    to.sll_ifindex = ifindex;
+    to.sll_halen = 6;
+    std::copy(std::begin(lldp::kNearestBridge), std::end(lldp::kNearestBridge), to.sll_addr);
+    (void)::sendto(fd, frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  };
   while (!stop.stop_requested()) {
-    for (const auto& [ifindex, frame] : frames) {
-      sockaddr_ll to{};
-      to.sll_family = AF_PACKET;
-      to.sll_ifindex = ifindex;
-      to.sll_halen = 6;
-      std::copy(std::begin(lldp::kNearestBridge), std::end(lldp::kNearestBridge), to.sll_addr);
-      (void)::sendto(fd, frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&to),
-                     sizeof to);
-    }
+    for (const auto& p : ports) send(p.ifindex, p.frame);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+  for (const auto& p : ports) send(p.ifindex, p.shutdown);  // the leaves go: they say so
 }
 
 }  // namespace kuberdma::sim

@@ -103,7 +103,8 @@ Result<std::vector<VerdictRecord>> ListVerdicts(const std::string& dir);
 
 // Each rail's switch as LLDP last named it (rdma-device-plugin --lldp, docs/fabric.md): the DRA
 // driver publishes it as rdma.kube-rdma.io/leaf, the doctor shows it without listening again.
-// A rail keeps its last neighbour while a pod holds its netdev (the frames go to the pod then).
+// A rail keeps its last neighbour while a pod holds its netdev (the frames go to the pod then);
+// one that said it is gone (TTL 0), or stayed silent past its TTL, has no record.
 // <dir>/cabling.json.
 struct CablingRecord {
   std::string hca;     // "mlx5_3"
@@ -113,8 +114,14 @@ struct CablingRecord {
   std::string port;         // the switch's port
   std::string chassis_id;
   int64_t heard_at = 0;  // unix seconds
+  // Unix seconds when the neighbour's word lapses (heard_at plus the LLDPDU's TTL) unless heard
+  // again; 0: it has no lifetime (an InfiniBand rail's SMP answer).
+  int64_t expires_at = 0;
   bool operator==(const CablingRecord&) const = default;
 };
+// An Ethernet rail's record written before records had "expiresAt": it lapses this long after it
+// was heard (lldpd's and most switches' TTL: 4 x 30 s).
+inline constexpr int64_t kDefaultLldpTtl = 120;
 Result<void> RecordCabling(const std::string& dir, const std::vector<CablingRecord>& rails);
 // kNotFound when nothing was heard yet (or --lldp is off; an empty file too); kInvalidArgument
 // naming a bad file.
@@ -122,7 +129,8 @@ Result<void> RecordCabling(const std::string& dir, const std::vector<CablingReco
 Result<std::vector<CablingRecord>> ListCabling(const std::string& dir);
 // The records as the cabling judgement and the topology labels read them (rails/cabling.h).
 std::vector<rails::RailNeighbor> RailNeighbors(const std::vector<CablingRecord>& recs);
-// What `rail` heard from `heard` at `heard_at` (unix seconds), as a record.
+// What `rail` heard from `heard` at `heard_at` (unix seconds), as a record: an Ethernet rail's
+// lapses after the LLDPDU's TTL, an InfiniBand rail's (an SMP answer) never.
 CablingRecord CablingRecordOf(const rails::RailNeighbor& rail, const lldp::Neighbor& heard,
                               int64_t heard_at);
 

@@ -62,7 +62,8 @@ class SimFleet {
   // Starts the leaves' LLDP: every half second, on every port, a frame naming the leaf (system
   // name and chassis ID) and the port ("swp<node>"), MTU 9216. `miscabled` (node, rail) is a
   // cable plugged into the next rail's leaf instead: its frames name that leaf, while its traffic
-  // still reaches its own rail's peers (as a spine would route it). Stopped by the destructor.
+  // still reaches its own rail's peers (as a spine would route it). Stopped by the destructor,
+  // which has every port send a shutdown LLDPDU (TTL 0) last, as a switch's agent (lldpd) does.
   Result<void> AnnounceLldp(std::optional<std::pair<int, int>> miscabled = std::nullopt);
 
  private:
@@ -72,8 +73,12 @@ class SimFleet {
   Result<void> Up(const netns::NetNs& ns, const std::string& name, uint32_t mtu);
   std::string SwitchPort(int node, int rail) const;
 
-  void Announce(const std::stop_token& stop, int fd,
-                const std::vector<std::pair<int, std::vector<uint8_t>>>& frames) const;
+  // A port and the frame it sends: the leaf's word, and its shutdown LLDPDU.
+  struct Announced {
+    int ifindex = 0;
+    std::vector<uint8_t> frame, shutdown;
+  };
+  void Announce(const std::stop_token& stop, int fd, const std::vector<Announced>& ports) const;
 
   std::string prefix_;
   int rails_;
