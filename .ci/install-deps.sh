@@ -26,6 +26,7 @@ test_packages=(
   chromium                             # the fleet report page test (headless)
   lldpd                                # the switches of the cabling test (their LLDP agent)
   qemu-system-x86 kmod cpio            # the VM tier: Debian's kernel under QEMU, its initramfs
+  strace                               # the VM tier's crash sweep: SIGKILL at each write or send
 )
 # npm (Helm and the Kubernetes API schemas come from its registry) is whatever Node.js the machine
 # has; .ci/install-helm.sh installs Debian's where there is none.

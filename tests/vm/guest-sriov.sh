@@ -202,6 +202,9 @@ if [ -f "$R/bench" ]; then
   check "bench: VF 0 is back as it was" test "$(vfline 0)" = "$before0"
 fi
 
+# What a VF tenant can and cannot do: the switch's word, turnover, crashes, bad input.
+. tests/vm/sriov-sweep.sh
+
 for p in a b c x; do ip netns delete "pod-$p"; done
 echo 0 >"$dev/sriov_numvfs"
 exit "$fails"
