@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/log_text.h"
 #include "kuberdma/base/version.h"
 #include "kuberdma/deviceplugin/manager.h"
 #include "kuberdma/deviceplugin/resource.h"
@@ -236,7 +237,7 @@ void LabelNode(const kuberdma::dra::ApiServer& api, const std::string& node,
                const std::vector<kuberdma::contract::CablingRecord>& recs) {
   auto labels = kuberdma::rails::TopologyLabels(kuberdma::contract::RailNeighbors(recs));
   if (auto done = kuberdma::dra::ApplyTopologyLabels(api, node, labels); !done) {
-    spdlog::error("event=node_labels_failed error=\"{}\"", done.error().message());
+    spdlog::error("event=node_labels_failed error={}", kuberdma::LogQuoted(done.error().message()));
   } else {
     spdlog::info("event=node_labels node={} labels={}", node, labels.size());
   }
@@ -295,7 +296,7 @@ kuberdma::Result<void> DraResource(Cli& c, const kuberdma::deviceplugin::Config&
 std::unique_ptr<kuberdma::dra::Driver> StartDra(Cli& c) {
   auto api = ApiServerOf(c);
   if (!api) {
-    spdlog::error("event=dra_start_failed error=\"{}\"", api.error().message());
+    spdlog::error("event=dra_start_failed error={}", kuberdma::LogQuoted(api.error().message()));
     return nullptr;
   }
   kuberdma::sysfs::SysfsRoot root(c.sysfs_root);
@@ -396,27 +397,27 @@ int Serve(Cli& c, kuberdma::deviceplugin::Config cfg) {
   std::unique_ptr<kuberdma::dra::Driver> dra;
   if (c.dra) {
     if (auto chosen = DraResource(c, cfg); !chosen) {
-      spdlog::error("event=start_failed error=\"{}\"", chosen.error().message());
+      spdlog::error("event=start_failed error={}", kuberdma::LogQuoted(chosen.error().message()));
       return 2;
     }
     dra = StartDra(c);
     if (!dra) return 1;
   }
   if (auto wired = WireCabling(c); !wired) {
-    spdlog::error("event=start_failed error=\"{}\"", wired.error().message());
+    spdlog::error("event=start_failed error={}", kuberdma::LogQuoted(wired.error().message()));
     return 2;
   }
   auto mgr = kuberdma::deviceplugin::Manager::Create(c.opts, std::move(cfg));
   if (mgr) g_running = mgr->get();
   if (!mgr) {
-    spdlog::error("event=start_failed error=\"{}\"", mgr.error().message());
+    spdlog::error("event=start_failed error={}", kuberdma::LogQuoted(mgr.error().message()));
     return 1;
   }
   spdlog::info("event=start config={} plugin_dir={} sysfs_root={} metrics={}:{}", c.config,
                c.opts.plugin_dir, c.sysfs_root, c.opts.metrics_address, (*mgr)->metrics_port());
   auto r = (*mgr)->Run(true);
   if (!r) {
-    spdlog::error("event=stopped error=\"{}\"", r.error().message());
+    spdlog::error("event=stopped error={}", kuberdma::LogQuoted(r.error().message()));
     return 1;
   }
   g_running = nullptr;

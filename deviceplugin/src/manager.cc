@@ -18,6 +18,7 @@
 
 #include "api.grpc.pb.h"
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/log_text.h"
 #include "kuberdma/contract/cdi.h"
 #include "kuberdma/contract/slot_id.h"
 #include "kuberdma/events/kernel_events.h"
@@ -223,14 +224,14 @@ void LogRoleChanges(const rails::NodeRoles* before, const rails::NodeRoles& now)
     const rails::HcaRole* was = before == nullptr ? nullptr : before->Find(hca);
     if (was != nullptr && was->node_own == role.node_own && was->rail == role.rail) continue;
     if (!role.node_own.empty()) {
-      spdlog::warn("event=node_nic hca={} offered=false reason=\"{}\"", hca, role.node_own);
+      spdlog::warn("event=node_nic hca={} offered=false reason={}", hca, LogQuoted(role.node_own));
     } else {
       spdlog::info("event=rail hca={} rail={}{}", hca, role.rail,
                    role.rail == 0 ? " reason=\"" + role.no_rail + "\"" : "");
     }
   }
   if (before != nullptr && before->unmatched == now.unmatched) return;
-  for (const auto& u : now.unmatched) spdlog::warn("event=rail_unmatched detail=\"{}\"", u);
+  for (const auto& u : now.unmatched) spdlog::warn("event=rail_unmatched detail={}", LogQuoted(u));
 }
 
 }  // namespace
@@ -243,8 +244,8 @@ Result<std::vector<sysfs::Hca>> Manager::Discover() {
       host ? rails::ReadHostNet(links_, addrs_, *host) : Result<rails::HostNet>(Fail(host.error()));
   if (!net) {
     // The CNI refuses to move the node's own NIC whatever is advertised: keep the last judgement.
-    spdlog::error("event=node_nics_unknown error=\"{}\" (keeping the last judgement)",
-                  net.error().message());
+    spdlog::error("event=node_nics_unknown error={} (keeping the last judgement)",
+                  LogQuoted(net.error().message()));
     return hcas;
   }
   rails::NodeRoles now = rails::JudgeHcas(*hcas, *net, opts_.node);
@@ -296,8 +297,8 @@ Result<void> Manager::StartResources() {
       auto w = contract::WriteCdiSpec(cfg_.cdi_dir + "/kube-rdma-" + rc.resource_name + ".json",
                                       shared->resource.Cdi());
       if (!w)
-        spdlog::error("event=cdi_spec_failed resource={} error=\"{}\"", rc.FullName(),
-                      w.error().message());
+        spdlog::error("event=cdi_spec_failed resource={} error={}", rc.FullName(),
+                      LogQuoted(w.error().message()));
     }
     registered_[rc.FullName()] = false;
     servers_[rc.FullName()] = std::move(srv);
@@ -338,8 +339,8 @@ void Manager::RegisterOne(const std::string& full_name, ResourceServer& srv) {
   if (st.ok()) {
     spdlog::info("event=registered resource={} endpoint={}", full_name, req.endpoint());
   } else {
-    spdlog::warn("event=register_failed resource={} error=\"{}\" (retrying in 1 s)", full_name,
-                 st.error_message());
+    spdlog::warn("event=register_failed resource={} error={} (retrying in 1 s)", full_name,
+                 LogQuoted(st.error_message()));
     retry_at_ms_ = NowMs() + 1000;
   }
 }
@@ -356,7 +357,7 @@ void Manager::RegisterAll(const char* why) {
 void Manager::Rescan() {
   auto hcas = Discover();
   if (!hcas) {
-    spdlog::error("event=rescan_failed error=\"{}\"", hcas.error().message());
+    spdlog::error("event=rescan_failed error={}", LogQuoted(hcas.error().message()));
     return;
   }
   metrics_.Clear("kuberdma_hca_healthy");
@@ -415,8 +416,8 @@ bool Manager::Refresh(const std::string& name, ResourceServer& srv,
   for (const auto& [h, st] : r.hcas()) {
     auto was = before.find(h);
     if (was == before.end() || was->second != st.healthy) {
-      spdlog::info("event=health resource={} hca={} healthy={} reason=\"{}\"", name, h, st.healthy,
-                   st.reason);
+      spdlog::info("event=health resource={} hca={} healthy={} reason={}", name, h, st.healthy,
+                   LogQuoted(st.reason));
     }
     metrics_.Set("kuberdma_hca_healthy", {{"resource", name}, {"hca", h}}, st.healthy ? 1 : 0);
   }
@@ -434,8 +435,8 @@ void Manager::Reload() {
   auto cfg = text ? ParseConfig(*text) : Result<Config>(Fail(text.error()));
   if (!cfg) {
     metrics_.Inc("kuberdma_config_reloads_total", {{"result", "rejected"}});
-    spdlog::error("event=reload_rejected error=\"{}\" (the last good config keeps serving)",
-                  cfg.error().message());
+    spdlog::error("event=reload_rejected error={} (the last good config keeps serving)",
+                  LogQuoted(cfg.error().message()));
     return;
   }
   std::map<std::string, std::string> next;
@@ -459,7 +460,7 @@ void Manager::Reload() {
   cfg_ = std::move(*cfg);
   metrics_.Inc("kuberdma_config_reloads_total", {{"result", "applied"}});
   if (auto s = StartResources(); !s) {
-    spdlog::error("event=reload_start_failed error=\"{}\"", s.error().message());
+    spdlog::error("event=reload_start_failed error={}", LogQuoted(s.error().message()));
     return;
   }
   for (auto& [name, srv] : servers_) {
@@ -498,7 +499,7 @@ void Manager::HandleInotify() {
     if (!gone.empty()) {
       spdlog::info("event=socket_removed count={} (restarting servers)", gone.size());
       if (auto s = StartResources(); !s)
-        spdlog::error("event=restart_failed error=\"{}\"", s.error().message());
+        spdlog::error("event=restart_failed error={}", LogQuoted(s.error().message()));
       kubelet = kubelet || ::access((opts_.plugin_dir + "/" + kKubeletSocket).c_str(), F_OK) == 0;
     }
   }
@@ -527,8 +528,8 @@ std::optional<events::KernelEvents> OpenKernelEvents(bool wanted) {
   if (!wanted) return std::nullopt;
   auto ev = events::KernelEvents::Open();
   if (!ev) {
-    spdlog::warn("event=no_kernel_events error=\"{}\" (port-state timer only)",
-                 ev.error().message());
+    spdlog::warn("event=no_kernel_events error={} (port-state timer only)",
+                 LogQuoted(ev.error().message()));
     return std::nullopt;
   }
   return std::move(*ev);

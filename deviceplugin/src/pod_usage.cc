@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kuberdma/base/log_text.h"
+
 namespace kuberdma::deviceplugin {
 
 std::vector<prometheus::MetricFamily> PodHcaInfo::Collect() const {
@@ -17,7 +19,7 @@ std::vector<prometheus::MetricFamily> PodHcaInfo::Collect() const {
       ever_ = true;
       stale_ = false;
     } else if (!stale_) {  // said once until the kubelet answers again
-      spdlog::warn("event=pod_hca_info_stale error=\"{}\"", got.error().message());
+      spdlog::warn("event=pod_hca_info_stale error={}", LogQuoted(got.error().message()));
       stale_ = true;
     }
   }

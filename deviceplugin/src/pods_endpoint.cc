@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/log_text.h"
 #include "kuberdma/sock/stream.h"
 
 namespace kuberdma::deviceplugin {
@@ -49,8 +50,8 @@ void PodsEndpoint::Loop() {
     pollfd p[2] = {{.fd = listen_.get(), .events = POLLIN}, {.fd = stop_.get(), .events = POLLIN}};
     if (::poll(p, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      spdlog::error("event=pods_endpoint_failed error=\"{}\"",
-                    Error::FromErrno(errno, "poll").message());
+      spdlog::error("event=pods_endpoint_failed error={}",
+                    LogQuoted(Error::FromErrno(errno, "poll").message()));
       return;
     }
     if ((p[1].revents & POLLIN) != 0) return;

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "api.grpc.pb.h"
+#include "kuberdma/base/log_text.h"
 #include "kuberdma/contract/allocation.h"
 
 namespace kuberdma::deviceplugin {
@@ -213,7 +214,8 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     metrics_.Inc(status.ok() ? "kuberdma_allocations_total" : "kuberdma_allocation_errors_total",
                  {{"resource", name}});
     if (!status.ok())
-      spdlog::warn("event=allocate_failed resource={} error=\"{}\"", name, status.error_message());
+      spdlog::warn("event=allocate_failed resource={} error={}", name,
+                   LogQuoted(status.error_message()));
     auto* r = ctx->DefaultReactor();
     r->Finish(status);
     return r;
@@ -237,8 +239,8 @@ class Service final : public v1beta1::DevicePlugin::CallbackService {
     auto r = contract::RecordAllocation(res_->allocations_dir,
                                         {.resource = name, .slots = ids, .hcas = hcas});
     if (!r) {
-      spdlog::warn("event=allocation_record_failed resource={} error=\"{}\"", name,
-                   r.error().message());
+      spdlog::warn("event=allocation_record_failed resource={} error={}", name,
+                   LogQuoted(r.error().message()));
     }
   }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "kuberdma/base/files.h"
+#include "kuberdma/base/log_text.h"
 #include "kuberdma/contract/allocation.h"
 
 namespace kuberdma::dra {
@@ -187,7 +188,7 @@ Driver::Driver(Options o, ApiServer api) : o_(std::move(o)), api_(std::move(api)
 void Driver::Kick(const char* why) {
   std::lock_guard l(mu_);
   if (desired_text_.empty()) return;  // nothing scanned yet: the first scan writes
-  spdlog::info("event=dra_republish reason=\"{}\"", why);
+  spdlog::info("event=dra_republish reason={}", LogQuoted(why));
   dirty_ = true;
   cv_.notify_all();
 }
@@ -210,7 +211,8 @@ void Driver::WatchLoop() {
         },
         stopping);
     if (!done)
-      spdlog::warn("event=dra_watch_failed error=\"{}\" (watching again)", done.error().message());
+      spdlog::warn("event=dra_watch_failed error={} (watching again)",
+                   LogQuoted(done.error().message()));
     std::unique_lock l(mu_);
     cv_.wait_for(l, done ? std::chrono::milliseconds(100) : o_.watch_retry, [&] { return stop_; });
   }
@@ -245,7 +247,7 @@ void Driver::StartServer(std::shared_ptr<deviceplugin::SharedResource> shared) {
   std::string dir = o_.plugins_dir + "/" + o_.publish.driver;
   for (const auto& d : {dir, o_.registry_dir, o_.cdi_dir}) {
     if (auto made = MakeDirs(d); !made) {
-      spdlog::error("event=dra_start_failed error=\"{}\"", made.error().message());
+      spdlog::error("event=dra_start_failed error={}", LogQuoted(made.error().message()));
       return;
     }
   }
@@ -256,7 +258,7 @@ void Driver::StartServer(std::shared_ptr<deviceplugin::SharedResource> shared) {
        .registration_socket = o_.registry_dir + "/" + o_.publish.driver + "-reg.sock",
        .on_registered = [this] { Kick("the kubelet registered the plugin"); }});
   if (!s) {
-    spdlog::error("event=dra_start_failed error=\"{}\"", s.error().message());
+    spdlog::error("event=dra_start_failed error={}", LogQuoted(s.error().message()));
     return;
   }
   server_ = std::move(*s);
@@ -270,9 +272,9 @@ void Driver::OnRescan(
   auto shared = Pick(res);
   if (shared == nullptr) {
     spdlog::warn(
-        "event=dra_no_resource resource=\"{}\" (the DRA driver publishes a per-HCA "
+        "event=dra_no_resource resource={} (the DRA driver publishes a per-HCA "
         "resource: add one with \"policy\": \"per-hca\" to the config)",
-        o_.resource);
+        LogQuoted(o_.resource));
     return;
   }
   if (shared != serving_) StartServer(shared);
@@ -284,7 +286,7 @@ void Driver::OnRescan(
     published = ResourceSlices(shared->resource, publish, roles);
   }
   if (!published) {
-    spdlog::error("event=dra_slices_failed error=\"{}\"", published.error().message());
+    spdlog::error("event=dra_slices_failed error={}", LogQuoted(published.error().message()));
     return;
   }
   if (server_ != nullptr) server_->SetHealth(published->states);
@@ -311,7 +313,7 @@ void Driver::RecordTaintsFor(const std::string& dir, const std::vector<DeviceSta
   }
   if (taints == recorded_taints_ && taints_written_) return;
   if (auto done = contract::RecordTaints(dir, taints); !done) {
-    spdlog::warn("event=dra_taints_unrecorded error=\"{}\"", done.error().message());
+    spdlog::warn("event=dra_taints_unrecorded error={}", LogQuoted(done.error().message()));
     return;
   }
   for (const auto& t : taints) {
@@ -335,7 +337,7 @@ PublishOptions Driver::WithVerdicts(const std::string& dir) {
   auto verdicts = contract::ListVerdicts(dir);
   if (!verdicts) {
     if (verdicts.error().code() != ErrorCode::kNotFound && !verdicts_warned_) {
-      spdlog::warn("event=dra_verdicts_unreadable error=\"{}\"", verdicts.error().message());
+      spdlog::warn("event=dra_verdicts_unreadable error={}", LogQuoted(verdicts.error().message()));
       verdicts_warned_ = true;
     }
     return o;
@@ -354,9 +356,9 @@ std::string Driver::NodeUid() {
   } else if (!node_warned_) {
     node_warned_ = true;
     spdlog::warn(
-        "event=dra_no_node_owner node={} error=\"{}\" (slices are written without the Node as "
+        "event=dra_no_node_owner node={} error={} (slices are written without the Node as "
         "owner, so a deleted node's slices stay; the chart's ClusterRole grants get on nodes)",
-        o_.publish.node, node ? "no metadata.uid" : node.error().message());
+        o_.publish.node, LogQuoted(node ? "no metadata.uid" : node.error().message()));
   }
   return node_uid_;
 }
@@ -397,7 +399,7 @@ void Driver::Loop() {
       }
     } else {
       status_.last_error = done.error().message();
-      spdlog::warn("event=dra_slices_failed error=\"{}\" (retrying)", status_.last_error);
+      spdlog::warn("event=dra_slices_failed error={} (retrying)", LogQuoted(status_.last_error));
       // Sooner than the resync: the API server may be back in a few seconds.
       dirty_ = true;
       cv_.wait_for(l, std::chrono::seconds(2), [&] { return stop_; });
