@@ -332,6 +332,7 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
                                        " \"" + sel.value + "\": " + found.error().message());
   }
   if (std::string why = WhyNot(*found, conf, claimed); !why.empty()) {
+    if (auto next = NextOfClaim(sel, *found, conf, host, claimed)) return std::move(*next);
     // A config naming an HCA of the wrong link layer cannot apply anywhere (7); a device that is
     // taken or cannot move is unavailable (100).
     bool wrong_layer = (IsChildMode(conf.mode) && !claimed.moved.contains(HcaKey(*found))) ||
@@ -342,6 +343,32 @@ CniResult<Planner::Selected> Planner::Select(const NetConf& conf, const NetNs& h
   KUBERDMA_CNI_TRY(CheckRail(*found, conf, host), 0);
   if (!chained) KUBERDMA_CNI_TRY(CheckNotNodeOwn(*found, conf, host), 0);
   return Selected{std::move(*found), std::nullopt};
+}
+
+std::optional<Planner::Selected> Planner::NextOfClaim(const Selector& sel, const Hca& held,
+                                                      const NetConf& conf, const NetNs& host,
+                                                      const Claims& claimed) {
+  auto device = contract::ParseClaimDevice(sel.value);
+  auto holder = claimed.moved.find(HcaKey(held));
+  if (!device || allocations_.empty() || holder == claimed.moved.end() ||
+      !holder->second.starts_with(claimed.container_id + "/")) {
+    return std::nullopt;
+  }
+  for (const auto& c : contract::ListClaims(allocations_)) {
+    if (c.uid != device->uid) continue;
+    for (const auto& name : c.hcas) {
+      auto h = sysfs::ReadHca(root_, name, sysfs::HcaDetail::kIdentity);
+      if (!h || claimed.moved.contains(HcaKey(*h))) continue;
+      auto candidate = Candidate(*h, conf, host, claimed);
+      if (!candidate) continue;
+      spdlog::info(
+          "{} {} names {}, which this pod's {} holds already (a kubelet that lists a claim's CDI "
+          "IDs accumulated): taking the claim's next device, {}",
+          SelectorName(sel.kind), sel.value, held.name, holder->second, name);
+      return std::move(*candidate);
+    }
+  }
+  return std::nullopt;
 }
 
 Result<const rails::HostNet*> Planner::HostNetwork(const NetNs& host) {
@@ -754,6 +781,7 @@ CniResult<AttachPlan> Planner::Plan(const Request& req, const NetConf& conf,
   KUBERDMA_CNI_ASSIGN_OR_RETURN(Claims claimed,
                                 ClaimsOf(store, conf, AttachmentKey(req.container_id, req.ifname)),
                                 kStateFailure);
+  claimed.container_id = req.container_id;
   KUBERDMA_CNI_ASSIGN_OR_RETURN(Selected selected, Select(conf, host, chained, claimed), 0);
   KUBERDMA_CNI_ASSIGN_OR_RETURN(RdmaNetnsMode mode, NetnsMode(host, conf), 0);
   const uint16_t pkey = conf.pkey.value_or(sysfs::kDefaultPkey);

@@ -25,6 +25,7 @@
 #include "kuberdma/sim/manifests.h"
 #include "kuberdma/sim/sim_node.h"
 #include "kuberdma/standins/allocator.h"
+#include "kuberdma/standins/kubelet.h"
 #include "kuberdma/standins/multus.h"
 #include "kuberdma/sysfs/hca.h"
 #include "kuberdma/sysfs/topology.h"
@@ -157,15 +158,17 @@ std::map<std::string, std::vector<std::string>> DraAllocated(const Shipped& s,
   REQUIRE(alloc);
   if (claim_name.empty()) return standins::DraAllocated({*alloc}, slices);  // Multus' main branch
   // Released Multus: the kubelet's pod-resources lists the claim under its name with each
-  // device's CDI name, as our driver returns them (<claim uid>_<PCI address>).
-  std::vector<std::string> cdi;
+  // device's CDI name, as our driver returns them (<claim uid>_<PCI address>), accumulated as the
+  // kubelet's own loop lists them.
+  std::vector<std::vector<std::string>> cdi;
   for (const auto& d : standins::DraAllocated({*alloc}, slices)) {
     for (const auto& pci : d.second) {
-      cdi.push_back(std::string(contract::kClaimDeviceCdiKind) + "=" +
-                    contract::FormatClaimDevice({.uid = claim_uid, .address = pci}));
+      cdi.push_back({std::string(contract::kClaimDeviceCdiKind) + "=" +
+                     contract::FormatClaimDevice({.uid = claim_uid, .address = pci})});
     }
   }
-  return standins::PodResourcesDraAllocated({{claim_name, cdi}});
+  return standins::PodResourcesDraAllocated(
+      {{claim_name, standins::ListedCdi(cdi, standins::CdiListing::kAccumulated)}});
 }
 
 // A pod to run from a rendering: each workload's first replica; with none (the default values
@@ -228,15 +231,20 @@ MultusPod AsKubeletLists(SimNode& node, MultusPod pod) {
                                 .uid = pod.uid,
                                 .pods = {pod.ns + "/" + pod.name}};
     auto present = *sysfs::DiscoverHcas(sysfs::SysfsRoot(kRoce8), sysfs::HcaDetail::kIdentity);
+    bool claim_devices = false;
     for (const auto& id : ids) {
       auto claimed = contract::ParseClaimDevice(id);
       if (claimed) claim.uid = claimed->uid;
+      claim_devices = claim_devices || claimed;
       for (const auto& h : present) {
-        if (h.pci_address == (claimed ? claimed->address : id)) claim.hcas.push_back(h.name);
+        if (h.pci_address == (claimed ? claimed->address : id) &&
+            std::find(claim.hcas.begin(), claim.hcas.end(), h.name) == claim.hcas.end())
+          claim.hcas.push_back(h.name);
       }
     }
     if (!claim.hcas.empty()) REQUIRE(contract::RecordClaim(node.allocations_dir(), claim));
-    std::reverse(ids.begin(), ids.end());
+    // Released Multus' claim device IDs are already in the kubelet's List order.
+    if (!claim_devices) std::reverse(ids.begin(), ids.end());
   }
   return pod;
 }
@@ -291,7 +299,11 @@ std::vector<CniCall> AddPod(const Shipped& s, SimNode& node, const MultusPod& al
       auto at = std::find_if(present.begin(), present.end(),
                              [&](const sysfs::Hca& h) { return h.pci_address == pci; });
       REQUIRE((slot || at != present.end()));
-      if (!slot || claimed) {
+      if (claimed) {
+        // The kubelet's List repeats a claim's devices (kubelet.h's ListedCdi): each once, in
+        // order, is what the attachments get.
+        if (std::find(want.begin(), want.end(), at->name) == want.end()) want.push_back(at->name);
+      } else if (!slot) {
         want.push_back(at->name);
       } else if (slot->kind == contract::SlotKind::kPerHca) {
         want.push_back(slot->base);

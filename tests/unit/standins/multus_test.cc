@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "kuberdma/standins/kubelet.h"
+
 namespace kuberdma::standins {
 namespace {
 
@@ -50,11 +52,11 @@ TEST_CASE("Multus' DRA path: deviceIDs of the claim's devices whose resourceName
 TEST_CASE("Released Multus' DRA path: a claim's CDI names after '=' under the claim's name") {
   // What the kubelet's pod-resources List says of a pod with two claims (dynamic_resources).
   const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
-  std::map<std::string, std::vector<std::string>> claims = {
-      {"trainer-0-nics",
-       {"kube-rdma.io/hca=" + uid + "_0000:1a:00.0", "kube-rdma.io/hca=" + uid + "_0000:1b:00.0",
-        "broken-no-equals", "a=b=c"}},
-      {"trainer-0-gpus", {"k8s.gpu.nvidia.com/gpu=gpu-0"}}};
+  const std::string a = "kube-rdma.io/hca=" + uid + "_0000:1a:00.0";
+  const std::string b = "kube-rdma.io/hca=" + uid + "_0000:1b:00.0";
+  std::map<std::string, std::vector<std::vector<std::string>>> claims = {
+      {"trainer-0-nics", {{a}, {b, "broken-no-equals", "a=b=c"}}},
+      {"trainer-0-gpus", {{"k8s.gpu.nvidia.com/gpu=gpu-0"}}}};
   auto got = PodResourcesDraAllocated(claims);
   // A NAD whose resourceName is "trainer-0-nics" gets these as deviceID in turn; a malformed CDI
   // name is skipped, as Multus skips it.
@@ -62,6 +64,15 @@ TEST_CASE("Released Multus' DRA path: a claim's CDI names after '=' under the cl
         std::vector<std::string>{uid + "_0000:1a:00.0", uid + "_0000:1b:00.0"});
   CHECK(got["trainer-0-gpus"] == std::vector<std::string>{"gpu-0"});
   CHECK(PodResourcesDraAllocated({}).empty());
+  // Under the kubelet's own List, device 2 lists device 1's CDI ID too: attachment 2 is given
+  // device 1 again (the CNI then takes the claim's next device: docs/dra.md).
+  auto listed = ListedCdi({{a}, {b}}, CdiListing::kAccumulated);
+  CHECK(listed == std::vector<std::vector<std::string>>{{a}, {a, b}});
+  CHECK(PodResourcesDraAllocated({{"nics", listed}})["nics"] ==
+        std::vector<std::string>{uid + "_0000:1a:00.0", uid + "_0000:1a:00.0",
+                                 uid + "_0000:1b:00.0"});
+  CHECK(ListedCdi({{a}, {b}}, CdiListing::kPerDevice) ==
+        std::vector<std::vector<std::string>>{{a}, {b}});
 }
 
 }  // namespace

@@ -9,6 +9,17 @@
 
 namespace kuberdma::standins {
 
+std::vector<std::vector<std::string>> ListedCdi(const std::vector<std::vector<std::string>>& own,
+                                                CdiListing listing) {
+  std::vector<std::vector<std::string>> out;
+  std::vector<std::string> so_far;  // the kubelet's `cdiDevices`, declared outside the loop
+  for (const auto& ids : own) {
+    so_far.insert(so_far.end(), ids.begin(), ids.end());
+    out.push_back(listing == CdiListing::kAccumulated ? so_far : ids);
+  }
+  return out;
+}
+
 // v1 PodResourcesLister::List over what AssignPod recorded.
 class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Service {
  public:
@@ -30,12 +41,15 @@ class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Serv
         auto* dr = c->add_dynamic_resources();
         dr->set_claim_name(claim);
         dr->set_claim_namespace(pod.first);
-        for (const auto& d : devs) {
+        std::vector<std::vector<std::string>> own;
+        for (const auto& d : devs) own.push_back(d.cdi_ids);
+        const auto listed = ListedCdi(own, listing_);
+        for (size_t i = 0; i < devs.size(); ++i) {
           auto* cr = dr->add_claim_resources();
-          cr->set_driver_name(d.driver);
-          cr->set_pool_name(d.pool);
-          cr->set_device_name(d.device);
-          for (const auto& id : d.cdi_ids) cr->add_cdi_devices()->set_name(id);
+          cr->set_driver_name(devs[i].driver);
+          cr->set_pool_name(devs[i].pool);
+          cr->set_device_name(devs[i].device);
+          for (const auto& id : listed[i]) cr->add_cdi_devices()->set_name(id);
         }
       }
     }
@@ -52,6 +66,10 @@ class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Serv
     std::lock_guard lock(mu_);
     pods_[{ns, name}][resource] = ids;
   }
+  void SetListing(CdiListing listing) {
+    std::lock_guard lock(mu_);
+    listing_ = listing;
+  }
 
  private:
   std::mutex mu_;
@@ -59,6 +77,7 @@ class KubeletStandIn::PodResources final : public ::v1::PodResourcesLister::Serv
       pods_;
   std::map<std::pair<std::string, std::string>, std::map<std::string, std::vector<ClaimDevice>>>
       claims_;
+  CdiListing listing_ = CdiListing::kAccumulated;
 };
 
 KubeletStandIn::KubeletStandIn(std::string dir)
@@ -87,6 +106,8 @@ void KubeletStandIn::AssignClaim(const std::string& ns, const std::string& name,
                                  const std::vector<ClaimDevice>& devices) {
   pod_resources_->AssignClaim(ns, name, claim, devices);
 }
+
+void KubeletStandIn::set_cdi_listing(CdiListing listing) { pod_resources_->SetListing(listing); }
 
 void KubeletStandIn::AssignPod(const std::string& ns, const std::string& name,
                                const std::string& resource, const std::vector<std::string>& ids) {

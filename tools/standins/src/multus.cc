@@ -106,14 +106,16 @@ std::vector<sim::CniCall> MultusDels(const std::vector<sim::CniCall>& adds) {
 }
 
 std::map<std::string, std::vector<std::string>> PodResourcesDraAllocated(
-    const std::map<std::string, std::vector<std::string>>& claims) {
+    const std::map<std::string, std::vector<std::vector<std::string>>>& claims) {
   std::map<std::string, std::vector<std::string>> out;
-  for (const auto& [claim, cdi_ids] : claims) {
+  for (const auto& [claim, resources] : claims) {
     auto& ids = out[claim];
-    for (const auto& id : cdi_ids) {
-      auto eq = id.find('=');
-      if (eq == std::string::npos || id.find('=', eq + 1) != std::string::npos) continue;
-      ids.push_back(id.substr(eq + 1));
+    for (const auto& cdi_ids : resources) {
+      for (const auto& id : cdi_ids) {
+        auto eq = id.find('=');
+        if (eq == std::string::npos || id.find('=', eq + 1) != std::string::npos) continue;
+        ids.push_back(id.substr(eq + 1));
+      }
     }
   }
   return out;

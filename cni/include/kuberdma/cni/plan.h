@@ -100,6 +100,7 @@ class Planner {
     std::map<std::string, int> children;
     // PF address -> an attachment holding one of its VFs (mode vf): the PF cannot move then.
     std::map<std::string, std::string> vf_pfs;
+    std::string container_id;  // the attachment asking (its pod's sandbox)
   };
 
   static CniResult<Claims> ClaimsOf(const StateStore& store, const NetConf& conf,
@@ -109,6 +110,14 @@ class Planner {
   CniResult<Selected> Select(const NetConf& conf, const netns::NetNs& host, bool chained,
                              const Claims& claimed);
   Result<sysfs::Hca> FindNamed(const Selector& sel, const netns::NetNs& host);
+  // A DRA claim device this pod already holds (`held`, named by `sel`): the claim's first device,
+  // in the order its record lists them, that nobody holds and can serve `conf`; nullopt when `sel`
+  // is no claim device, another pod holds `held`, or the claim has no such device. Released Multus
+  // under the kubelets whose pod-resources List accumulates a claim's CDI IDs gives every later
+  // attachment of a claim an earlier device (docs/dra.md#released-multus-and-the-kubelets-list).
+  std::optional<Selected> NextOfClaim(const Selector& sel, const sysfs::Hca& held,
+                                      const NetConf& conf, const netns::NetNs& host,
+                                      const Claims& claimed);
   // Why `hca` cannot serve `conf` with `claimed` as it is, or "" when it can.
   static std::string WhyNot(const sysfs::Hca& hca, const NetConf& conf, const Claims& claimed);
   // `h` with its ports and host netdev when it can serve `conf`; kNotFound saying why not.

@@ -25,6 +25,22 @@
 
 namespace kuberdma::standins {
 
+// How a kubelet's pod-resources List fills in a claim's ClaimResources' CDI devices.
+enum class CdiListing {
+  // As the kubelet's code does (kubernetes/kubernetes pkg/kubelet/cm/container_manager_linux.go,
+  // GetDynamicResources, read at 001332b): `cdiDevices` is declared per driver, outside the loop
+  // over that driver's devices, and each ClaimResource takes it as it stands, so device k lists
+  // the CDI IDs of devices 1..k (docs/dra.md#released-multus-and-the-kubelets-list).
+  kAccumulated,
+  // A kubelet whose loop declares it per device: each device lists its own CDI IDs.
+  kPerDevice,
+};
+
+// Each device's CDI IDs as `listing` lists them, from each device's own (`own`, in the order the
+// driver's NodePrepareResources answer gave the devices).
+std::vector<std::vector<std::string>> ListedCdi(const std::vector<std::vector<std::string>>& own,
+                                                CdiListing listing);
+
 class KubeletStandIn final : public v1beta1::Registration::Service {
  public:
   // Starts serving on <dir>/kubelet.sock; check ok() before use.
@@ -66,13 +82,15 @@ class KubeletStandIn final : public v1beta1::Registration::Service {
   void AssignPod(const std::string& ns, const std::string& name, const std::string& resource,
                  const std::vector<std::string>& ids);
   // A prepared DRA claim of the pod, as the kubelet lists it (dynamic_resources): the claim's
-  // name and, per device, the CDI device IDs the driver returned for it.
+  // name and, per device, the CDI device IDs the driver returned for it, listed as `listing`
+  // says (the kubelet's own code by default).
   struct ClaimDevice {
     std::string driver, pool, device;
     std::vector<std::string> cdi_ids;
   };
   void AssignClaim(const std::string& ns, const std::string& name, const std::string& claim,
                    const std::vector<ClaimDevice>& devices);
+  void set_cdi_listing(CdiListing listing);
 
  private:
   void Watch(const v1beta1::RegisterRequest& r, const std::shared_ptr<grpc::ClientContext>& ctx);

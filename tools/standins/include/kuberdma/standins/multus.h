@@ -67,13 +67,15 @@ std::map<std::string, std::vector<std::string>> DraAllocated(
     const std::vector<nlohmann::json>& allocations, const std::vector<nlohmann::json>& slices);
 
 // Released Multus' DRA path (v4.2.x-v4.3.0: pkg/kubeletclient, getDRAResources): the kubelet's
-// pod-resources List, per container, per prepared claim (dynamic_resources): each CDI device's
-// name after '=' is a device ID, listed under the claim's *name*; a NAD whose
-// k8s.v1.cni.cncf.io/resourceName is that claim name gets them as "deviceID" in turn. A CDI
-// name without exactly one '=' is skipped, as Multus logs and skips it. `claims` is that List's
-// view of one pod: claim name -> the CDI device IDs of its devices, in order.
+// pod-resources List, per container, per prepared claim (dynamic_resources): every CDI device of
+// every ClaimResource, in order, its name after '=' a device ID, listed under the claim's *name*;
+// a NAD whose k8s.v1.cni.cncf.io/resourceName is that claim name gets them as "deviceID" in turn
+// (the i-th attachment the i-th). A CDI name without exactly one '=' is skipped, as Multus logs
+// and skips it. `claims` is that List's view of one pod: claim name -> each ClaimResource's CDI
+// device IDs as the kubelet lists them (kubelet.h's ListedCdi: under the kubelet's own code a
+// device lists its predecessors' too, and Multus takes them all).
 std::map<std::string, std::vector<std::string>> PodResourcesDraAllocated(
-    const std::map<std::string, std::vector<std::string>>& claims);
+    const std::map<std::string, std::vector<std::vector<std::string>>>& claims);
 
 // The DELs of the same attachments (what the runtime's DEL of the sandbox makes Multus send, also
 // after a failed ADD), in reverse order.
