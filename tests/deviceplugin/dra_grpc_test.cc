@@ -214,11 +214,12 @@ TEST_CASE(
   {
     standins::KubeletStandIn kubelet(dir);
     const std::string uid = "8c1f0000-0000-4000-8000-00000000000b";
-    kubelet.AssignClaim("team-a", "trainer-0", "trainer-0-nics-x7k2p",
-                        {{.driver = kDriverName,
-                          .pool = "n/hca",
-                          .device = "mlx5-0",
-                          .cdi_ids = {"kube-rdma.io/hca=" + uid + "_0000:1a:00.0"}}});
+    const std::string a = "kube-rdma.io/hca=" + uid + "_0000:1a:00.0";
+    const std::string b = "kube-rdma.io/hca=" + uid + "_0000:1b:00.0";
+    kubelet.AssignClaim(
+        "team-a", "trainer-0", "trainer-0-nics-x7k2p",
+        {{.driver = kDriverName, .pool = "n/hca", .device = "mlx5-0", .cdi_ids = {a}},
+         {.driver = kDriverName, .pool = "n/hca", .device = "mlx5-1", .cdi_ids = {b}}});
     auto stub = ::v1::PodResourcesLister::NewStub(grpc::CreateChannel(
         "unix:" + kubelet.pod_resources_socket(), grpc::InsecureChannelCredentials()));
     ::v1::ListPodResourcesResponse resp;
@@ -229,8 +230,12 @@ TEST_CASE(
     CHECK(dr.claim_name() == "trainer-0-nics-x7k2p");
     CHECK(dr.claim_namespace() == "team-a");
     CHECK(dr.claim_resources(0).driver_name() == kDriverName);
-    CHECK(dr.claim_resources(0).cdi_devices(0).name() ==
-          "kube-rdma.io/hca=" + uid + "_0000:1a:00.0");
+    CHECK(dr.claim_resources(0).cdi_devices(0).name() == a);
+    // As the kubelet's GetDynamicResources builds it: the second device lists the first's too.
+    REQUIRE(dr.claim_resources(1).cdi_devices_size() == 2);
+    CHECK(dr.claim_resources(1).device_name() == "mlx5-1");
+    CHECK(dr.claim_resources(1).cdi_devices(0).name() == a);
+    CHECK(dr.claim_resources(1).cdi_devices(1).name() == b);
   }
   fs::remove_all(dir);
 }
