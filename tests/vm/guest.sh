@@ -26,4 +26,8 @@ ip link add kvl0 type veth peer name kvl1 && ip link set kvl0 up && rdma link ad
 suite live "$B/tests/rdma_live_tests" --doctor "$B/tools/doctor/rdma-doctor"
 rdma link delete rxel0
 ip link delete kvl0
+# A pod on an ipvlan child of a rail forging LLDPDUs (this kernel has ipvlan; the development
+# machine's does not): the device plugin's record keeps the real switch.
+suite lldp_ipvlan /usr/bin/python3 tests/netns/lldp_rules_test.py "$B/tools/doctor/rdma-doctor" \
+  "$B/deviceplugin/rdma-device-plugin" tests/fixtures/sysfs/roce8 --child ipvlan
 exit "$failed"
