@@ -42,8 +42,11 @@ violations "test-only links (veth, bridge, qdisc) are created outside netlink/te
 violations "the pod-env variable names are spelled outside contract/ (use contract::kNcclIbHca, contract::kHcas)" \
   "$(src | grep -vE '^(contract|tests)/' | xargs grep -nE '"(NCCL_IB_HCA|KUBERDMA_HCAS)"' 2>/dev/null)"
 
+violations "a communication library's variable is spelled outside contract/ (plan it with contract/comm_env.h)" \
+  "$(src | grep -vE '^(contract|tests)/' | xargs grep -nE '"(UCX_NET_DEVICES|UCX_IB_GID_INDEX|UCX_IB_ROCE_SUBNETS|UCX_MAX_RNDV_RAILS|OMPI_MCA_pml|NVSHMEM_HCA_LIST|NVSHMEM_IB_GID_INDEX|MC_TE_FILTERS|MC_GID_INDEX|GLOO_SOCKET_IFNAME|VLLM_NIXL_SIDE_CHANNEL_HOST)"' 2>/dev/null)"
+
 violations "a stream socket is opened, connected or accepted outside netlink/ (use kuberdma::sock)" \
   "$(src | grep -vE '^(netlink|tests)/' | xargs grep -nE 'SOCK_STREAM|::(connect|listen|accept4?)\(|getaddrinfo\(' 2>/dev/null)"
 
-[ $status -eq 0 ] && echo "boundaries: ok (libnl, setns, /sys in netlink/; gRPC in deviceplugin/; CNI stdout clean; test links in netlink/testing/; pod-env names in contract/; stream sockets in netlink/)"
+[ $status -eq 0 ] && echo "boundaries: ok (libnl, setns, /sys in netlink/; gRPC in deviceplugin/; CNI stdout clean; test links in netlink/testing/; pod-env and library variable names in contract/; stream sockets in netlink/)"
 exit $status

@@ -85,8 +85,8 @@ const std::vector<std::string> kSelectorKeys = {
     "vendors",  "deviceIDs", "drivers",     "ifNames",   "linkTypes", "pciAddresses",
     "hcaNames", "pfNames",   "rootDevices", "functions", "rails"};
 const std::vector<std::string> kEntryKeys = {
-    "resourceName", "resourcePrefix", "rdmaHcaMax", "selectors", "devices",
-    "policy",       "injectMad",      "ncclEnv",    "extraEnv",  "cdi"};
+    "resourceName", "resourcePrefix", "rdmaHcaMax", "selectors", "devices",       "policy",
+    "injectMad",    "ncclEnv",        "extraEnv",   "cdi",       "commLibraries", "commInterface"};
 
 // Unknown keys are errors: a misspelt key must not silently mean "no constraint".
 Result<void> KnownKeys(const json& obj, const std::vector<std::string>& known,
@@ -156,6 +156,39 @@ Result<void> ParseSelectors(const json& entry, const std::string& where, Selecto
   return {};
 }
 
+// commLibraries: a list of library names, or "all" (the default); [] or "none" for none.
+// commInterface: the pod's control interface the libraries are told.
+Result<void> ParseComm(const json& e, const std::string& where, ResourceConfig* rc) {
+  if (auto it = e.find("commLibraries"); it != e.end() && !it->is_null()) {
+    std::string list;
+    if (it->is_string()) {
+      list = it->get<std::string>();
+    } else if (it->is_array()) {
+      for (const auto& v : *it) {
+        if (!v.is_string()) return Bad(where + ".commLibraries", "must be names (strings)");
+        list += (list.empty() ? "" : ",") + v.get<std::string>();
+      }
+    } else {
+      return Bad(where + ".commLibraries", R"(must be a list of names or "all")");
+    }
+    if (list.empty() || list == "none") {
+      rc->comm_libraries.clear();
+    } else {
+      auto libs = contract::ParseLibraries(list);
+      if (!libs) return Bad(where + ".commLibraries", libs.error().message());
+      rc->comm_libraries = *libs;
+    }
+  }
+  if (auto it = e.find("commInterface"); it != e.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>().empty() ||
+        it->get<std::string>().find_first_of(",= ") != std::string::npos) {
+      return Bad(where + ".commInterface", "must be one interface name (eth0)");
+    }
+    rc->comm_interface = it->get<std::string>();
+  }
+  return {};
+}
+
 Result<void> ParseOurs(const json& e, const std::string& where, ResourceConfig* rc) {
   if (auto it = e.find("policy"); it != e.end() && !it->is_null()) {
     if (!it->is_string()) return Bad(where + ".policy", R"(must be "pool" or "per-hca")");
@@ -175,6 +208,7 @@ Result<void> ParseOurs(const json& e, const std::string& where, ResourceConfig* 
       *dst = it->get<bool>();
     }
   }
+  KUBERDMA_TRY(ParseComm(e, where, rc));
   if (auto it = e.find("extraEnv"); it != e.end() && !it->is_null()) {
     if (!it->is_object()) return Bad(where + ".extraEnv", "must be an object of strings");
     for (const auto& [k, v] : it->items()) {

@@ -2,12 +2,15 @@
 // Resource: selection, health, allocation and preference over the HCA model.
 #include "kuberdma/deviceplugin/resource.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "kuberdma/base/log_text.h"
 #include "kuberdma/contract/pod_env.h"
 #include "kuberdma/contract/slot_id.h"
 
@@ -290,6 +293,23 @@ Result<std::vector<const HcaHealth*>> Resource::HcasOf(const std::vector<std::st
   return chosen;
 }
 
+void Resource::AddCommEnv(const std::vector<contract::HcaInfo>& described,
+                          ContainerAllocation* out) const {
+  if (cfg_.comm_libraries.empty()) return;
+  contract::CommTopology t{.hcas = contract::CommHcasOf(described),
+                           .control_netdev = cfg_.comm_interface};
+  auto plan = contract::PlanForAll(cfg_.comm_libraries, t);
+  if (!plan) {
+    // The HCAs are still the container's, and NCCL_IB_HCA names them; the libraries pick their own.
+    spdlog::warn("event=comm_env_skipped resource={} error={}", cfg_.FullName(),
+                 LogQuoted(plan.error().message()));
+    return;
+  }
+  for (const auto& lib : *plan) {
+    for (const auto& [k, v] : lib.vars) out->envs.emplace(k, v);
+  }
+}
+
 Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& ids) const {
   KUBERDMA_ASSIGN_OR_RETURN(auto chosen, HcasOf(ids));
   ContainerAllocation out;
@@ -309,6 +329,7 @@ Result<ContainerAllocation> Resource::Allocate(const std::vector<std::string>& i
   }
   if (cfg_.nccl_env && !chosen.empty()) {
     for (auto& [k, v] : contract::Encode(described)) out.envs[k] = std::move(v);
+    AddCommEnv(described, &out);
   }
   for (const auto& [k, v] : cfg_.extra_env) out.envs[k] = v;
   return out;

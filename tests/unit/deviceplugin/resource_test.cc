@@ -257,6 +257,41 @@ TEST_CASE(
   CHECK_FALSE(r.Allocate({"mlx5_9-01"}));
 }
 
+TEST_CASE("Allocate tells each chosen library the HCAs, and no GID before the pod has addresses") {
+  Resource all = Make("roce8", R"({"resourceName":"hca","rdmaHcaMax":1,"policy":"per-hca"})");
+  auto a = all.Allocate({"mlx5_2-0", "mlx5_0-0"});
+  REQUIRE(a);
+  CHECK(a->envs.at("UCX_NET_DEVICES") == "mlx5_0:1,mlx5_2:1");
+  CHECK(a->envs.at("NVSHMEM_HCA_LIST") == "mlx5_0:1,mlx5_2:1");
+  CHECK(a->envs.at("MC_TE_FILTERS") == "mlx5_0,mlx5_2");
+  CHECK(a->envs.at("OMPI_MCA_pml") == "ucx");
+  CHECK(a->envs.at("GLOO_SOCKET_IFNAME") == "eth0");
+  CHECK(a->envs.at("NCCL_SOCKET_IFNAME") == "=eth0");
+  for (const auto& [k, v] : a->envs) CHECK(k.find("GID") == std::string::npos);
+  Resource some = Make("roce8", R"({"resourceName":"hca","rdmaHcaMax":1,"policy":"per-hca",
+      "commLibraries":["gloo","ucx"],"commInterface":"ens9"})");
+  a = some.Allocate({"mlx5_1-0"});
+  REQUIRE(a);
+  CHECK(a->envs.at("GLOO_SOCKET_IFNAME") == "ens9");
+  CHECK(a->envs.at("UCX_NET_DEVICES") == "mlx5_1:1");
+  CHECK_FALSE(a->envs.contains("OMPI_MCA_pml"));
+  CHECK_FALSE(a->envs.contains("MC_TE_FILTERS"));
+  Resource none = Make("roce8", R"({"resourceName":"hca","rdmaHcaMax":1,"policy":"per-hca",
+      "commLibraries":"none"})");
+  a = none.Allocate({"mlx5_1-0"});
+  REQUIRE(a);
+  CHECK(a->envs.size() == 2);  // NCCL_IB_HCA and KUBERDMA_HCAS
+  for (const auto& [bad, why] :
+       {std::pair{R"("commLibraries":["ucx","nccl2"])", "unknown library 'nccl2'"},
+        std::pair{R"("commLibraries":7)", "commLibraries"},
+        std::pair{R"("commInterface":"eth0,eth1")", "commInterface"}}) {
+    auto cfg = ParseConfig(R"({"configList":[{"resourceName":"a","rdmaHcaMax":1,)" +
+                           std::string(bad) + "}]}");
+    REQUIRE_FALSE(cfg);
+    CHECK_THAT(cfg.error().message(), Catch::Contains(why));
+  }
+}
+
 TEST_CASE("injectMad off leaves only uverbs and rdma_cm, extraEnv and ncclEnv apply") {
   Resource r =
       Make("ib8", R"({"resourceName":"ib","rdmaHcaMax":1,"policy":"per-hca","injectMad":false,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kuberdma/base/error.h"
+#include "kuberdma/contract/comm_env.h"
 
 namespace kuberdma::deviceplugin {
 
@@ -50,6 +51,11 @@ struct ResourceConfig {
   Policy policy = Policy::kPool;
   bool inject_mad = true;  // umad/issm per port where they exist
   bool nccl_env = true;    // NCCL_IB_HCA and KUBERDMA_HCAS
+  // With nccl_env: each library's variables for the allocated HCAs (contract/comm_env.h) that do
+  // not need the pod's addresses (no RoCE GIDs: rdma-validate --env in the pod), told that the
+  // pod's control interface is comm_interface.
+  std::vector<contract::Library> comm_libraries = contract::AllLibraries();
+  std::string comm_interface = "eth0";
   std::map<std::string, std::string> extra_env;
   bool cdi = false;  // answer with CDI device names and write a CDI spec
 

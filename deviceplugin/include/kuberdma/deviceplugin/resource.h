@@ -89,6 +89,9 @@ class Resource {
   std::string CdiKind() const;
 
  private:
+  // The libraries' variables (comm_libraries) for `described` into `out`'s env; a plan that
+  // cannot be made is logged and adds nothing.
+  void AddCommEnv(const std::vector<contract::HcaInfo>& described, ContainerAllocation* out) const;
   // The HCA name a per-hca slot ID names ("mlx5_3-017" -> "mlx5_3"), or "" for pool IDs.
   std::string HcaOfSlot(const std::string& id) const;
   // Whether `id` is one of this pool's slot IDs ("shared-017").
