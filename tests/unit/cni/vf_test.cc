@@ -422,7 +422,7 @@ TEST_CASE(
   REQUIRE(p.Add(Req(kPod, "c1"), conf));
   // Killed between the unbind and the probe (an ADD's or a DEL's rebind): no driver.
   namespace fs = std::filesystem;
-  const std::string vf = n.dir + "/sysfs/sys/bus/pci/devices/0000:1b:00.3/driver";
+  const std::string vf = n.root.Sys("bus/pci/devices/0000:1b:00.3/driver");
   const fs::path driver = fs::read_symlink(vf);
   fs::remove(vf);
   SECTION("the bus binds nothing: DEL fails, keeps the record and says how to bind it") {

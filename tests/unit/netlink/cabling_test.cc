@@ -134,7 +134,7 @@ TEST_CASE(
   fs::copy(std::string(KUBERDMA_FIXTURES) + "/sysfs/sriov", dir,
            fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   sysfs::SysfsRoot root(dir);
-  const std::string vfs = dir + "/sys/bus/pci/devices/";
+  const std::string vfs = root.Sys("bus/pci/devices/");
   std::vector<RailNeighbor> rails = {
       {.rail = 1, .hca = "mlx5_0", .netdev = "ens1f0np0", .pci_address = "0000:1b:00.0"},
       {.rail = 2, .hca = "mlx5_5", .netdev = "ens2f0np0", .pci_address = "0000:3c:00.0"}};
