@@ -150,7 +150,10 @@ void Nccl(const CommTopology& t, LibraryEnv& e) {
   if (auto g = UniformGid(t)) {
     e.vars.emplace_back("NCCL_IB_GID_INDEX", std::to_string(*g));
   } else if (!t.roce_range.empty()) {
+    // The first RoCE v2 IPv4 entry inside the range (NCCL's ncclIbGetGidIndex).
+    e.vars.emplace_back("NCCL_IB_ADDR_FAMILY", "AF_INET");
     e.vars.emplace_back("NCCL_IB_ADDR_RANGE", t.roce_range);
+    e.vars.emplace_back("NCCL_IB_ROCE_VERSION_NUM", "2");
   } else {
     e.notes.push_back(
         "the pod's GID indices differ between HCAs and no prefix holds only its "

@@ -334,6 +334,17 @@ TEST_CASE("Two pods on one Soft-RoCE HCA through the CNI's child modes: GIDs, NC
                    Catch::Contains("export NCCL_IB_HCA='=rxe0:1'"));
     CHECK(NcclEnv("kvm-ca", &env) == 0);
     CHECK_THAT(env, Catch::Contains("NCCL_IB_GID_INDEX='" + std::to_string(ga->index) + "'"));
+    // Every library is told the same index, each by its own variable (contract/comm_env.h).
+    CHECK(Status("ip netns exec kvm-cb " + Bin("tools/validator/rdma-validate") +
+                     " --env ucx,nvshmem,mooncake,mpi 2>/dev/null",
+                 &env) == 0);
+    const std::string gb_index = "='" + std::to_string(gb->index) + "'";
+    CHECK_THAT(env, Catch::Contains("export UCX_NET_DEVICES='rxe0:1'") &&
+                        Catch::Contains("export UCX_IB_GID_INDEX" + gb_index) &&
+                        Catch::Contains("export NVSHMEM_IB_GID_INDEX" + gb_index) &&
+                        Catch::Contains("export MC_GID_INDEX" + gb_index) &&
+                        Catch::Contains("export NVSHMEM_HCA_PREFIX='rxe'") &&
+                        Catch::Contains("export OMPI_MCA_pml_ucx_devices='any'"));
     // --own-gids (the chart's init container in shared mode): the plan applied, its HCAs expected.
     std::string report;
     CHECK(Status("ip netns exec kvm-ca " + Bin("tools/validator/rdma-validate") +
@@ -410,6 +421,16 @@ TEST_CASE("Two HCAs whose tables differ: NCCL_IB_ADDR_RANGE with a block per pod
     CHECK(rc == 1);
     CHECK_THAT(err, Catch::Contains("different indices") &&
                         Catch::Contains("NCCL_IB_ADDR_RANGE cannot single them out"));
+    // UCX alone can be told each HCA's own GID: one /32 per HCA (UCX_IB_ROCE_SUBNETS).
+    std::string ucx;
+    CHECK(Status("ip netns exec kvm-ra " + Bin("tools/validator/rdma-validate") +
+                     " --env ucx 2>/dev/null",
+                 &ucx) == 0);
+    CHECK_THAT(ucx, Catch::Contains("export UCX_IB_ROCE_SUBNETS='10.9.1.") &&
+                        Catch::Contains("/32,10.9.2.") && !Catch::Contains("UCX_IB_GID_INDEX"));
+    CHECK(Status("ip netns exec kvm-ra " + Bin("tools/validator/rdma-validate") +
+                     " --env ucx,nccl 2>&1 >/dev/null",
+                 &err) == 1);  // NCCL among them: it cannot, and the pod is told why
     CHECK(Status("ip netns exec kvm-ra " + Bin("tools/validator/rdma-validate") +
                      " --own-gids --inventory-only --json - 2>/dev/null",
                  &env) == 1);  // the init container stops the pod: it could not train right

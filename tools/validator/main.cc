@@ -22,9 +22,12 @@
 #include "kuberdma/base/version.h"
 #include "kuberdma/contract/allocation.h"
 #include "kuberdma/contract/pod_env.h"
+#include "kuberdma/link/netlink_addr_ops.h"
 #include "kuberdma/link/netlink_link_ops.h"
 #include "kuberdma/netns/netns.h"
+#include "kuberdma/sysfs/topology.h"
 #include "kuberdma/validator/acceptance_run.h"
+#include "kuberdma/validator/comm_plan.h"
 #include "kuberdma/validator/gid_env.h"
 #include "kuberdma/validator/push.h"
 #include "kuberdma/validator/report_html.h"
@@ -56,6 +59,10 @@ struct Cli {
   int check = 1;
   bool nccl_env = false;
   bool own_gids = false;
+  // --env: the communication libraries to tell, and how the pod runs them.
+  std::string env_libs, control_interface = "eth0";
+  int local_rank = -1;
+  bool one_process = false;
 };
 
 // Whether NCCL runs at all: only the inventory, or NCCL required.
@@ -133,6 +140,19 @@ void AddGidOptions(CLI::App& app, Cli& c) {
                "print `export` lines of the NCCL variables that make NCCL use this pod's own "
                "GIDs on RoCE HCAs shared with other pods (eval them before NCCL starts); exit 1 "
                "saying why when none can");
+  app.add_option("--env", c.env_libs,
+                 "print `export` lines of what each library needs to use this pod's HCAs, RoCE "
+                 "GIDs and control interface (nccl, rccl, ucx, mpi, nvshmem, mooncake, nixl, "
+                 "gloo, oneccl: a comma list, or all); a variable the pod spec set is kept; exit "
+                 "1 saying why when a library cannot be told the pod's own GIDs");
+  app.add_option("--local-rank", c.local_rank,
+                 "--env for one process, the one that drives this GPU (CUDA index): the HCAs "
+                 "beside it")
+      ->check(CLI::Range(0, 1023));
+  app.add_flag("--one-process", c.one_process,
+               "--env for one process that drives every HCA (a KV-cache server): stripe over all");
+  app.add_option("--control-interface", c.control_interface,
+                 "--env: the pod's cluster interface, for bootstrap and TCP (default eth0)");
   app.add_flag("--own-gids", c.own_gids,
                "shared HCAs: run NCCL with --nccl-env's variables and expect only the HCAs with "
                "this pod's GIDs (exit 1 saying why when no variable can pick them)");
@@ -256,6 +276,87 @@ int PrintNcclEnv() {
   if (!plan) return 2;
   if (!plan->ok) return 1;
   std::fputs(FormatExports(*plan).c_str(), stdout);
+  return 0;
+}
+
+// The CUDA index (GPUs in PCI order) of the GPU that shares each HCA's PCIe switch, where one does.
+std::map<std::string, int> NearestGpus(const kuberdma::sysfs::SysfsRoot& root,
+                                       const std::vector<kuberdma::sysfs::Hca>& hcas) {
+  std::map<std::string, int> out;
+  auto gpus = kuberdma::sysfs::DiscoverGpus(root);
+  if (!gpus) return out;
+  for (const auto& h : hcas) {
+    auto best = kuberdma::sysfs::PciDistance::kPhb;
+    for (size_t i = 0; i < gpus->size(); ++i) {
+      const auto& g = (*gpus)[i];
+      auto d = kuberdma::sysfs::Distance(g.device_path, g.numa_node, h.device_path, h.numa_node);
+      if (d < best) {
+        best = d;
+        out[h.name] = static_cast<int>(i);
+      }
+    }
+  }
+  return out;
+}
+
+// The first IPv4 address of `ifname` in this namespace, "" when none.
+std::string AddressOf(const std::string& ifname) {
+  kuberdma::link::NetlinkLinkOps links;
+  kuberdma::link::NetlinkAddrOps addrs;
+  auto here = kuberdma::netns::NetNs::Current();
+  if (!here) return "";
+  auto l = links.GetByName(*here, ifname);
+  auto ips = l ? addrs.ListAddresses(*here, l->ifindex)
+               : kuberdma::Result<std::vector<kuberdma::link::IpPrefix>>{};
+  for (const auto& ip : ips ? *ips : std::vector<kuberdma::link::IpPrefix>{}) {
+    if (ip.family == 4) return ip.address;
+  }
+  return "";
+}
+
+// --env: what each library needs, as `export` lines. Exit 0; 1 when they cannot be told the pod's
+// own GIDs (said why); 2 when the libraries or the node cannot be read.
+int PrintCommEnv(const Cli& c) {
+  auto libs = kuberdma::contract::ParseLibraries(c.env_libs);
+  if (!libs) {
+    std::fprintf(stderr, "rdma-validate: --env: %s\n", libs.error().message().c_str());
+    return 2;
+  }
+  auto root = kuberdma::sysfs::SysfsRoot::FromEnv();
+  auto hcas = kuberdma::sysfs::DiscoverHcas(root, kuberdma::sysfs::HcaDetail::kTables);
+  if (!hcas) {
+    std::fprintf(stderr, "rdma-validate: %s\n", hcas.error().message().c_str());
+    return 2;
+  }
+  PodCommInputs in{.own_ipv4 = kuberdma::netns::NamespaceIpv4(),
+                   .control_netdev = c.control_interface,
+                   .control_address = AddressOf(c.control_interface),
+                   .layout = c.one_process ? kuberdma::contract::ProcessLayout::kOneForAll
+                                           : kuberdma::contract::ProcessLayout::kOnePerGpu,
+                   .nearest_gpu = NearestGpus(root, *hcas)};
+  if (c.local_rank >= 0) in.local_rank = c.local_rank;
+  for (const auto& h : *hcas) {
+    if (h.link_layer() != kuberdma::sysfs::LinkLayer::kEthernet || h.ports.empty()) continue;
+    in.tables.push_back({h.name, h.ports.front().number, h.ports.front().gids});
+  }
+  auto getenv = [](const char* k) { return std::getenv(k); };
+  if (auto pod = kuberdma::contract::Read(getenv); pod && pod->hcas) in.allocated = pod->hcas;
+  PodCommPlan plan = PlanPodComm(*libs, in);
+  for (const auto& n : plan.notes) std::fprintf(stderr, "rdma-validate: %s\n", n.c_str());
+  if (!plan.why_not.empty()) {
+    std::fprintf(stderr, "rdma-validate: --env %s: %s\n", c.env_libs.c_str(), plan.why_not.c_str());
+    return 1;
+  }
+  std::vector<std::string> kept;
+  std::string exports = FormatCommExports(plan, getenv, &kept);
+  for (const auto& lib : plan.libraries) {
+    for (const auto& n : lib.notes) {
+      std::fprintf(stderr, "rdma-validate: %s: %s\n",
+                   std::string(kuberdma::contract::LibraryName(lib.library)).c_str(), n.c_str());
+    }
+  }
+  for (const auto& k : kept) std::fprintf(stderr, "rdma-validate: %s\n", k.c_str());
+  std::fputs(exports.c_str(), stdout);
   return 0;
 }
 
@@ -388,6 +489,7 @@ int Run(int argc, char** argv) {
   }
   Resolve(c);
   if (c.nccl_env) return PrintNcclEnv();
+  if (!c.env_libs.empty()) return PrintCommEnv(c);
   if (!c.html_report.empty()) return RenderHtml(c);
   if (!ParseCollectiveOptions(c)) return 2;
   if (c.o.bytes < 4096 && c.o.sizes.empty()) {

@@ -125,43 +125,59 @@ std::string NeitherHolds(const std::vector<Own>& own, const std::string& cidr,
 
 }  // namespace
 
-GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
-                          const std::vector<std::string>& own_ipv4) {
-  GidEnvPlan plan;
-  std::vector<Own> own = OwnEntries(tables, own_ipv4, &plan.notes);
+PodGids OwnGids(const std::vector<GidTable>& tables, const std::vector<std::string>& own_ipv4) {
+  PodGids out;
+  std::vector<Own> own = OwnEntries(tables, own_ipv4, &out.notes);
   if (own.empty()) {
-    plan.why_not = "no HCA has a RoCE v2 GID of this pod's addresses (" +
-                   (own_ipv4.empty() ? std::string("none") : Join(own_ipv4, ", ")) +
-                   "): give the pod's RDMA interfaces an address (an ipam section in their NAD)";
-    return plan;
+    out.why_not = "no HCA has a RoCE v2 GID of this pod's addresses (" +
+                  (own_ipv4.empty() ? std::string("none") : Join(own_ipv4, ", ")) +
+                  "): give the pod's RDMA interfaces an address (an ipam section in their NAD)";
+    return out;
   }
-  contract::IbHcaList hcas{.exact = true};
   std::vector<std::string> addresses;
   for (const auto& o : own) {
-    hcas.entries.push_back({o.hca, {o.port}});
+    out.hcas.push_back({.name = o.hca,
+                        .port = o.port,
+                        .link_layer = "Ethernet",
+                        .gid_index = o.index,
+                        .address = o.ipv4});
     addresses.push_back(o.ipv4);
   }
   bool same = std::all_of(own.begin(), own.end(),
                           [&](const Own& o) { return o.index == own.front().index; });
+  if (same) return out;
   auto prefix = Covering(addresses);  // the pod's entries' addresses: IPv4, so it exists
   std::vector<std::string> others;
-  if (!same && prefix) others = OthersInside(tables, own, own_ipv4, *prefix);
-  std::string cidr = prefix ? prefix->Cidr() : "none";
-  if (!same && (!prefix || !others.empty())) {
-    plan.why_not = NeitherHolds(own, cidr, others);
+  if (prefix) others = OthersInside(tables, own, own_ipv4, *prefix);
+  if (!prefix || !others.empty()) {
+    out.why_not = NeitherHolds(own, prefix ? prefix->Cidr() : "none", others);
+    return out;
+  }
+  out.roce_range = prefix->Cidr();
+  out.notes.push_back("the indices differ, so one GID index cannot be used; " + out.roce_range +
+                      " holds this pod's addresses and no other entry");
+  return out;
+}
+
+GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
+                          const std::vector<std::string>& own_ipv4) {
+  GidEnvPlan plan;
+  PodGids gids = OwnGids(tables, own_ipv4);
+  plan.notes = gids.notes;
+  if (!gids.why_not.empty()) {
+    plan.why_not = gids.why_not;
+    return plan;
+  }
+  auto nccl = contract::PlanFor(contract::Library::kNccl,
+                                {.hcas = gids.hcas, .roce_range = gids.roce_range});
+  if (!nccl) {
+    plan.why_not = nccl.error().message();
     return plan;
   }
   plan.ok = true;
-  plan.vars.emplace_back(contract::kNcclIbHca, contract::FormatIbHca(hcas));
-  if (same) {
-    plan.vars.emplace_back("NCCL_IB_GID_INDEX", std::to_string(own.front().index));
-    return plan;
+  for (auto& [k, v] : nccl->vars) {
+    if (k != "NCCL_SOCKET_IFNAME") plan.vars.emplace_back(std::move(k), std::move(v));
   }
-  plan.notes.push_back("the indices differ, so NCCL_IB_GID_INDEX cannot be used; " + cidr +
-                       " holds this pod's addresses and no other entry");
-  plan.vars.emplace_back("NCCL_IB_ADDR_FAMILY", "AF_INET");
-  plan.vars.emplace_back("NCCL_IB_ADDR_RANGE", cidr);
-  plan.vars.emplace_back("NCCL_IB_ROCE_VERSION_NUM", "2");
   return plan;
 }
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "kuberdma/contract/comm_env.h"
 #include "kuberdma/sysfs/hca.h"
 
 namespace kuberdma::validator {
@@ -29,6 +30,18 @@ struct GidTable {
   std::vector<sysfs::Gid> gids;
 };
 
+// The pod's own RoCE v2 GIDs: each HCA with an entry of the pod's addresses (its index and
+// address), and the range that holds them and no other pod's entry when the indices differ.
+struct PodGids {
+  std::vector<contract::CommHca> hcas;
+  std::string roce_range;          // "" when the indices agree, or when no prefix can
+  std::vector<std::string> notes;  // each HCA's own index, HCAs without one
+  // Why no variable of a library that takes one index or one range can pick the pod's GIDs (none
+  // has an entry of the pod's, or the indices differ and every prefix holds another pod's).
+  std::string why_not;
+};
+PodGids OwnGids(const std::vector<GidTable>& tables, const std::vector<std::string>& own_ipv4);
+
 struct GidEnvPlan {
   bool ok = false;
   std::vector<std::pair<std::string, std::string>> vars;  // in the order to set them
@@ -36,8 +49,8 @@ struct GidEnvPlan {
   std::string why_not;             // !ok: why no variable can make NCCL choose right
 };
 
-// The plan for a pod whose addresses are `own_ipv4`. HCAs without an entry of the pod's are not
-// its (they are left out of NCCL_IB_HCA).
+// The plan for a pod whose addresses are `own_ipv4`: NCCL's GID variables (contract/comm_env.h)
+// for OwnGids'. HCAs without an entry of the pod's are not its (they are left out of NCCL_IB_HCA).
 GidEnvPlan PlanNcclGidEnv(const std::vector<GidTable>& tables,
                           const std::vector<std::string>& own_ipv4);
 
