@@ -49,7 +49,21 @@ std::optional<uint32_t> Number(std::string_view s) {
   return v;
 }
 
+Result<void> CheckInterface(const std::string& name) {
+  if (name.empty() || name.find_first_of(",= ^") != std::string::npos) {
+    return Fail(ErrorCode::kInvalidArgument, "interface '" + name + "' is not one interface name");
+  }
+  return {};
+}
+
+Result<void> CheckInterfaces(const CommTopology& t) {
+  KUBERDMA_TRY(CheckInterface(t.control_netdev));
+  for (const auto& i : t.tcp_interfaces) KUBERDMA_TRY(CheckInterface(i));
+  return {};
+}
+
 Result<void> Check(const CommTopology& t) {
+  KUBERDMA_TRY(CheckInterfaces(t));
   if (t.hcas.empty()) {
     return Fail(ErrorCode::kInvalidArgument,
                 "no HCA to tell the libraries about: the pod was given none (check its rdma/* "
@@ -72,10 +86,6 @@ Result<void> Check(const CommTopology& t) {
                       "): one GID rule and one transport per library cannot serve both; give the "
                       "pod one fabric's HCAs");
     }
-  }
-  if (t.control_netdev.empty() || t.control_netdev.find_first_of(",= ^") != std::string::npos) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "control interface '" + t.control_netdev + "' is not one interface name");
   }
   return {};
 }
@@ -169,6 +179,12 @@ void Ucx(const CommTopology& t, LibraryEnv& e) {
       std::to_string(t.layout == ProcessLayout::kOneForAll ? hcas.size() : size_t{1});
   e.vars.emplace_back("UCX_MAX_RNDV_RAILS", rails);
   e.vars.emplace_back("UCX_MAX_RMA_RAILS", rails);
+  if (t.layout == ProcessLayout::kOneForAll && hcas.size() > 1) {
+    // MAX_RMA_RAILS came with RMA multi-rail in 1.14.0 (3dd0828ee9, src/ucp/core/ucp_context.c).
+    e.notes.push_back(
+        "UCX_MAX_RMA_RAILS needs UCX 1.14 or later: an older UCX warns that it is unused and "
+        "puts and gets (NIXL's KV transfers) keep to one rail");
+  }
   if (t.layout == ProcessLayout::kOneForAll && hcas.size() > 4) {
     e.notes.push_back(
         "UCX caps an endpoint's lanes (6 in 1.13, 64 from 1.16: "
@@ -176,6 +192,17 @@ void Ucx(const CommTopology& t, LibraryEnv& e) {
         rails + " rails");
   }
   if (!Roce(t)) return;
+  bool mlx5 = std::all_of(t.hcas.begin(), t.hcas.end(),
+                          [](const auto& h) { return h.name.rfind("mlx5", 0) == 0; });
+  if (!mlx5) {
+    // UCX before 1.19 takes a received UD packet's address family from the completion's sl,
+    // which only mlx5 fills (ud_verbs.c; fixed by 7de57ad9f9): on rxe and other verbs devices an
+    // IPv4 GID's packets are read as IPv6 and dropped by the dgid check, and wireup never ends.
+    e.vars.emplace_back("UCX_UD_ETH_DGID_CHECK", "n");
+    e.notes.push_back(
+        "not mlx5: UCX_UD_ETH_DGID_CHECK=n, or UCX before 1.19 drops every UD "
+        "packet of an IPv4 RoCE GID (its wireup times out)");
+  }
   GidLater(t, "ucx", e);
   if (!GidsKnown(t)) return;
   if (auto g = UniformGid(t)) {
@@ -287,7 +314,9 @@ void Nixl(const CommTopology& t, LibraryEnv& e) {
 }
 
 void Gloo(const CommTopology& t, LibraryEnv& e) {
-  e.vars.emplace_back("GLOO_SOCKET_IFNAME", t.control_netdev);
+  // A comma list; every process must name as many (PyTorch's distributed docs).
+  e.vars.emplace_back("GLOO_SOCKET_IFNAME",
+                      t.tcp_interfaces.empty() ? t.control_netdev : Join(t.tcp_interfaces));
   e.vars.emplace_back("TP_SOCKET_IFNAME", t.control_netdev);
 }
 
@@ -347,7 +376,7 @@ Result<std::vector<Library>> ParseLibraries(std::string_view list) {
 }
 
 Result<LibraryEnv> PlanFor(Library library, const CommTopology& t) {
-  KUBERDMA_TRY(Check(t));
+  KUBERDMA_TRY(library == Library::kGloo ? CheckInterfaces(t) : Check(t));
   LibraryEnv e{.library = library};
   switch (library) {
     case Library::kNccl:
@@ -442,7 +471,7 @@ std::optional<std::string> Str(const std::function<const char*(const char*)>& ge
 CommSaid ReadCommEnv(const std::function<const char*(const char*)>& getenv,
                      std::vector<std::string>* unparsed) {
   CommSaid s;
-  if (auto v = Str(getenv, "UCX_NET_DEVICES"); v && *v != "all") {
+  if (auto v = Str(getenv, kUcxNetDevices); v && *v != "all") {
     s.ucx_devices = ParseDeviceList(*v, &s.ucx_devices_exclude);
   }
   s.ucx_tls = Str(getenv, "UCX_TLS");
@@ -450,11 +479,11 @@ CommSaid ReadCommEnv(const std::function<const char*(const char*)>& getenv,
   if (auto v = Str(getenv, "UCX_IB_ROCE_SUBNETS")) s.ucx_roce_subnets = Split(*v);
   s.ompi_pml = Str(getenv, "OMPI_MCA_pml");
   s.ompi_pml_ucx_devices = Str(getenv, "OMPI_MCA_pml_ucx_devices");
-  if (auto v = Str(getenv, "NVSHMEM_HCA_LIST"); v && v->front() != '^') {
+  if (auto v = Str(getenv, kNvshmemHcaList); v && v->front() != '^') {
     s.nvshmem_hcas = ParseDeviceList(*v);
   }
   ReadGid(getenv, "NVSHMEM_IB_GID_INDEX", s.nvshmem_gid_index, unparsed);
-  if (auto v = Str(getenv, "MC_TE_FILTERS")) s.mooncake_filters = Split(*v);
+  if (auto v = Str(getenv, kMooncakeFilters)) s.mooncake_filters = Split(*v);
   ReadGid(getenv, "MC_GID_INDEX", s.mooncake_gid_index, unparsed);
   ReadGid(getenv, "NCCL_IB_GID_INDEX", s.nccl_gid_index, unparsed);
   if (auto v = Str(getenv, "GLOO_SOCKET_IFNAME")) s.gloo_ifnames = Split(*v);

@@ -59,6 +59,23 @@ Result<void> CheckNode(const json& allocation, const ClaimRef& ref, const std::s
               "claim " + ref.Text() + " is allocated to another node, not " + node);
 }
 
+// commLibraries: "all", "none", a comma list, or a list of names.
+Result<std::vector<contract::Library>> CommLibraries(const json& v) {
+  std::string list;
+  if (v.is_string()) {
+    list = v.get<std::string>();
+  } else if (v.is_array()) {
+    for (const auto& n : v) {
+      if (!n.is_string()) return Fail(ErrorCode::kInvalidArgument, "must be names (strings)");
+      list += (list.empty() ? "" : ",") + n.get<std::string>();
+    }
+  } else {
+    return Fail(ErrorCode::kInvalidArgument, R"(must be a list of names, "all" or "none")");
+  }
+  if (list.empty() || list == "none") return std::vector<contract::Library>{};
+  return contract::ParseLibraries(list);
+}
+
 Result<void> ParseConfig(const json& allocation, const ClaimRef& ref, const std::string& driver,
                          ClaimConfig* out) {
   for (const auto& c : At(allocation, {"devices", "config"}).is_array()
@@ -84,12 +101,16 @@ Result<void> ParseConfig(const json& allocation, const ClaimRef& ref, const std:
                  std::set<std::string>{"exclusive", "macvlan", "ipvlan"}.contains(
                      v.get<std::string>())) {
         out->mode = v.get<std::string>();
+      } else if (k == "commLibraries") {
+        auto libs = CommLibraries(v);
+        if (!libs) return bad("commLibraries: " + libs.error().message());
+        out->comm_libraries = *libs;
       } else if (k == "mtu" || k == "linkState" || k == "mode") {
         return bad(k + " is " + v.dump() +
                    " (mtu: 68..65535; linkState: enable, disable, auto; mode: exclusive, "
                    "macvlan, ipvlan)");
       } else {
-        return bad("unknown field '" + k + "' (known: mtu, linkState, mode)");
+        return bad("unknown field '" + k + "' (known: mtu, linkState, mode, commLibraries)");
       }
     }
   }
@@ -255,6 +276,9 @@ Result<contract::CdiSpec> Preparer::Spec(const ClaimRef& ref, const json& claim,
   // The device plugin's own Allocate, for device nodes rather than its CDI names.
   deviceplugin::ResourceConfig cfg = r_.config();
   cfg.cdi = false;
+  ClaimConfig config;
+  KUBERDMA_TRY(ParseConfig(At(claim, {"status", "allocation"}), ref, o_.driver, &config));
+  if (config.comm_libraries) cfg.comm_libraries = *config.comm_libraries;
   deviceplugin::Resource nodes(cfg, r_.root());
   std::vector<sysfs::Hca> present;
   for (const auto& [name, h] : r_.hcas()) {

@@ -122,6 +122,9 @@ TEST_CASE("Names that are not mlx5: Open MPI's device gate opened, NVSHMEM's pre
                           {.name = "rxe1", .link_layer = "Ethernet", .gid_index = 1}}};
   CHECK(Vars(Library::kOpenMpi, t)["OMPI_MCA_pml_ucx_devices"] == "any");
   CHECK(Vars(Library::kNvshmem, t)["NVSHMEM_HCA_PREFIX"] == "rxe");
+  // UCX before 1.19 drops a non-mlx5 device's IPv4 UD packets unless its dgid check is off.
+  CHECK(Vars(Library::kUcx, t)["UCX_UD_ETH_DGID_CHECK"] == "n");
+  CHECK(Vars(Library::kUcx, Roce(3, 3)).count("UCX_UD_ETH_DGID_CHECK") == 0);
   t.hcas[1].name = "ibp28s0";
   CHECK(Vars(Library::kNvshmem, t).count("NVSHMEM_HCA_PREFIX") == 0);
   CHECK_THAT(Notes(Library::kNvshmem, t), Catch::Contains("share no prefix"));
@@ -129,7 +132,7 @@ TEST_CASE("Names that are not mlx5: Open MPI's device gate opened, NVSHMEM's pre
   CHECK(Vars(Library::kNvshmem, t)["NVSHMEM_HCA_PREFIX"] == "ibp");
 }
 
-TEST_CASE("One process per GPU gets its GPU's NIC and one rail; one for all stripes over all") {
+TEST_CASE("One process per GPU gets its GPU's NIC and one rail, one for all stripes over all") {
   CommTopology t = Roce(3, 3);
   t.local_rank = 3;
   CHECK(Vars(Library::kUcx, t)["UCX_NET_DEVICES"] == "mlx5_4:1");
@@ -141,6 +144,7 @@ TEST_CASE("One process per GPU gets its GPU's NIC and one rail; one for all stri
   auto ucx = Vars(Library::kUcx, t);
   CHECK(ucx["UCX_MAX_RNDV_RAILS"] == "2");
   CHECK(ucx["UCX_MAX_RMA_RAILS"] == "2");
+  CHECK_THAT(Notes(Library::kUcx, t), Catch::Contains("UCX_MAX_RMA_RAILS needs UCX 1.14"));
   CHECK(Vars(Library::kOneCcl, t)["CCL_MNIC"] == "global");
 }
 
@@ -161,6 +165,12 @@ TEST_CASE("Bad input is refused naming what is wrong") {
           "two fabrics");
   refused({.hcas = {{.name = "mlx5_0", .link_layer = "Ethernet"}}, .control_netdev = "eth0,eth1"},
           "not one interface");
+  // Gloo needs no HCA; its interfaces are still one name each.
+  auto gloo = PlanFor(Library::kGloo, {.tcp_interfaces = {"net1", "net2"}});
+  REQUIRE(gloo);
+  CHECK(gloo->vars.front() ==
+        std::pair<std::string, std::string>{"GLOO_SOCKET_IFNAME", "net1,net2"});
+  CHECK_FALSE(PlanFor(Library::kGloo, {.tcp_interfaces = {"net1,net2"}}));
   auto libs = ParseLibraries("ucx,nope");
   REQUIRE_FALSE(libs);
   CHECK_THAT(libs.error().message(), Catch::Contains("unknown library 'nope'"));

@@ -153,13 +153,53 @@ TEST_CASE("A claim that is not this node's, not allocated, or wrong is refused, 
   CHECK_THAT(refused(c), Catch::Contains("rdma.kube-rdma.io config: mtu is 12 (mtu: 68..65535"));
   c = Claim();
   c["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["pkey"] = "0x8001";
-  CHECK_THAT(refused(c), Catch::Contains("unknown field 'pkey' (known: mtu, linkState, mode)"));
+  CHECK_THAT(refused(c),
+             Catch::Contains("unknown field 'pkey' (known: mtu, linkState, mode, commLibraries)"));
+  c = Claim();
+  c["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["commLibraries"] = {
+      "nccl", "horovod"};
+  CHECK_THAT(refused(c), Catch::Contains("config: commLibraries: unknown library 'horovod'"));
+  c["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["commLibraries"] = 3;
+  CHECK_THAT(refused(c), Catch::Contains(R"(commLibraries: must be a list of names, "all")"));
   c = Claim();
   c["status"]["allocation"]["devices"]["results"] = json::array();
   CHECK_THAT(refused(c), Catch::Contains("has no device of driver rdma.kube-rdma.io"));
   CHECK_THAT(refused(Claim(), {.ns = "team-a", .uid = "../x", .name = "n"}),
              Catch::Contains("is not a UID"));
   CHECK_FALSE(p.Unprepare({.uid = "a/b"}));
+}
+
+}  // namespace
+}  // namespace kuberdma::dra
+
+namespace kuberdma::dra {
+namespace {
+
+TEST_CASE("A claim's commLibraries picks the libraries its containers are told about") {
+  Node n;
+  Preparer p(n.r, n.o, n.dir + "/cdi");
+  auto env_of = [&](const json& claim) {
+    REQUIRE(p.Prepare(kRef, claim));
+    auto spec = json::parse(*ReadFile(p.SpecPath(kRef)));
+    return spec["containerEdits"]["env"].dump();
+  };
+  // The device plugin's default: every library, in its own format.
+  std::string all = env_of(Claim());
+  CHECK_THAT(all, Catch::Contains("UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1") &&
+                      Catch::Contains("NVSHMEM_HCA_LIST=mlx5_0:1,mlx5_1:1") &&
+                      Catch::Contains("MC_TE_FILTERS=mlx5_0,mlx5_1"));
+  // A pod that sets UCX's variables itself (CDI would set the claim's over them) asks for NCCL's.
+  json c = Claim();
+  c["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["commLibraries"] = {
+      "nccl"};
+  std::string nccl = env_of(c);
+  CHECK_THAT(nccl, Catch::Contains(std::string(contract::kNcclIbHca) + "==mlx5_0:1,mlx5_1:1") &&
+                       !Catch::Contains("UCX_") && !Catch::Contains("NVSHMEM_"));
+  c["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["commLibraries"] =
+      "none";
+  std::string none = env_of(c);
+  CHECK_THAT(none, !Catch::Contains("UCX_") && Catch::Contains(contract::kHcas));
+  REQUIRE(p.Unprepare(kRef));
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ TEST_CASE("In the pod: each library told the pod's own GID on shared HCAs") {
   }
 }
 
-TEST_CASE("InfiniBand: the HCAs from KUBERDMA_HCAS; one process: the HCA beside its GPU") {
+TEST_CASE("InfiniBand: the HCAs from KUBERDMA_HCAS, and one process gets the HCA beside its GPU") {
   contract::HcaInfo a{.name = "mlx5_0",
                       .link_layer = "InfiniBand",
                       .ports = {{.port = 1, .state = "ACTIVE", .link_layer = "InfiniBand"}}};

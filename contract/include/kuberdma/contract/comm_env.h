@@ -27,6 +27,11 @@
 
 namespace kuberdma::contract {
 
+// The device-list variables the doctor names in its findings.
+inline constexpr const char* kUcxNetDevices = "UCX_NET_DEVICES";
+inline constexpr const char* kNvshmemHcaList = "NVSHMEM_HCA_LIST";
+inline constexpr const char* kMooncakeFilters = "MC_TE_FILTERS";
+
 enum class Library { kNccl, kRccl, kUcx, kOpenMpi, kNvshmem, kMooncake, kNixl, kGloo, kOneCcl };
 
 // "nccl", "rccl", "ucx", "mpi", "nvshmem", "mooncake", "nixl", "gloo", "oneccl".
@@ -58,6 +63,9 @@ struct CommTopology {
   std::vector<CommHca> hcas;
   std::string control_netdev = "eth0";  // the pod's cluster interface: bootstrap, TCP, OOB
   std::string control_address;          // its IP ("": not known, at Allocate)
+  // The interfaces a TCP-only library (Gloo) deals its traffic over, round-robin; empty: the
+  // control interface alone.
+  std::vector<std::string> tcp_interfaces;
   ProcessLayout layout = ProcessLayout::kOnePerGpu;
   // One process's view (UCX's device list and rails): the local rank whose GPU it drives; the
   // HCAs nearest that GPU. nullopt: the whole pod's.
@@ -81,7 +89,8 @@ struct LibraryEnv {
   std::vector<std::string> notes;
 };
 
-// `library`'s variables for `t`. kInvalidArgument, naming what, for no HCA, an HCA name a list
+// `library`'s variables for `t`. kInvalidArgument, naming what, for no HCA (but for Gloo, which
+// needs none), an HCA name a list
 // cannot carry (empty, or with ',', ':', '=', '^', '[' or a space: every library splits on some of
 // them), a port of 0, or HCAs of both link layers (one pod, one fabric). RoCE GIDs: one index for
 // every HCA where they agree, else the library's per-HCA form where it has one (UCX 1.18's

@@ -15,11 +15,13 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kuberdma/base/error.h"
 #include "kuberdma/contract/cdi.h"
+#include "kuberdma/contract/comm_env.h"
 #include "kuberdma/contract/pod_env.h"
 #include "kuberdma/deviceplugin/resource.h"
 #include "kuberdma/dra/slices.h"
@@ -50,6 +52,11 @@ struct ClaimConfig {
   int mtu = 0;             // 0: the NAD's
   std::string link_state;  // "", "enable", "disable", "auto"
   std::string mode;        // "", "exclusive", "macvlan", "ipvlan"
+  // The communication libraries the claim's containers are told about (comm-libs.md), in place
+  // of the device plugin's commLibraries: a list of names, "all", or "none" ([]). CDI sets its
+  // variables over the container's own, so a pod that sets a library's variables itself asks for
+  // the others only. nullopt: the device plugin's.
+  std::optional<std::vector<contract::Library>> comm_libraries;
 };
 
 // This driver's devices in `claim` (a resource.k8s.io/v1 ResourceClaim as JSON), checked: it is
