@@ -110,7 +110,28 @@ GpuDirectSupport ReadGpuDirectSupport(const SysfsRoot& root) {
     g.peermem = std::string(name) + (v.empty() ? "" : " " + v);
     break;
   }
+  std::string proc = (root.root() == "/" ? "" : root.root()) + "/proc/driver/nvidia/params";
+  if (auto params = ReadFile(proc)) {
+    size_t at = params->find("PeerMappingOverride=");
+    g.peer_mapping_override = at != std::string::npos && params->compare(at + 20, 1, "1") == 0;
+  }
   return g;
+}
+
+AtomicOps ReadAtomicOpRequester(const SysfsRoot& root, const std::string& device_path) {
+  auto cfg = ReadFile(root.Sys(device_path + "/config"));
+  if (!cfg || cfg->size() < 0x40) return AtomicOps::kUnreadable;
+  const std::string& c = *cfg;
+  auto u8 = [&](size_t at) { return static_cast<uint8_t>(c[at]); };
+  // The standard capability list starts at 0x34; the PCIe capability (ID 0x10) holds Device
+  // Control 2 at +0x28, whose bit 6 is AtomicOp Requester Enable.
+  size_t at = u8(0x34) & 0xfc;
+  for (int hops = 0; hops < 48 && at >= 0x40 && at + 0x2a <= c.size(); ++hops) {
+    if (u8(at) == 0x10)
+      return (u8(at + 0x28) & 0x40) != 0 ? AtomicOps::kEnabled : AtomicOps::kDisabled;
+    at = u8(at + 1) & 0xfc;
+  }
+  return c.size() < 0x100 && at >= c.size() ? AtomicOps::kUnreadable : AtomicOps::kNoCapability;
 }
 
 AcsRedirect ReadAcsRedirect(const SysfsRoot& root, const std::string& device_path) {

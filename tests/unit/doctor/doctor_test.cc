@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "doctor_inputs.h"
 #include "kuberdma/base/files.h"
 #include "kuberdma/cni/state.h"
 #include "kuberdma/contract/allocation.h"
@@ -18,17 +19,6 @@ namespace kuberdma::doctor {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The pod's environment; NCCL is looked for only where a test puts it (KUBERDMA_NCCL_LIBRARY),
-// never in this machine's own libraries.
-std::function<const char*(const char*)> Env(std::map<std::string, std::string> m) {
-  m.emplace("KUBERDMA_NCCL_LIBRARY", "/nonexistent/libnccl.so.2");
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(m));
-  return [shared](const char* k) -> const char* {
-    auto it = shared->find(k);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
 
 struct Fixture {
   Fixture() {
@@ -267,33 +257,6 @@ TEST_CASE(
   CHECK_THAT(f.Find(PodView(f.in), "nccl-ib-gid-index", Status::kFail)->message,
              Catch::Contains("link-local"));
 }
-
-// This namespace's interfaces all carry `ip`: the pod's own addresses, as the doctor lists them.
-class OwnAddrs final : public link::AddrOps {
- public:
-  explicit OwnAddrs(std::string ip) : ip_(std::move(ip)) {}
-  Result<void> AddAddress(const netns::NetNs&, int, const link::IpPrefix&) override { return {}; }
-  Result<void> DeleteAddress(const netns::NetNs&, int, const link::IpPrefix&) override {
-    return {};
-  }
-  Result<std::vector<link::IpPrefix>> ListAddresses(const netns::NetNs&, int) override {
-    return std::vector<link::IpPrefix>{{.family = 4, .address = ip_, .prefix_len = 24}};
-  }
-  Result<void> AddRoute(const netns::NetNs&, const link::Route&) override { return {}; }
-  Result<std::vector<link::Route>> ListRoutes(const netns::NetNs&, int) override {
-    return std::vector<link::Route>{};
-  }
-  Result<std::vector<std::pair<int, link::IpPrefix>>> ListAllAddresses(
-      const netns::NetNs&) override {
-    return std::vector<std::pair<int, link::IpPrefix>>{};
-  }
-  Result<std::vector<link::Route>> ListAllRoutes(const netns::NetNs&) override {
-    return std::vector<link::Route>{};
-  }
-
- private:
-  std::string ip_;
-};
 
 TEST_CASE(
     "On a shared HCA the pod view marks the pod's own GID entries by address, and "

@@ -46,6 +46,16 @@ void CheckNcclVersion(const Inputs& in, View& v);
 // none is found.
 std::string NcclLibraryVersion(const Inputs& in);
 
+// The IPv4 addresses on this namespace's interfaces: the pod's own (roce.cc). Empty when the
+// addresses cannot be listed.
+std::vector<std::string> OwnIpv4(const Inputs& in);
+// What the pod's communication libraries are told (comm_libs.cc): each list, transport, GID index
+// and interface against its allocation; Open MPI's device gate; IBGDA's and GDAKI's prerequisites;
+// the libraries' limits on SR-IOV VFs.
+void CheckCommLibraries(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);
+// Gloo's and TensorPipe's interfaces against the pod's (`ifnames`).
+void CheckGlooInterfaces(const Inputs& in, const std::vector<std::string>& ifnames, View& v);
+
 // RoCE (roce.cc): the pod's GID tables and the checks on them, NCCL's RoCE retry settings, and
 // the node's lossless configuration per RoCE port.
 void GidTables(const Inputs& in, const std::vector<sysfs::Hca>& expected, View& v);

@@ -150,6 +150,8 @@ View PodView(const Inputs& in) {
   std::vector<sysfs::Hca> expected = ExpectedHcas(visible, ours);
   internal::GidTables(in, expected, v);
   internal::CheckRoceRetries(in, expected, v);
+  internal::CheckCommLibraries(in, expected, v);
+  internal::CheckGlooInterfaces(in, ifnames, v);
   return v;
 }
 

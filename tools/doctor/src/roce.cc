@@ -9,6 +9,24 @@
 
 namespace kuberdma::doctor::internal {
 
+// The IPv4 addresses on this namespace's interfaces: the pod's own. On an HCA several pods share,
+// every pod's entries are in the one table and `ndevs` names collide (net1 for all), so an entry
+// is the pod's when its address is. Empty when the addresses cannot be listed.
+std::vector<std::string> OwnIpv4(const Inputs& in) {
+  std::vector<std::string> out;
+  auto here = netns::NetNs::Current();
+  if (!here || in.links == nullptr || in.addrs == nullptr) return out;
+  auto links = in.links->List(*here);
+  if (!links) return out;
+  for (const auto& l : *links) {
+    auto list = in.addrs->ListAddresses(*here, l.ifindex);
+    if (!list) continue;
+    for (const auto& a : *list)
+      if (a.family == 4) out.push_back(a.address);
+  }
+  return out;
+}
+
 using nlohmann::json;
 
 namespace {
@@ -36,24 +54,6 @@ bool Sparse(const sysfs::Port& p) {
     if (p.gids[i].index != i) return true;
   }
   return false;
-}
-
-// The IPv4 addresses on this namespace's interfaces: the pod's own. On an HCA several pods share,
-// every pod's entries are in the one table and `ndevs` names collide (net1 for all), so an entry
-// is the pod's when its address is. Empty when the addresses cannot be listed.
-std::vector<std::string> OwnIpv4(const Inputs& in) {
-  std::vector<std::string> out;
-  auto here = netns::NetNs::Current();
-  if (!here || in.links == nullptr || in.addrs == nullptr) return out;
-  auto links = in.links->List(*here);
-  if (!links) return out;
-  for (const auto& l : *links) {
-    auto list = in.addrs->ListAddresses(*here, l.ifindex);
-    if (!list) continue;
-    for (const auto& a : *list)
-      if (a.family == 4) out.push_back(a.address);
-  }
-  return out;
 }
 
 bool Owns(const std::vector<std::string>& own, const sysfs::Gid& g) {

@@ -9,6 +9,7 @@
 //   if (d <= PciDistance::kPxb) ...   // the pairing NCCL wants
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,8 +55,19 @@ struct GpuDirectSupport {
   std::string nvidia_version;  // "550.54.15" ("" when sysfs does not say)
   bool peermem_loaded = false;
   std::string peermem;  // "nvidia_peermem 550.54.15", "nv_peer_mem 1.3"
+  // The driver's registry (RegistryDwords in /proc/driver/nvidia/params, under the root) sets
+  // PeerMappingOverride=1: a NIC may map GPU memory for non-admin processes (what IBGDA's doorbells
+  // need; NVIDIA's open-gpu-kernel-modules discussion #1053). nullopt when the file is unreadable.
+  std::optional<bool> peer_mapping_override;
 };
 GpuDirectSupport ReadGpuDirectSupport(const SysfsRoot& root);
+
+// Whether the PCI function at `device_path` may issue PCIe AtomicOps (Device Control 2's AtomicOp
+// Requester Enable, PCIe capability): what an HCA needs to do GPU-initiated atomics (NVSHMEM's
+// IBGDA, NCCL's GDAKI). kUnreadable without the capability list (not root), kNoCapability for a
+// function without the PCIe capability.
+enum class AtomicOps { kEnabled, kDisabled, kNoCapability, kUnreadable };
+AtomicOps ReadAtomicOpRequester(const SysfsRoot& root, const std::string& device_path);
 
 // PCIe Access Control Services on a bridge: kOn when it redirects peer-to-peer requests or
 // completions (or egress-controls them) up to the root complex, so GPU<->HCA traffic leaves the

@@ -82,6 +82,9 @@ struct Inputs {
   // are looked up under it, except /proc/... paths, which need the host's PID namespace instead.
   std::string host_root;
   std::vector<std::string> gpus;  // topo: the pod's GPUs (PCI addresses); empty: every GPU
+  // pod: this container's process status, whose CapEff says whether it has CAP_SYS_ADMIN (what
+  // NVSHMEM's IBGDA needs).
+  std::string proc_status = "/proc/self/status";
   // node: Linux's version as major * 100 + minor (DMA-BUF needs 512); 0: this kernel's (uname).
   int kernel_version = 0;
   // NCCL is found as rdma-validate finds it (kuberdma::ncclfind): KUBERDMA_NCCL_LIBRARY (through
