@@ -73,11 +73,11 @@ Result<void> ProbeAndWait(const SysfsRoot& root, const std::string& pci_address,
   auto deadline = std::chrono::steady_clock::now() + wait;
   while (!root.Exists(dir + "/driver")) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Fail(ErrorCode::kTimeout,
-                  pci_address + " has no driver " + std::to_string(wait.count()) +
-                      " ms after it was probed; bind it by hand: echo " + pci_address +
-                      " > /sys/bus/pci/drivers/" + (driver.empty() ? "<its driver>" : driver) +
-                      "/bind");
+      return Fail(ErrorCode::kTimeout, pci_address + " has no driver " +
+                                           std::to_string(wait.count()) +
+                                           " ms after it was probed; bind it by hand: echo " +
+                                           pci_address + " > /sys/bus/pci/drivers/" +
+                                           (driver.empty() ? "<its driver>" : driver) + "/bind");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
