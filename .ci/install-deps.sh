@@ -14,6 +14,7 @@ packages=(
   libcurl4-openssl-dev                 # the DRA driver's API server client
   libibverbs-dev ibverbs-providers     # the validator's verbs probe module (and Soft-RoCE's provider)
   libibumad-dev                        # InfiniBand rails' neighbours: an SMP one hop out (smp/)
+  libucx-dev libopenmpi-dev            # the validator's UCX and Open MPI modules (loaded at run time)
   catch2                               # the tests (CMake configures them with everything else)
   libyaml-cpp-dev                      # tools/sim reads rendered manifests (demo, namespace tests)
   iproute2                             # the demo's and the namespace tests' namespaces, and cleanup
@@ -27,6 +28,7 @@ test_packages=(
   lldpd                                # the switches of the cabling test (their LLDP agent)
   qemu-system-x86 kmod cpio            # the VM tier: Debian's kernel under QEMU, its initramfs
   strace                               # the VM tier's crash sweep: SIGKILL at each write or send
+  ucx-utils openmpi-bin                # the VM tier's communication libraries: UCX 1.13, Open MPI 4.1
 )
 # npm (Helm and the Kubernetes API schemas come from its registry) is whatever Node.js the machine
 # has; .ci/install-helm.sh installs Debian's where there is none.

@@ -125,5 +125,18 @@ for bad, why in [(["--collective", "allreduce"], "unknown collective"),
     checks += 1
     check(r.returncode == 2 and why in r.stderr, f"rdma-validate {' '.join(bad)}: exit 2, {why!r}")
 
+# The probe modules load whole (every symbol bound, as rdma-validate's dlopen asks) on this machine's
+# libraries, as a job image's would provide them: a symbol from a library the image may lack (the
+# MPI C++ bindings' libmpi_cxx once) is caught here, not in a pod.
+import ctypes
+import glob
+for module in sorted(glob.glob(f"{build}/tools/validator/rdma-validate-*.so")):
+    checks += 1
+    try:
+        ctypes.CDLL(module, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        check(True, f"{os.path.basename(module)} loads with every symbol bound")
+    except OSError as e:
+        check(False, f"{os.path.basename(module)} loads with every symbol bound: {e}")
+
 print(f"{checks - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

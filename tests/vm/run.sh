@@ -18,6 +18,9 @@
 #     tests/vm/sriov-sweep.sh: a VF tenant's forged LLDPDUs not believed, nothing of one pod
 #     left to the next on its VF, a SIGKILL before each write and netlink send of ADD and DEL
 #     (driver rebinds included) with the VF back exactly, bad input refused with nothing changed);
+#   - guests "comm0" and "comm1" at once, two rails each on two QEMU multicast networks:
+#     tests/vm/guest-comm.sh: Debian's UCX and Open MPI told what `rdma-validate --env` plans,
+#     proven by rdma-validate --transport ucx and --transport mpi over both rails' Soft-RoCE;
 #   - guests "fleet0".."fleet2" at once, two rails each on two QEMU multicast networks:
 #     tests/vm/guest-fleet.sh: the fleet's verbs rail sweep (rdma-validate --mode acceptance
 #     --transport verbs) names one node's cut rail and another's policed rail.
@@ -31,7 +34,8 @@ OUT=${2:-build/vm/results}
 command -v qemu-system-x86_64 >/dev/null || {
   echo "SKIP: the VM tier needs qemu-system-x86 (apt-get install qemu-system-x86)"; exit 77; }
 for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/rdma \
-  tools/validator/rdma-validate tools/validator/rdma-validate-verbs.so; do
+  tools/validator/rdma-validate tools/validator/rdma-validate-verbs.so \
+  tools/validator/rdma-validate-ucx.so tools/validator/rdma-validate-mpi.so; do
   [ -x "$BUILD/$b" ] || { echo "vm: $BUILD/$b is missing: build first"; exit 1; }
 done
 rm -rf "$OUT"
@@ -132,5 +136,35 @@ fleet() {
   echo "vm: guests fleet0..2 in $((SECONDS - t)) s"
 }
 fleet
+
+# Two guests at once, two rails each (multicast groups, as the fleet's): the communication
+# libraries other than NCCL (UCX, Open MPI), from Debian's packages.
+comm() {
+  local t=$SECONDS group="239.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))"
+  local p1=$((20000 + RANDOM % 20000)) n pids=() rc
+  for n in 0 1; do
+    mkdir -p "$OUT/comm$n" && echo "$BUILD" >"$OUT/comm$n/build"
+    KUBERDMA_VM_TIMEOUT=${KUBERDMA_VM_TIMEOUT:-900} bash tests/vm/boot.sh "vm-comm$n" "$OUT/comm$n" \
+      tests/vm/guest-comm.sh "mcast:$group:$p1,$((p1 + 1)):$n" 1 &
+    pids+=($!)
+  done
+  for n in 0 1; do
+    rc=0
+    wait "${pids[$n]}" || rc=$?
+    sed -n '/^ok   /p; /^FAIL /p' "$OUT/comm$n/console.log" | sed "s/^/  [comm$n] /"
+    if [ "$rc" != 0 ]; then
+      failed=$((failed + 1))
+      echo "vm: guest comm$n failed (exit $rc); console tail:"
+      tail -40 "$OUT/comm$n/console.log" | sed 's/^/    /'
+    fi
+  done
+  echo "vm: guests comm0/comm1 in $((SECONDS - t)) s"
+}
+if command -v ucx_perftest >/dev/null && command -v mpirun >/dev/null; then
+  guests=$((guests + 2))
+  comm
+else
+  echo "vm: SKIP guests comm0/comm1: UCX and Open MPI are not installed (ucx-utils, openmpi-bin)"
+fi
 echo "vm: $((guests - failed)) of $guests guests passed in $((SECONDS - t0)) s (results in $OUT)"
 [ "$failed" = 0 ]

@@ -2,7 +2,7 @@
 // rdma-validate: proves, inside a pod, that NCCL uses every injected HCA; in acceptance mode,
 // accepts a fleet of nodes and names the slow one. See docs/validator.md.
 //
-//   rdma-validate [--mode single|multi-pod|acceptance] [--transport ib|socket]
+//   rdma-validate [--mode single|multi-pod|acceptance] [--transport ib|socket|verbs|ucx|mpi|gloo]
 //                 [--expect mlx5_0,mlx5_1] [--size 256M] [--iters 20] [--timeout 60]
 //                 [--min-busbw GBps] [--json FILE]
 //   rdma-validate --mode acceptance [--pairs always|auto|never] [--min-fleet-fraction 0.8]
@@ -181,9 +181,12 @@ void AddRunOptions(CLI::App& app, Cli& c) {
       ->check(CLI::IsMember({"single", "multi-pod", "acceptance"}));
   app.add_option(
          "--transport", c.transport,
-         "ib (default; no silent fallback), socket (TCP-only fabrics, tests), or verbs (no NCCL or "
-         "GPU: an RDMA write and ping-pong per rail with the peer pod, like ib_write_bw)")
-      ->check(CLI::IsMember({"ib", "socket", "verbs"}));
+         "ib (default; no silent fallback), socket (TCP-only fabrics, tests), verbs (no NCCL or "
+         "GPU: an RDMA write and ping-pong per rail with the peer pod, like ib_write_bw), or a "
+         "library other than NCCL through its own transport on the pod's NICs: ucx (tag "
+         "rendezvous and RMA with the peer pod), mpi (allreduce and alltoall through pml ucx, "
+         "under mpirun), gloo (PyTorch's allreduce over its interfaces)")
+      ->check(CLI::IsMember({"ib", "socket", "verbs", "ucx", "mpi", "gloo"}));
   app.add_option("--expect", o.expect,
                  "expected HCAs (ib) or netdevs (socket); default: the device plugin's env");
   app.add_option(
@@ -469,9 +472,12 @@ int Acceptance(Validator& v, const Cli& c) {
 void Resolve(Cli& c) {
   c.o.mode = c.mode == "single" ? Mode::kSingle
                                 : (c.mode == "multi-pod" ? Mode::kMultiPod : Mode::kAcceptance);
-  c.o.transport = c.transport == "ib"       ? Transport::kIb
-                  : c.transport == "socket" ? Transport::kSocket
-                                            : Transport::kVerbs;
+  for (Transport t : {Transport::kIb, Transport::kSocket, Transport::kVerbs, Transport::kUcx,
+                      Transport::kMpi, Transport::kGloo}) {
+    if (c.transport == TransportName(t)) c.o.transport = t;
+  }
+  c.o.one_process = c.one_process;
+  c.o.control_interface = c.control_interface;
   c.o.bytes = ParseSize(c.size);
 }
 

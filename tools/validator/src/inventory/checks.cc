@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "kuberdma/contract/comm_env.h"
 #include "kuberdma/contract/pod_env.h"
 
 namespace kuberdma::validator {
@@ -179,10 +180,24 @@ Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& get
 }
 
 Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv,
-                                 const std::string& flag) {
+                                 const std::string& flag, bool gloo) {
   Expected e;
   std::string v = flag;
   e.source = "--expect";
+  if (v.empty() && gloo) {
+    // Gloo's interface list (contract/comm_env.h reads it): plain names, comma-separated.
+    for (const auto& name :
+         contract::ReadCommEnv(getenv).gloo_ifnames.value_or(std::vector<std::string>{})) {
+      e.names.push_back(name);
+    }
+    e.source = "Gloo's interfaces";
+    if (e.names.empty()) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "no expected interfaces: pass --expect eth0 or run with `rdma-validate --env "
+                  "gloo`'s variables");
+    }
+    return e;
+  }
   if (v.empty()) {
     const char* s = getenv("NCCL_SOCKET_IFNAME");
     v = s != nullptr ? s : "";

@@ -175,7 +175,7 @@ void Validator::JudgeGdr(Report& r, const NcclLog& log) {
 void Validator::JudgeLineRate(Report& r) {
   double floor = r.opts.min_line_rate;
   if (floor <= 0 || !r.verified || r.bandwidth.busbw_gbps <= 0) return;
-  if (r.opts.transport == Transport::kSocket) {
+  if (OverNetdevs(r.opts.transport)) {
     r.warnings.emplace_back(
         "line-rate floor not applied: the Socket transport's netdevs report no port rate");
     return;

@@ -213,6 +213,9 @@ Report Validator::Run() {
   Report r = Inventory();
   if (r.exit_code == 2) return r;
   if (opts_.transport == Transport::kVerbs && !opts_.inventory_only) return RunVerbs(std::move(r));
+  if (opts_.transport == Transport::kUcx && !opts_.inventory_only) return RunUcx(std::move(r));
+  if (opts_.transport == Transport::kMpi && !opts_.inventory_only) return RunMpi(std::move(r));
+  if (opts_.transport == Transport::kGloo && !opts_.inventory_only) return RunGloo(std::move(r));
   if (auto done = WithoutNccl(r)) return *done;
   // Multi-pod: who we are, once; reported even when the run stops early.
   Result<RankInfo> ri = Rank(r);

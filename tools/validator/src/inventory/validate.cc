@@ -140,8 +140,9 @@ void Validator::InventorySocket(Report& r, const Expected& e) {
 Report Validator::Inventory() {
   Report r;
   r.opts = opts_;
-  auto e = opts_.transport != Transport::kSocket ? ExpectedHcas(getenv_, opts_.expect)
-                                                 : ExpectedNetdevs(getenv_, opts_.expect);
+  auto e = !OverNetdevs(opts_.transport)
+               ? ExpectedHcas(getenv_, opts_.expect)
+               : ExpectedNetdevs(getenv_, opts_.expect, opts_.transport == Transport::kGloo);
   if (!e) {
     r.problems.push_back(e.error().message());
     r.verdict = "error";
@@ -149,7 +150,7 @@ Report Validator::Inventory() {
     return r;
   }
   r.expected_source = e->source;
-  if (opts_.transport != Transport::kSocket) {
+  if (!OverNetdevs(opts_.transport)) {
     InventoryIb(r, *e);
   } else {
     InventorySocket(r, *e);
@@ -175,7 +176,7 @@ bool VirtualHcaBytes(const sysfs::SysfsRoot& root, const sysfs::Hca& h,
 
 Snapshot Validator::ReadCounters(const Report& inv) {
   Snapshot s;
-  if (opts_.transport == Transport::kSocket) {
+  if (OverNetdevs(opts_.transport)) {
     auto here = netns::NetNs::Current();
     for (const auto& d : inv.devices) {
       if (!here) break;
@@ -218,6 +219,14 @@ uint64_t BytesMoved(const Snapshot& before, const Snapshot& after, const std::st
   return (Delta(b->second.first, a->second.first).value +
           Delta(b->second.second, a->second.second).value) *
          mult;
+}
+
+uint64_t BytesSent(const Snapshot& before, const Snapshot& after, const std::string& dev) {
+  auto b = before.bytes.find(dev);
+  auto a = after.bytes.find(dev);
+  if (b == before.bytes.end() || a == after.bytes.end()) return 0;
+  uint64_t mult = after.word_counters.contains(dev) ? kIbDataWordBytes : 1;
+  return Delta(b->second.first, a->second.first).value * mult;
 }
 
 std::map<std::string, std::string> Validator::NcclEnv(const Report& inv,

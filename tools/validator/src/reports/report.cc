@@ -59,6 +59,9 @@ json Report::ToJson() const {
           {"mode", opts.mode == Mode::kSingle ? "single" : "multi-pod"},
           {"transport", TransportName(opts.transport)},
           {"verbs", verbs},
+          {"libraryRuns", library_runs},
+          {"libraryVersion", library_version},
+          {"libraryEnv", library_env},
           {"rank", rank},
           {"worldSize", world_size},
           {"expectedFrom", expected_source},
@@ -122,12 +125,16 @@ std::string Report::CollectiveLines() const {
 
 namespace {
 
-// Where the NCCL logs are (--log-dir, or the directory rdma-validate made), or "".
-std::string LogsLine(const std::vector<std::string>& log_files) {
+// Where the library's logs are (--log-dir, or the directory rdma-validate made), or "".
+std::string LogsLine(const std::vector<std::string>& log_files, const std::string& library) {
   if (log_files.empty()) return "";
   std::string dir = log_files.front().substr(0, log_files.front().find_last_of('/'));
-  return "  NCCL logs: " + std::to_string(log_files.size()) + " file(s) in " + dir + "\n";
+  return "  " + library + " logs: " + std::to_string(log_files.size()) + " file(s) in " + dir +
+         "\n";
 }
+
+// Whose log lines a library run kept: pml ucx's are UCX's too.
+std::string LogsOf(Transport t) { return t == Transport::kGloo ? "Gloo" : "UCX"; }
 
 }  // namespace
 
@@ -162,8 +169,9 @@ std::string Report::Table() const {
   o << "rdma-validate (" << (opts.mode == Mode::kSingle ? "single" : "multi-pod") << ", "
     << (opts.transport == Transport::kIb       ? "IB"
         : opts.transport == Transport::kSocket ? "Socket"
-                                               : "verbs")
-    << ", rank " << rank << " of " << world_size << "; "
+                                               : TransportName(opts.transport))
+    << (library_version.empty() ? "" : " (" + library_version + ")") << ", rank " << rank << " of "
+    << world_size << "; "
     << (expected_source.empty() ? "no expected devices" : "expected from " + expected_source)
     << ")\n";
   char line[256];
@@ -172,12 +180,13 @@ std::string Report::Table() const {
                   "present", "state", "usable", "chosen", "sent", "received", "share", "traffic");
     o << line;
   }
+  const bool ran = ran_collective || !library_runs.is_null();
   for (const auto& d : devices) {
     std::snprintf(line, sizeof line, "  %-12s %-8s %-14s %-6s %-7s %12s %12s %6.1f%% %s\n",
                   d.name.c_str(), d.present ? "yes" : "NO", d.state.c_str(),
-                  d.usable ? "yes" : "NO", ran_collective ? (d.chosen_by_nccl ? "yes" : "NO") : "-",
+                  d.usable ? "yes" : "NO", ran ? (d.chosen_by_nccl ? "yes" : "NO") : "-",
                   Bytes(d.bytes_sent).c_str(), Bytes(d.bytes_received).c_str(), 100 * d.share,
-                  ran_collective ? (d.carried_traffic ? "yes" : "NO") : "-");
+                  ran ? (d.carried_traffic ? "yes" : "NO") : "-");
     o << line << DeviceDetails(d);
   }
   if (ran_collective) {
@@ -187,7 +196,9 @@ std::string Report::Table() const {
   }
   for (const auto& p : problems) o << "  problem: " << p << "\n";
   for (const auto& w : warnings) o << "  warning: " << w << "\n";
-  o << LogsLine(log_files) << "  verdict: " << verdict << " (exit " << exit_code << ")\n";
+  for (const auto& e : library_env) o << "  told: " << e << "\n";
+  o << LogsLine(log_files, library_runs.is_null() ? "NCCL" : LogsOf(opts.transport))
+    << "  verdict: " << verdict << " (exit " << exit_code << ")\n";
   return o.str();
 }
 

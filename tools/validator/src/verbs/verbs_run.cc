@@ -21,8 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-using ProbeFn = int (*)(const char* request_json, char* out, size_t out_len);
-
 constexpr const char* kVerbsModule = "rdma-validate-verbs.so";
 
 }  // namespace

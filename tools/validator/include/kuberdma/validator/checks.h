@@ -80,8 +80,9 @@ struct Expected {
 // "=" form or a plain list; an exclusion list "^..." names none).
 Result<Expected> ExpectedHcas(const std::function<const char*(const char*)>& getenv,
                               const std::string& flag);
-// The netdevs for the Socket transport: `flag`, else NCCL_SOCKET_IFNAME.
+// The netdevs for the Socket transport: `flag`, else NCCL_SOCKET_IFNAME; for Gloo (`gloo`):
+// `flag`, else the interfaces its environment lists (contract/comm_env.h).
 Result<Expected> ExpectedNetdevs(const std::function<const char*(const char*)>& getenv,
-                                 const std::string& flag);
+                                 const std::string& flag, bool gloo = false);
 
 }  // namespace kuberdma::validator

@@ -26,10 +26,27 @@
 namespace kuberdma::validator {
 
 // kVerbs: no NCCL; an RC QP per rail with the peer pod's HCA (the verbs module).
-enum class Transport { kIb, kSocket, kVerbs };
+// kUcx, kMpi, kGloo: not NCCL but that library, through its own transport (lib_run.h).
+enum class Transport { kIb, kSocket, kVerbs, kUcx, kMpi, kGloo };
 inline const char* TransportName(Transport t) {
-  return t == Transport::kIb ? "ib" : (t == Transport::kSocket ? "socket" : "verbs");
+  switch (t) {
+    case Transport::kIb:
+      return "ib";
+    case Transport::kSocket:
+      return "socket";
+    case Transport::kVerbs:
+      return "verbs";
+    case Transport::kUcx:
+      return "ucx";
+    case Transport::kMpi:
+      return "mpi";
+    case Transport::kGloo:
+      return "gloo";
+  }
+  return "?";
 }
+// The transports whose devices are netdevs (TCP), not HCAs.
+inline bool OverNetdevs(Transport t) { return t == Transport::kSocket || t == Transport::kGloo; }
 enum class Mode { kSingle, kMultiPod, kAcceptance };
 
 // The default line-rate floor: half of each HCA's port rate. Healthy NDR InfiniBand and 400G RoCE
@@ -92,6 +109,10 @@ struct Options {
   // none.
   std::string cabling_dir;
   int join_timeout_s = 0;  // 0: max(120, 5 x timeout)
+  // --transport ucx: one process over every HCA at once (a KV-cache server's layout) instead of
+  // each rail on its own (one process per GPU).
+  bool one_process = false;
+  std::string control_interface = "eth0";  // the libraries' control interface (--env's)
 };
 
 struct DeviceResult {
@@ -104,8 +125,8 @@ struct DeviceResult {
   bool uverbs_openable = false;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
-  double share = 0;  // of all expected devices' bytes
-  bool chosen_by_nccl = false;
+  double share = 0;             // of all expected devices' bytes
+  bool chosen_by_nccl = false;  // NCCL's log named it (--transport ucx|mpi: a lane of UCX's log)
   int nccl_channels = 0;
   bool carried_traffic = false;
   std::map<std::string, uint64_t> error_deltas;
@@ -145,8 +166,13 @@ struct Report {
   std::vector<DeviceResult> devices;
   std::vector<std::string> unexpected;  // visible but not ours
   std::string nccl_version;
-  std::string nccl_library;  // the libnccl.so.2 this run loaded (the job image's)
-  nlohmann::json verbs;      // --transport verbs: each rail's probe (null otherwise)
+  std::string nccl_library;     // the libnccl.so.2 this run loaded (the job image's)
+  nlohmann::json verbs;         // --transport verbs: each rail's probe (null otherwise)
+  nlohmann::json library_runs;  // --transport ucx|mpi|gloo: each phase (lib_run.h; null otherwise)
+  std::string library_version;  // --transport ucx|mpi|gloo: the library as it named itself
+  // --transport ucx|mpi|gloo: what the library was told ("UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"),
+  // the plan's variables as `--env` prints them, and the plan's notes.
+  std::vector<std::string> library_env;
   std::string nccl_network;
   std::vector<std::string> nccl_devices;
   std::vector<std::string> nccl_bypasses;
@@ -183,6 +209,8 @@ struct Snapshot {
 // The bytes device `dev` moved between two snapshots (sent + received; IB words made bytes; one
 // 32-bit wrap accounted for).
 uint64_t BytesMoved(const Snapshot& before, const Snapshot& after, const std::string& dev);
+// Of those, the bytes it sent.
+uint64_t BytesSent(const Snapshot& before, const Snapshot& after, const std::string& dev);
 
 class Validator {
  public:
@@ -245,6 +273,11 @@ class Validator {
   Result<RankInfo> Rank(Report& r) const;
   // --transport verbs (verbs_run.cc): the probe with the peer pod, judged by JudgeVerbs.
   Report RunVerbs(Report r);
+  // --transport ucx|mpi|gloo (ucx_run.cc, mpi_run.cc, gloo_run.cc): the library's probe, judged
+  // by JudgeLibRuns.
+  Report RunUcx(Report r);
+  Report RunMpi(Report r);
+  Report RunGloo(Report r);
   Options opts_;
   std::optional<std::vector<std::string>> own_ipv4_;
   sysfs::SysfsRoot root_;
