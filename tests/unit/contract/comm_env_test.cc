@@ -81,7 +81,7 @@ TEST_CASE("Each library is told the pod's HCAs, GID and control interface in its
 }
 
 TEST_CASE(
-    "GIDs that differ per HCA: UCX's per-HCA subnets, one range, or a note; never a wrong "
+    "GIDs that differ per HCA: UCX's per-HCA subnets, one range, or a note, never a wrong "
     "index") {
   CommTopology t = Roce(3, 5);
   auto ucx = Vars(Library::kUcx, t);

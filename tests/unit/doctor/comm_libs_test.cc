@@ -50,7 +50,7 @@ struct Pod {
 
 const char* kTwoHcas = R"([{"name":"mlx5_0"},{"name":"mlx5_1"}])";
 
-TEST_CASE("comm-devices: a library's list naming an HCA the pod lacks fails; one left out warns") {
+TEST_CASE("comm-devices: a library's list naming an HCA the pod lacks fails, one left out warns") {
   Pod p("roce8");
   p.in.getenv = Env({{"KUBERDMA_HCAS", kTwoHcas}, {"UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1"}});
   auto ok = p.Of(PodView(p.in), "comm-devices");
@@ -165,7 +165,7 @@ std::string Config(bool atomics) {
   return c;
 }
 
-TEST_CASE("ibgda: what GPU-initiated RDMA lacks, each named; asked for, it fails") {
+TEST_CASE("ibgda: what GPU-initiated RDMA lacks, each named, and asked for it fails") {
   Pod p("roce8");
   p.in.kernel_version = 610;
   auto hca = sysfs::ReadHca(p.in.root, "mlx5_0", sysfs::HcaDetail::kPorts);

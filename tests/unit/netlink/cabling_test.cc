@@ -127,7 +127,7 @@ struct EveryoneHeard final : lldp::LldpListener {
 };
 
 TEST_CASE(
-    "A rail whose PF has a VF away (in a pod, a VM) is not listened on; unbound VFs do not count") {
+    "A rail whose PF has a VF away (in a pod, a VM) is not listened on, unbound VFs not counted") {
   namespace fs = std::filesystem;
   char tmpl[] = "/tmp/kuberdma-vfaway-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
