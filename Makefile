@@ -6,7 +6,7 @@ PRESET ?= ci
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps helm promtool configure build test asan images chart vmtest unit netns demo bench fuzz boundaries format lint fixtures clean
+.PHONY: deps helm promtool configure build test asan images push chart vmtest unit netns demo bench fuzz boundaries format lint fixtures clean
 
 deps:
 	@bash .ci/install-deps.sh
@@ -35,12 +35,13 @@ boundaries: configure
 test: build boundaries format helm promtool
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory asan
-	@BUILD=$(BUILD) bash deploy/images/build.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
+	@BUILD=$(BUILD) bash deploy/images/build.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]; \
+	  [ $$rc -eq 77 ] || bash tests/images/registry_test.sh
 	@$(MAKE) --no-print-directory vmtest
 
 # The sanitizer tier (run by `make test`): the unit, namespace and fuzz-replay tests built with
 # AddressSanitizer + UBSan (the `asan` preset, build/asan); any report fails the test.
-ASAN_TARGETS := unit_tests netns_tests rdma fuzz_config fuzz_ipam fuzz_nccl_log fuzz_checkpoint \
+ASAN_TARGETS := unit_tests netns_tests kube-rdma fuzz_config fuzz_ipam fuzz_nccl_log fuzz_checkpoint \
   fuzz_state fuzz_podenv fuzz_dpconfig fuzz_fabric
 asan: deps
 	@cmake --preset asan >/dev/null
@@ -54,6 +55,13 @@ asan: deps
 # build without CUDA and NCCL, whose validator could only take inventory: `make test` then skips it.
 images: build
 	@BUILD=$(BUILD) bash deploy/images/build.sh
+
+# The node image pushed to a registry you own (REGISTRY=registry.example.com/kube-rdma; skopeo's
+# credentials: `skopeo login` first), tagged with the version; writes build/images/image-values.yaml
+# for `helm install -f` (deploy/images/push.sh). Builds the image first where needed.
+push: build
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=registry.example.com/kube-rdma"; exit 2; }
+	@BUILD=$(BUILD) bash deploy/images/push.sh $(REGISTRY) $(PUSH_FLAGS)
 
 # The Helm chart as a versioned artifact with its SHA-256 (build/chart; checked by CTest too).
 chart: helm
@@ -91,7 +99,7 @@ ifeq ($(SRIOV),1)
 demo:
 	@bash .ci/install-deps.sh demo-sriov
 	@cmake --preset $(PRESET) >/dev/null
-	@cmake --build --preset $(PRESET) -j $(JOBS) --target rdma
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target kube-rdma
 	@bash tools/demo/sriov-demo.sh $(BUILD)
 else
 demo: helm

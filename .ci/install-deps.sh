@@ -24,6 +24,7 @@ packages=(
 test_packages=(
   python3-yaml python3-kubernetes      # offline validation of deploy/ manifests
   buildah skopeo debootstrap busybox-static   # make images: build, archive, plain root, image shell
+  docker-registry curl                 # make test: the image pushed to a real registry (distribution 2.8)
   chromium                             # the fleet report page test (headless)
   lldpd                                # the switches of the cabling test (their LLDP agent)
   qemu-system-x86 kmod cpio            # the VM tier: Debian's kernel under QEMU, its initramfs

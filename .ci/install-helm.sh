@@ -18,6 +18,9 @@ SUDO=""
 
 if ! command -v npm >/dev/null; then
   echo "install-helm: installing Debian's npm to fetch Helm" >&2
+  # A fresh Debian (debootstrap, the debian:12 image) has empty apt lists: npm is not found
+  # until they are read.
+  $SUDO apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
 fi
 

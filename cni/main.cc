@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `rdma` CNI binary: reads CNI_* and stdin, runs one verb, prints exactly one result or error
-// document on stdout. Everything else (logs) goes to stderr and the optional log file.
+// The `kube-rdma` CNI binary: reads CNI_* and stdin, runs one verb, prints exactly one result or
+// error document on stdout. Everything else (logs) goes to stderr and the optional log file.
 #include <fcntl.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/base_sink.h>
@@ -50,20 +50,25 @@ void Print(const nlohmann::json& j) {
 }
 
 constexpr char kUsage[] =
-    "rdma: the kube-rdma CNI plugin. A container runtime (through Multus) runs it, with the\n"
+    "kube-rdma: the kube-rdma CNI plugin. A container runtime (through Multus) runs it, with the\n"
     "verb in CNI_COMMAND (ADD, DEL, CHECK, STATUS, GC, VERSION), the attachment in\n"
     "CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME, and the network config on stdin.\n"
     "By hand, for example:\n"
-    "  CNI_COMMAND=VERSION rdma </dev/null\n"
+    "  CNI_COMMAND=VERSION kube-rdma </dev/null\n"
     "  CNI_COMMAND=ADD CNI_CONTAINERID=c1 CNI_NETNS=/var/run/netns/p CNI_IFNAME=net1 \\\n"
-    "    rdma <<<'{\"cniVersion\":\"1.0.0\",\"name\":\"rdma-net\",\"type\":\"rdma\"}'\n"
+    "    kube-rdma <<<'{\"cniVersion\":\"1.0.0\",\"name\":\"ib\",\"type\":\"kube-rdma\"}'\n"
     "Config reference, error codes and state: docs/cni.md; rdma-doctor node shows what it did.\n"
-    "  rdma --help | --version\n"
-    "  rdma --install DEST   copy this binary to DEST (e.g. /opt/cni/bin/kube-rdma), never over\n"
-    "                        another plugin's file (exit 1 naming it)\n";
+    "  kube-rdma --help | --version\n"
+    "  kube-rdma --check-config < config.json   a NAD's config through ADD's parser: 0, or 2\n"
+    "                             and the error ADD would give\n"
+    "  kube-rdma --install DEST   copy this binary to DEST (e.g. /opt/cni/bin/kube-rdma), never "
+    "over\n"
+    "                             another plugin's file (exit 1 naming it)\n";
 
-// `rdma --help`, `rdma --version`, or a person at a terminal without CNI_COMMAND: text, not an
-// error document. Returns the exit code, or -1 when this is a runtime's call.
+int CheckConfig();
+
+// `kube-rdma --help`, `kube-rdma --version`, or a person at a terminal without CNI_COMMAND: text,
+// not an error document. Returns the exit code, or -1 when this is a runtime's call.
 int ByHand(int argc, char** argv) {
   std::string arg = argc > 1 ? argv[1] : "";
   if (arg == "--version" || arg == "-v") {
@@ -74,12 +79,12 @@ int ByHand(int argc, char** argv) {
     std::string dest = arg == "--install" ? (argc > 2 ? argv[2] : "") : arg.substr(10);
     if (dest.empty() || dest[0] != '/') {
       constexpr std::string_view kNeedsPath =
-          "rdma --install: give the absolute destination path\n";
+          "kube-rdma --install: give the absolute destination path\n";
       (void)kuberdma::WriteAll(2, kNeedsPath.data(), kNeedsPath.size());
       return 2;
     }
     auto r = InstallCniBinary("/proc/self/exe", dest);
-    std::string line = (r ? *r : "rdma --install: " + r.error().message()) + "\n";
+    std::string line = (r ? *r : "kube-rdma --install: " + r.error().message()) + "\n";
     (void)kuberdma::WriteAll(r ? 1 : 2, line.data(), line.size());
     return r ? 0 : 1;
   }
@@ -87,6 +92,7 @@ int ByHand(int argc, char** argv) {
     PrintText(kUsage);
     return 0;
   }
+  if (arg == "--check-config") return CheckConfig();
   if (GetEnv("CNI_COMMAND") == nullptr && ::isatty(0) == 1) {
     (void)kuberdma::WriteAll(2, kUsage, sizeof kUsage - 1);
     return 2;
@@ -113,6 +119,22 @@ CniResult<std::string> ReadStdin() {
     }
   }
   return text;
+}
+
+// `kube-rdma --check-config < config.json`: a NAD's config (its spec.config) through the parser ADD
+// uses, without touching the node: 0 and what it would do, or 2 and the error ADD would return.
+int CheckConfig() {
+  auto refused = [](const CniError& e) {
+    PrintText("kube-rdma --check-config: error " + std::to_string(e.code) + ": " + e.msg + "\n");
+    return 2;
+  };
+  auto text = ReadStdin();
+  if (!text) return refused(text.error());
+  auto conf = ParseConfig(*text, Command::kAdd);
+  if (!conf) return refused(conf.error());
+  PrintText("kube-rdma --check-config: " + conf->name + ": a valid " + conf->cni_version +
+            " config\n");
+  return 0;
 }
 
 // The attachment a log line is about ("rdma[pid] <container>/<ifname> <network>"), appended by

@@ -29,6 +29,11 @@ import check_manifests as cm
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHART = os.path.join(HERE, "helm", "kube-rdma")
 MANIFESTS = os.path.join(HERE, "manifests")
+TRAINER = os.path.join(HERE, "kustomize", "example-trainer")
+# The values files users start from, one per fabric.
+EXAMPLES_DIR = os.path.join(os.path.dirname(HERE), "examples")
+EXAMPLES = sorted(os.path.join(EXAMPLES_DIR, d, "values.yaml") for d in os.listdir(EXAMPLES_DIR)
+                  if os.path.isfile(os.path.join(EXAMPLES_DIR, d, "values.yaml")))
 OVERLAY = os.path.join(HERE, "kustomize", "private-registry")
 EXTRA = [os.path.join(HERE, "acceptance"), os.path.join(HERE, "monitoring")]
 HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
@@ -101,8 +106,14 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def helm_template(helm, release, namespace, *values):
+# The image every rendering here uses (the chart refuses to render without one).
+IMAGE_VALUES = os.path.join(HERE, "render-image.yaml")
+
+
+def helm_template(helm, release, namespace, *values, image=True):
     cmd = [helm, "template", release, CHART, "--namespace", namespace]
+    if image:
+        cmd += ["--values", IMAGE_VALUES]
     for v in values:
         cmd += ["--values", v] if os.path.exists(v) else ["--set", v]
     return run(cmd)
@@ -110,8 +121,8 @@ def helm_template(helm, release, namespace, *values):
 
 def check_helm(report, helm, want, device_plugin):
     ci = os.path.join(CHART, "ci")
-    for values in [None] + sorted(os.path.join(ci, f) for f in os.listdir(ci)):
-        r = run([helm, "lint", "--strict", CHART] + (["--values", values] if values else []))
+    for values in [None] + sorted(os.path.join(ci, f) for f in os.listdir(ci)) + EXAMPLES:
+        r = run([helm, "lint", "--strict", CHART, "--values", IMAGE_VALUES] + (["--values", values] if values else []))
         report.check(r.returncode == 0, f"helm lint --strict with {os.path.basename(values) if values else 'default values'}"
                      + ("" if r.returncode == 0 else f":\n{r.stdout}{r.stderr}"))
 
@@ -120,6 +131,21 @@ def check_helm(report, helm, want, device_plugin):
     got = cm.load_text(r.stdout, "helm(manifests-values)", report)
     compare(report, "helm", got, want)
     cm.validate(got, report, device_plugin)
+
+    # No default image: the project publishes none, and a default would only be ImagePullBackOff.
+    r = helm_template(helm, "kube-rdma", "kube-rdma", image=False)
+    report.check(r.returncode != 0 and "image.repository is empty" in r.stderr
+                 and "deploy/images/push.sh" in r.stderr,
+                 f"without image.repository the chart refuses to render, saying how to build and push one: {r.stderr.strip()[:300]}")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "acceptance.enabled=true", "acceptance.jobImage=",
+                      "acceptance.image.repository=")
+    jobs = [o for _, o in cm.load_text(r.stdout, "helm(acceptance)", report) if o["kind"] == "Job"] if r.returncode == 0 else []
+    images = {c["image"] for j in jobs for c in j["spec"]["template"]["spec"]["containers"] + j["spec"]["template"]["spec"].get("initContainers", [])}
+    report.check(images == {"registry.example.com/kube-rdma/kube-rdma:0.1.0", "nvcr.io/nvidia/pytorch:24.10-py3"},
+                 f"the acceptance Job needs no validator image: rdma-validate copied from the node image into the trainer's image: {images} {r.stderr[:300]}")
+    r = helm_template(helm, "kube-rdma", "kube-rdma", "trainer.enabled=true", "trainer.validator.runIn=image")
+    report.check(r.returncode != 0 and "trainer.validator.image.repository is empty" in r.stderr,
+                 f"a validator image asked for but not named is refused, naming the value: {r.stderr.strip()[:200]}")
 
     r = helm_template(helm, "kube-rdma", "kube-rdma")
     report.check(r.returncode == 0, "helm template with default values" + (f": {r.stderr}" if r.returncode else ""))
@@ -161,10 +187,11 @@ def check_helm(report, helm, want, device_plugin):
         shutil.copy(os.path.join(CHART, "templates", "NOTES.txt"), os.path.join(copy, "notes.txt"))
         with open(os.path.join(copy, "templates", "notes-check.yaml"), "w") as f:
             f.write('notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n')
-        r = run([helm, "template", "kube-rdma", copy, "-n", "kube-rdma", "--show-only", "templates/notes-check.yaml"])
+        r = run([helm, "template", "kube-rdma", copy, "-n", "kube-rdma", "--values", IMAGE_VALUES,
+                 "--show-only", "templates/notes-check.yaml"])
         notes = (cm.yaml.safe_load(r.stdout) or {}).get("notes", "") if r.returncode == 0 else ""
-        report.check("RDMA_SHARED:.status.allocatable.rdma/shared" in notes
-                     and "rdma-doctor --host-root /host node" in notes and "default/rdma-net (rdma/hca)" in notes,
+        report.check("RDMA_HCA:.status.allocatable.rdma/hca" in notes
+                     and "rdma-doctor --host-root /host node" in notes and "default/kube-rdma-ib (rdma/hca)" in notes,
                      "NOTES.txt renders: allocatable columns per pool, the doctor command, the networks"
                      + ("" if r.returncode == 0 else f": {r.stderr}"))
 
@@ -327,13 +354,13 @@ def check_policy(report, helm):
                  "acceptance.taintDevices without the DRA driver is refused, naming dra.enabled")
     digest = "sha256:" + "ab" * 32
     r = helm_template(helm, "kube-rdma", "kube-rdma", f"image.digest={digest}",
-                      "devicePlugin.config.configList[0].resourceName=shared",
+                      "devicePlugin.config.configList[0].resourceName=hca",
                       "devicePlugin.config.configList[0].cdi=true")
     got = cm.load_text(r.stdout, "helm(digest, cdi)", report)
     ds = next((o for _, o in got if o["kind"] == "DaemonSet"), None)
     pod = ds["spec"]["template"]["spec"] if ds else {}
     images = {c["image"] for c in pod.get("containers", []) + pod.get("initContainers", [])}
-    report.check(images == {f"ghcr.io/kube-rdma/kube-rdma:0.1.0@{digest}"},
+    report.check(images == {f"registry.example.com/kube-rdma/kube-rdma:0.1.0@{digest}"},
                  f"image.digest pins the node image as repository:tag@digest: {images}")
     mounts = [m["mountPath"] for m in pod.get("containers", [{}])[0].get("volumeMounts", [])]
     report.check("/var/run/cdi" in mounts and any(v.get("hostPath", {}).get("path") == "/var/run/cdi"
@@ -405,8 +432,8 @@ def check_fabrics(report, helm, device_plugin):
     sts = next((o for _, o in got if o["kind"] == "StatefulSet"), None)
     nets = json.loads(sts["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]) if sts else []
     report.check(len(nads) == 1 and "ipam" not in conf and conf.get("cniVersion") == "0.3.1"
-                 and [n["name"] for n in nets] == ["rdma-net"] * 8,
-                 "fabric ib (the default): the InfiniBand rdma-net as written, no IPAM, attached eight times")
+                 and [n["name"] for n in nets] == ["kube-rdma-ib"] * 8,
+                 "fabric ib (the default): one InfiniBand network, kube-rdma-ib (beside a hand-written rdma-net), no IPAM, attached eight times")
 
 
 def check_address_refusals(report, helm, ci, rails):
@@ -435,7 +462,7 @@ def check_shared_mode(report, helm, device_plugin):
     pool, leaves the MTU to the parent; the per-HCA resource with a shared mode is refused."""
     ci = os.path.join(CHART, "ci")
     for mode in ("macvlan", "ipvlan"):
-        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(ci, "roce-shared-values.yaml"), f"roce.mode={mode}")
+        r = helm_template(helm, "kube-rdma", "kube-rdma", os.path.join(EXAMPLES_DIR, "roce-shared", "values.yaml"), f"roce.mode={mode}")
         report.check(r.returncode == 0, f"roce.mode {mode} renders" + (f": {r.stderr}" if r.returncode else ""))
         got = cm.load_text(r.stdout, f"helm(roce, {mode})", report)
         cm.validate(got, report, device_plugin)
@@ -506,7 +533,8 @@ def check_self_contained(report, helm):
                      "the chart's files/prometheusrule.yaml is deploy/monitoring/20-prometheusrule.yaml, "
                      "byte for byte (edit both)")
     values = os.path.join(CHART, "ci", "manifests-values.yaml")
-    want = run([helm, "template", "kube-rdma", CHART, "--namespace", "kube-rdma", "--values", values]).stdout
+    want = run([helm, "template", "kube-rdma", CHART, "--namespace", "kube-rdma", "--values", IMAGE_VALUES,
+                "--values", values]).stdout
     with tempfile.TemporaryDirectory() as tmp:
         pkg = run([helm, "package", CHART, "--destination", tmp])
         report.check(pkg.returncode == 0, "helm package" + (f": {pkg.stderr}" if pkg.returncode else ""))
@@ -514,7 +542,8 @@ def check_self_contained(report, helm):
         copy = os.path.join(tmp, "copy")
         shutil.copytree(CHART, copy, symlinks=True)
         for label, chart in [("the packaged chart", tgz[0] if tgz else ""), ("a copy of the chart", copy)]:
-            got = run([helm, "template", "kube-rdma", chart, "--namespace", "kube-rdma", "--values", values])
+            got = run([helm, "template", "kube-rdma", chart, "--namespace", "kube-rdma", "--values", IMAGE_VALUES,
+                       "--values", values])
             report.check(got.returncode == 0 and got.stdout == want,
                          f"{label} renders exactly what the repo's chart does"
                          + (f": {got.stderr}" if got.returncode else ""))
@@ -531,7 +560,7 @@ def check_acceptance_job_image(report, helm, ci):
     pod = got.get(("Job", "kuberdma-acceptance"), {}).get("spec", {}).get("template", {}).get("spec", {})
     inits, main = pod.get("initContainers", []), (pod.get("containers") or [{}])[0]
     report.check([c["name"] for c in inits] == ["rdma-validate-copy"]
-                 and inits[0]["image"].startswith("ghcr.io/kube-rdma/kube-rdma:")
+                 and inits[0]["image"].startswith("registry.example.com/kube-rdma/kube-rdma:")
                  and main.get("image") == image and main.get("command") == ["/kube-rdma/bin/rdma-validate"]
                  and {"name": "kube-rdma-bin", "emptyDir": {"sizeLimit": "64Mi"}} in pod.get("volumes", []),
                  "acceptance.jobImage: the node image copies rdma-validate, the job's image runs it")
@@ -615,7 +644,13 @@ def check_helm_acceptance(report, helm, want, device_plugin):
 def check_kustomize(report, kubectl, want, device_plugin):
     r = run([kubectl, "kustomize", MANIFESTS])
     report.check(r.returncode == 0, "kubectl kustomize deploy/manifests" + (f": {r.stderr}" if r.returncode else ""))
-    compare(report, "kustomize", cm.load_text(r.stdout, "kustomize(manifests)", report), want)
+    base = cm.load_text(r.stdout, "kustomize(manifests)", report)
+    report.check(all(o["kind"] not in ("StatefulSet", "Service") for _, o in base),
+                 "kubectl apply -k deploy/manifests applies the node part, not the example trainer")
+    compare(report, "kustomize", base, cm.load_dir(MANIFESTS, report))
+    r = run([kubectl, "kustomize", TRAINER])
+    report.check(r.returncode == 0, "kubectl kustomize deploy/kustomize/example-trainer" + (f": {r.stderr}" if r.returncode else ""))
+    compare(report, "kustomize(example-trainer)", cm.load_text(r.stdout, "kustomize(example-trainer)", report), want)
     for d in EXTRA:
         r = run([kubectl, "kustomize", d])
         rel = os.path.basename(d)
@@ -636,7 +671,7 @@ def check_kustomize(report, kubectl, want, device_plugin):
         if o["kind"] == "DaemonSet":
             report.check(spec.get("nodeSelector") == {"example.com/accelerator": "h200"}, "overlay replaces the GPU node label")
     ours = sorted(i for i in images if "kube-rdma" in i)
-    report.check(ours and all(i.startswith("registry.example.com/") for i in ours), f"overlay pulls our images from its registry: {ours}")
+    report.check(ours and all(i.startswith("registry.example.org/gpu-infra/") for i in ours), f"overlay pulls our images from its registry: {ours}")
 
 
 def main(argv):
@@ -652,7 +687,8 @@ def main(argv):
     kubectl = opt("--kubectl", shutil.which("kubectl"))
     device_plugin = opt("--device-plugin", None)
     report = cm.Report()
-    want = cm.load_dir(MANIFESTS, report)
+    # The node part and the example trainer: what the chart renders with ci/manifests-values.yaml.
+    want = cm.load_dir(MANIFESTS, report) + cm.load_dir(TRAINER, report)
     if not helm:
         report.fail("helm not found: `make helm` installs it (.ci/install-helm.sh)")
     else:

@@ -14,7 +14,7 @@
 # Bases that cannot be pulled (no Docker Hub: our CI) are made here with debootstrap from this
 # machine's own apt sources and proxies: debian:12 for --from-source, and the plain Debian root
 # of the validator test. The image's own root is Debian packages unpacked (deploy/images/mkroot.sh).
-# Environment: BUILD, OUT (build/images), KUBERDMA_IMAGE (ghcr.io/kube-rdma/kube-rdma),
+# Environment: BUILD, OUT (build/images), KUBERDMA_IMAGE (localhost/kube-rdma: the local name; push.sh gives it your registry's),
 # KUBERDMA_IMAGE_BUDGET_MB (80), CUDA_IMAGE (--from-source: where CUDA's headers come from; when
 # nvidia/cuda cannot be pulled, this machine's /usr/local/cuda stands in).
 set -euo pipefail
@@ -23,7 +23,7 @@ here=deploy/images
 . "$here/lib.sh"
 BUILD=${BUILD:-build/ci}
 OUT=${OUT:-build/images}
-repo=${KUBERDMA_IMAGE:-ghcr.io/kube-rdma/kube-rdma}
+repo=${KUBERDMA_IMAGE:-localhost/kube-rdma}
 # The budget: 11 MB of stripped binaries, 36 MB of gRPC/Abseil/Protobuf/OpenSSL/prometheus-cpp,
 # 13 MB of glibc and libstdc++ (54 MB when it was set): room for point releases and a binary
 # more, and a failed build before the image doubles unnoticed.
@@ -31,7 +31,13 @@ budget_mb=${KUBERDMA_IMAGE_BUDGET_MB:-80}
 from_source=0
 [ "${1:-}" = --from-source ] && from_source=1
 
-version=$(git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo 0.1.0)
+# The release (the chart's appVersion) at its tag v<appVersion>; anything else is that release
+# plus the commit it was built from (and -dirty for uncommitted changes), never mistaken for it.
+release=$(awk -F'"' '/^appVersion:/ {print $2}' deploy/helm/kube-rdma/Chart.yaml)
+version=$release
+if [ "$(git describe --exact-match --tags --dirty 2>/dev/null)" != "v$release" ]; then
+  version="$release-$(git describe --always --dirty --abbrev=12 --exclude '*' 2>/dev/null || echo unknown)"
+fi
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
@@ -61,7 +67,7 @@ if [ "$from_source" = 1 ]; then
       -f "$here/Dockerfile" -t "$tag" .
   fi
 else
-  bins=("$BUILD/cni/rdma" "$BUILD/deviceplugin/rdma-device-plugin" "$BUILD/tools/doctor/rdma-doctor"
+  bins=("$BUILD/cni/kube-rdma" "$BUILD/deviceplugin/rdma-device-plugin" "$BUILD/tools/doctor/rdma-doctor"
     "$BUILD/tools/validator/rdma-validate" "$BUILD/tools/validator/rdma-validate-verbs.so")
   for b in "${bins[@]}"; do [ -x "$b" ] || die "$b is missing: make build first"; done
   # Every job's image gets its rdma-validate from this one: one built without CUDA and NCCL can
@@ -74,6 +80,12 @@ else
   fi
   # The verbs probe's module needs libibverbs' providers (mlx5, rxe, ...), which it loads by name.
   SOURCE_DATE_EPOCH=$epoch EXTRA_PACKAGES="ibverbs-providers libcurl4" bash "$here/mkroot.sh" "$OUT/context/rootfs" "$OUT/debs" "${bins[@]}"
+  # The UCX and MPI probes' modules, copied into job pods beside rdma-validate: they load the job
+  # image's libucp and libmpi, so none of theirs goes into this image.
+  for m in ucx mpi; do
+    f="$BUILD/tools/validator/rdma-validate-$m.so"
+    if [ -f "$f" ]; then install -m 0644 "$f" "$OUT/context/rootfs/usr/local/bin/"; fi
+  done
   if [ "$engine" = docker ]; then
     docker build "${args[@]}" -f "$here/Dockerfile.runtime" -t "$tag" "$OUT/context"
   else
@@ -99,7 +111,9 @@ else
 fi
 size_mb=$(((size + 1048575) / 1048576))
 echo "build.sh: $tag: ${size_mb} MB unpacked (budget ${budget_mb} MB), $(du -h "$archive" | cut -f1) to pull, digest $digest"
-echo "build.sh: archive $archive; load it with"
-echo "  skopeo copy oci-archive:$archive docker://REGISTRY/kube-rdma:$version"
-echo "  ctr -n k8s.io images import $archive   # on a node, containerd"
+# What deploy/images/push.sh pushes.
+printf 'archive=%s\nversion=%s\nrevision=%s\ndigest=%s\n' "$archive" "$version" "$revision" "$digest" >"$OUT/node-image.env"
+echo "build.sh: archive $archive; push it to your registry with"
+echo "  deploy/images/push.sh REGISTRY/PATH   # e.g. registry.example.com/kube-rdma"
+echo "  ctr -n k8s.io images import $archive   # or onto one node, containerd"
 [ "$size_mb" -le "$budget_mb" ] || die "$tag is ${size_mb} MB, over its ${budget_mb} MB budget (see deploy/images/build.sh)"

@@ -71,13 +71,13 @@ def node_image(build_dir, images):
     final = list(stages.values())[-1]
     check(final["base"] == "scratch" and ("build", "/rootfs/", "/") in final["copies"],
           "Dockerfile: the image is the assembled root, FROM scratch")
-    images["ghcr.io/kube-rdma/kube-rdma"] = set()
+    images["registry.example.com/kube-rdma/kube-rdma"] = set()
     for path in (build or {}).get("rootfs", []):
         rel = path.removeprefix("build/release/")
         target = os.path.basename(rel).removesuffix(".so")
         check(target in build["targets"], f"Dockerfile: {target} is a target the build stage builds ({sorted(build['targets'])})")
         check(os.path.isfile(os.path.join(build_dir, rel)), f"Dockerfile: the build puts {target} at {rel}")
-        images["ghcr.io/kube-rdma/kube-rdma"].add("/usr/local/bin/" + os.path.basename(rel))
+        images["registry.example.com/kube-rdma/kube-rdma"].add("/usr/local/bin/" + os.path.basename(rel))
     # What a binary loads rather than links (ldd cannot see it, so mkroot.sh is told).
     for fname in ("Dockerfile", "build.sh"):
         text = open(os.path.join(HERE, fname)).read()
@@ -92,7 +92,7 @@ def validator_image(build_dir, images):
     name = "Dockerfile.validator"
     stages = parse(os.path.join(HERE, name))
     runtime = list(stages.values())[-1]
-    images["ghcr.io/kube-rdma/rdma-validate"] = set()
+    images["registry.example.com/kube-rdma/rdma-validate"] = set()
     for frm, src, dst in runtime["copies"]:
         build = stages.get(frm)
         check(build is not None, f"{name}: COPY --from={frm} names a stage")
@@ -103,7 +103,7 @@ def validator_image(build_dir, images):
         check(target in build["targets"], f"{name}: {target} is a target the {frm} stage builds ({sorted(build['targets'])})")
         binary = os.path.join(build_dir, rel)
         check(os.path.isfile(binary), f"{name}: the build puts {target} at {rel}")
-        images["ghcr.io/kube-rdma/rdma-validate"].add(dst)
+        images["registry.example.com/kube-rdma/rdma-validate"].add(dst)
         if not os.path.isfile(binary):
             continue
         libs = needed(binary)
@@ -131,7 +131,10 @@ def copied_binaries(fname, spec, images, c, words):
             imounts = {m["mountPath"]: m["name"] for m in i.get("volumeMounts", [])}
             iwords = " ".join(i.get("command", []) + i.get("args", []))
             src = "/usr/local/bin/" + os.path.basename(path)
-            if imounts.get(os.path.dirname(path)) == vol and f"cp {src} {path}" in iwords \
+            # cp SRC PATH, or cp SRC ... DIR/ (the binary with its probe modules)
+            copies = f"cp {src} {path}" in iwords or re.search(
+                rf"\bcp\b[^;&|]*\s{re.escape(src)}\s[^;&|]*\s{re.escape(os.path.dirname(path))}/?(\s|$)", iwords)
+            if imounts.get(os.path.dirname(path)) == vol and copies \
                     and src in images.get(i["image"].rsplit(":", 1)[0], set()):
                 copier = i["name"]
         check(vol is not None and copier is not None,
@@ -144,8 +147,8 @@ def main(build_dir):
     validator_image(build_dir, images)
 
     # The binaries the manifests run, in the images they name.
-    for fname in [os.path.join(d, f) for d in ("manifests", "acceptance")
-                  for f in sorted(os.listdir(os.path.join(DEPLOY, d)))]:
+    for fname in [os.path.relpath(os.path.join(top, f), DEPLOY) for d in ("manifests", "acceptance", "kustomize/example-trainer")
+                  for top, _, files in sorted(os.walk(os.path.join(DEPLOY, d))) for f in sorted(files)]:
         if not fname.endswith(".yaml") or fname.endswith("kustomization.yaml"):
             continue
         for doc in yaml.safe_load_all(open(os.path.join(DEPLOY, fname))):
@@ -158,7 +161,8 @@ def main(build_dir):
                 if repo not in images:
                     copied_binaries(fname, spec, images, c, words)
                     continue
-                for path in sorted(set(re.findall(r"/usr/local/bin/[\w.-]+", words))):
+                # A glob (the probe modules) is checked by the smoke test in the image.
+                for path in sorted(set(re.findall(r"/usr/local/bin/[\w.*-]+", words)) - {p for p in re.findall(r"/usr/local/bin/[\w.*-]+", words) if "*" in p}):
                     check(path in images[repo], f"{fname}: {c['name']} runs {path}, which {repo} holds")
     print(f"{len(failures)} failed" if failures else "all image checks passed")
     return 1 if failures else 0

@@ -62,25 +62,29 @@ smoke_image() {
   local engine=$1 tag=$2 hostbin copied config install_step copy_step ctr
   config=$(manifest deploy/manifests/10-configmap.yaml 'd["data"]["device-plugin.json"]')
   install_step=$(manifest deploy/manifests/20-daemonset.yaml 'd["spec"]["template"]["spec"]["initContainers"][0]["args"][0]')
-  copy_step=$(manifest deploy/manifests/40-statefulset.yaml \
+  copy_step=$(manifest deploy/kustomize/example-trainer/statefulset.yaml \
     '[c for c in d[1]["spec"]["template"]["spec"]["initContainers"] if c["name"] == "rdma-validate-copy"][0]["args"][0]')
   hostbin=$(mktemp -d)
   copied=$(mktemp -d)
   local smoke='set -e
-CNI_COMMAND=VERSION /usr/local/bin/rdma </dev/null | grep -q supportedVersions
+CNI_COMMAND=VERSION /usr/local/bin/kube-rdma </dev/null | grep -q supportedVersions
 for b in /usr/local/bin/*; do
-  case "$b" in */rdma) continue ;; esac   # static
+  case "$b" in
+    */kube-rdma) continue ;;   # static
+    */rdma-validate-ucx.so | */rdma-validate-mpi.so) continue ;;   # loaded in job images, on their UCX and MPI
+  esac
   /lib64/ld-linux-x86-64.so.2 --list "$b" >/tmp/libs || { echo "$b: cannot be loaded"; exit 1; }
   ! grep "not found" /tmp/libs
 done
 printf "%s" "$KUBERDMA_CONFIG" > /tmp/device-plugin.json
 /usr/local/bin/rdma-device-plugin --check-config --config /tmp/device-plugin.json
 /usr/local/bin/rdma-doctor --help >/dev/null
-sh -c "$KUBERDMA_INSTALL_STEP" && cmp /usr/local/bin/rdma /host/opt/cni/bin/kube-rdma
+sh -c "$KUBERDMA_INSTALL_STEP" && cmp /usr/local/bin/kube-rdma /host/opt/cni/bin/kube-rdma
 echo "#!/bin/sh another plugin" > /host/opt/cni/bin/rdma
-! /usr/local/bin/rdma --install /host/opt/cni/bin/rdma 2>/tmp/refused && grep -q "another plugin" /host/opt/cni/bin/rdma
+! /usr/local/bin/kube-rdma --install /host/opt/cni/bin/rdma 2>/tmp/refused && grep -q "another plugin" /host/opt/cni/bin/rdma
 grep -q "belongs to another CNI plugin" /tmp/refused
 sh -c "$KUBERDMA_COPY_STEP" && cmp /usr/local/bin/rdma-validate /kube-rdma/bin/rdma-validate
+for m in /usr/local/bin/rdma-validate-*.so; do cmp "$m" "/kube-rdma/bin/${m##*/}"; done
 echo "smoke: rdma VERSION, libraries, --check-config, rdma-doctor, CNI install (and its refusal), validator copy: ok"'
   if [ "$engine" = docker ]; then
     docker run --rm --entrypoint /bin/sh -v "$hostbin:/host/opt/cni/bin" -v "$copied:/kube-rdma/bin" \

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build/ci}
 OUT=${2:-build/gpu-bundle}
-BINS="cni/rdma deviceplugin/rdma-device-plugin tools/validator/rdma-validate tools/doctor/rdma-doctor
+BINS="cni/kube-rdma deviceplugin/rdma-device-plugin tools/validator/rdma-validate tools/doctor/rdma-doctor
       tools/demo/kuberdma-demo tests/gpu_e2e tests/rdma_live_tests bench/nccl_bare"
 # On the GPU machine already (or the loader's own): never carried.
 PRESENT='^(linux-vdso|ld-linux|libc|libm|libpthread|librt|libdl|libstdc\+\+|libgcc_s|libnccl|libz|libnl-[a-z-]*3)\.so'

@@ -22,7 +22,7 @@ ip netns add kvx-pod
 state=/run/kube-rdma/cni-vm
 conf='{"cniVersion":"1.0.0","name":"rdma-vm","type":"rdma","deviceID":"rxe0","stateDir":"'$state'"}'
 out=$(echo "$conf" | CNI_COMMAND=ADD CNI_CONTAINERID=vmtest CNI_NETNS=/run/netns/kvx-pod CNI_IFNAME=net1 \
-  CNI_PATH=/usr/lib/cni "$B/cni/rdma" 2>"$R/exclusive.stderr")
+  CNI_PATH=/usr/lib/cni "$B/cni/kube-rdma" 2>"$R/exclusive.stderr")
 rc=$?
 echo "$out" >"$R/exclusive.out"
 echo "ADD: exit $rc: $out"

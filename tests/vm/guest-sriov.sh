@@ -105,7 +105,7 @@ vfline() { ip -d link show "$pf" | grep "^ *vf $1 " | sed 's/  */ /g'; }
 vfhas() { vfline "$1" | grep -q "$2"; } # vfhas VF REGEX: the PF reports it for the VF
 cni() { # cni VERB CID POD CONF
   echo "$4" | CNI_COMMAND=$1 CNI_CONTAINERID=$2 CNI_NETNS=/run/netns/$3 CNI_IFNAME=net1 \
-    CNI_PATH=$bin "$B/cni/rdma" 2>>"$R/sriov.stderr"
+    CNI_PATH=$bin "$B/cni/kube-rdma" 2>>"$R/sriov.stderr"
 }
 conf() { # conf NAME VF VLAN MAC IPAM-TYPE SUBNET
   echo '{"cniVersion":"1.0.0","name":"'"$1"'","type":"rdma","mode":"vf","deviceID":"'"$(vfbdf "$2")"'",

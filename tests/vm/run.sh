@@ -33,7 +33,7 @@ BUILD=${1:-build/ci}
 OUT=${2:-build/vm/results}
 command -v qemu-system-x86_64 >/dev/null || {
   echo "SKIP: the VM tier needs qemu-system-x86 (apt-get install qemu-system-x86)"; exit 77; }
-for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/rdma \
+for b in tests/vm_tests tests/rdma_live_tests tools/doctor/rdma-doctor cni/kube-rdma \
   tools/validator/rdma-validate tools/validator/rdma-validate-verbs.so \
   tools/validator/rdma-validate-ucx.so tools/validator/rdma-validate-mpi.so; do
   [ -x "$BUILD/$b" ] || { echo "vm: $BUILD/$b is missing: build first"; exit 1; }

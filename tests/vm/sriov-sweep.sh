@@ -98,7 +98,7 @@ traced() { # traced VERB CID POD CONF STRACE-ARGS...: the plugin under strace
   shift 4
   # In a subshell: the shell's "Killed" for each kill goes nowhere.
   (echo "$c" | CNI_COMMAND=$verb CNI_CONTAINERID=$cid CNI_NETNS=/run/netns/$pod CNI_IFNAME=net1 \
-    CNI_PATH=$bin strace -qq -o "$R/strace.out" "$@" "$B/cni/rdma" >/dev/null 2>>"$R/sriov.stderr") 2>/dev/null
+    CNI_PATH=$bin strace -qq -o "$R/strace.out" "$@" "$B/cni/kube-rdma" >/dev/null 2>>"$R/sriov.stderr") 2>/dev/null
 }
 calls() { # calls VERB SYSCALL: how often one plain run of VERB makes it
   awk -v s="$2" '$NF == s {print $4}' "$R/count-$1.txt"

@@ -282,8 +282,9 @@ std::string Cni(const std::string& verb, const std::string& cid, const std::stri
   int rc = Status("mkdir -p /run/kube-rdma && echo '{\"allowUnallocated\": true}' > " +
                       std::string(kVmNodeConfig) + " && echo '" + conf +
                       "' | KUBERDMA_NODE_CONFIG=" + kVmNodeConfig + " CNI_COMMAND=" + verb +
-                      " CNI_CONTAINERID=" + cid + " CNI_NETNS=/run/netns/" + pod + " CNI_IFNAME=" +
-                      ifname + " CNI_PATH=/usr/lib/cni " + Bin("cni/rdma") + " 2>>/tmp/vm-cni.err",
+                      " CNI_CONTAINERID=" + cid + " CNI_NETNS=/run/netns/" + pod +
+                      " CNI_IFNAME=" + ifname + " CNI_PATH=/usr/lib/cni " + Bin("cni/kube-rdma") +
+                      " 2>>/tmp/vm-cni.err",
                   &out);
   INFO(verb << " " << cid << " " << conf << ": " << out);
   REQUIRE(rc == want);

@@ -277,11 +277,17 @@ void NodeDemo::StartDevicePlugin() {
   (void)WriteFileAtomic(node_->node_config_path(), node_config ? *node_config : "{}\n");
   plugin_ = ::fork();
   if (plugin_ == 0) ExecDevicePlugin(dpdir);
-  bool up = kubelet_->WaitFor(
-      [&] {
-        return dra_ ? !kubelet_->registrations().empty() : !kubelet_->Lists(resource_).empty();
-      },
-      std::chrono::milliseconds(10000));
+  // With DRA, the device plugin registers only what the DRA driver does not publish: nothing,
+  // where the config's one resource is the driver's (the default: one resource per PF).
+  json parsed = json::parse(*config, nullptr, false);
+  bool dra_only =
+      dra_ && parsed.is_object() && parsed.value("configList", json::array()).size() <= 1;
+  bool up = dra_only || kubelet_->WaitFor(
+                            [&] {
+                              return dra_ ? !kubelet_->registrations().empty()
+                                          : !kubelet_->Lists(resource_).empty();
+                            },
+                            std::chrono::milliseconds(10000));
   if (!up) {
     return fail_("the device plugin did not register " + resource_ + " (log: " + dpdir +
                  "/device-plugin.log)");

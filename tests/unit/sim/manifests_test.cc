@@ -84,7 +84,8 @@ TEST_CASE("deploy/manifests' StatefulSet and NAD read as Multus and the kubelet 
   CHECK(nads[0].resource == "rdma/hca");
   CHECK(nads[0].config["type"] == "kube-rdma");
   CHECK(nads[0].config["name"] == nads[0].name);
-  auto sts = LoadRendered(std::string(KUBERDMA_DEPLOY) + "/manifests/40-statefulset.yaml");
+  auto sts =
+      LoadRendered(std::string(KUBERDMA_DEPLOY) + "/kustomize/example-trainer/statefulset.yaml");
   REQUIRE(sts);
   auto w = sts->Workloads();
   REQUIRE(w.size() == 1);

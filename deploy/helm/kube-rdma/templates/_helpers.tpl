@@ -39,8 +39,15 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/name: {{ include "kube-rdma.fullname" . }}-node
 {{- end }}
 
-{{/* repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{/*
+repository:tag[@digest], the tag defaulting to the chart's appVersion. Refused without a
+repository: the project publishes no image, so a default would only ever be ImagePullBackOff.
+Args: image, chart, and optionally what (the value's name in the message).
+*/}}
 {{- define "kube-rdma.image" -}}
+{{- if not .image.repository }}
+{{- fail (printf "%s.repository is empty: kube-rdma publishes no image a cluster could pull. Build the node image and push it to a registry your nodes pull from: `make push REGISTRY=registry.example.com/kube-rdma` (deploy/images/push.sh), then install with `-f build/images/image-values.yaml` (docs/install.md#the-node-image)" (.what | default "image")) }}
+{{- end }}
 {{- $tag := .image.tag | default .chart.AppVersion -}}
 {{- if .image.digest }}
 {{- printf "%s:%s@%s" .image.repository $tag .image.digest }}
@@ -93,19 +100,21 @@ template:
               matchLabels:
                 app: {{ $a.name }}
             topologyKey: kubernetes.io/hostname
-    {{- if $a.jobImage }}
-    {{- if $a.pushGateway }}{{ fail "acceptance.pushGateway needs the validator image's push module: leave acceptance.jobImage empty to push" }}{{ end }}
+    {{- /* Without a validator image, rdma-validate runs copied into the trainer's image (NCCL's). */}}
+    {{- $jobImage := $a.jobImage | default (ternary "" .root.Values.trainer.image (not (empty $a.image.repository))) }}
+    {{- if $jobImage }}
+    {{- if $a.pushGateway }}{{ fail "acceptance.pushGateway needs the validator image's push module: set acceptance.image.repository to a validator image (deploy/images/Dockerfile.validator) and leave acceptance.jobImage empty" }}{{ end }}
     initContainers:
       {{- include "kube-rdma.validator-copy" (dict "root" .root) | nindent 6 }}
     {{- end }}
     containers:
       - name: rdma-validate
-        {{- if $a.jobImage }}
+        {{- if $jobImage }}
         # rdma-validate copied from the node image, on the NCCL of the jobs' own image.
-        image: {{ $a.jobImage }}
+        image: {{ $jobImage }}
         command: ["/kube-rdma/bin/rdma-validate"]
         {{- else }}
-        image: {{ include "kube-rdma.image" (dict "image" $a.image "chart" .chart) }}
+        image: {{ include "kube-rdma.image" (dict "image" $a.image "chart" .chart "what" "acceptance.image") }}
         command: ["/usr/local/bin/rdma-validate"]
         {{- end }}
         {{- $args := list "--mode" "acceptance" "--transport" $a.transport "--collective" $a.collective "--size" $a.size "--iters" (toString $a.iters) "--timeout" (toString $a.timeoutSeconds) "--pairs" $a.pairs "--min-fleet-fraction" (toString $a.minFleetFraction) "--min-line-rate" (toString $a.minLineRate) }}
@@ -222,7 +231,7 @@ template:
 
 {{/*
 The NetworkAttachmentDefinitions the chart defines, as a JSON list of {name, namespace,
-resourceName, config}: `networks` when given, else the `fabric` preset. ib: the InfiniBand rdma-net
+resourceName, config}: `networks` when given, else the `fabric` preset. ib: the InfiniBand kube-rdma-ib
 (no IPAM), attached once per rail. roce: one NAD per rail (<namePrefix>1..<rails>), each with its
 rail's addresses (docs/cni.md#rails):
   - roce.pinRails (move mode): NAD i says "rail": i, so it gets the pod's HCA on physical rail i
@@ -308,7 +317,7 @@ without one. Args: root, names, fallback.
 {{/*
 The networks a pod attaches, in order (net1..netN), as a JSON list of names: (dict "root" $
 "networks" LIST "attachments" N). An explicit list is taken as it is; otherwise ib attaches the
-first network N times (eight rdma-net attachments) and roce each rail's network once.
+first network N times (eight kube-rdma-ib attachments) and roce each rail's network once.
 */}}
 {{- define "kube-rdma.attach" -}}
 {{- if .networks }}
@@ -327,7 +336,8 @@ first network N times (eight rdma-net attachments) and roce each rail's network 
 
 {{/*
 The init container that copies rdma-validate from the node image into the pod's kube-rdma-bin
-emptyDir, so that the next container runs it from the job's own image (and its NCCL).
+emptyDir (with its probe modules), so that the next container runs it from the job's own image
+(and its NCCL, UCX and MPI).
 Args: root (the chart's $), indent.
 */}}
 {{- define "kube-rdma.validator-copy" -}}
@@ -337,7 +347,7 @@ Args: root (the chart's $), indent.
   imagePullPolicy: {{ . }}
   {{- end }}
   command: ["/bin/sh", "-c"]
-  args: ["cp /usr/local/bin/rdma-validate /kube-rdma/bin/rdma-validate"]
+  args: ["cp /usr/local/bin/rdma-validate /usr/local/bin/rdma-validate-*.so /kube-rdma/bin/"]
   securityContext:
     readOnlyRootFilesystem: true
     allowPrivilegeEscalation: false
