@@ -15,7 +15,7 @@ import sys
 
 build, source, nccl_standin = sys.argv[1], sys.argv[2], sys.argv[3]
 binaries = {
-    "rdma": f"{build}/cni/rdma",
+    "kube-rdma": f"{build}/cni/kube-rdma",
     "rdma-device-plugin": f"{build}/deviceplugin/rdma-device-plugin",
     "rdma-validate": f"{build}/tools/validator/rdma-validate",
     "rdma-doctor": f"{build}/tools/doctor/rdma-doctor",
@@ -39,9 +39,9 @@ for name, path in binaries.items():
     check(r.returncode == 0 and re.fullmatch(r"kube-rdma \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}|unknown)\)", line)
           is not None, f"{name} --version: {line!r} (exit {r.returncode})")
 
-r = subprocess.run([binaries["rdma"], "--version"], capture_output=True, text=True)
+r = subprocess.run([binaries["kube-rdma"], "--version"], capture_output=True, text=True)
 check("kube-rdma CNI plugin (github.com/kube-rdma)" in r.stdout,
-      "rdma --version prints the marker its installer and rdma-doctor recognise it by")
+      "kube-rdma --version prints the marker its installer and rdma-doctor recognise it by")
 
 # A library that is not NCCL (NCCL's stand-in, tools/standins: ncclGetVersion and nothing else):
 # exit 2 naming what is missing, never an abort.
@@ -58,21 +58,21 @@ else:
           f"rdma-validate with a library lacking NCCL's entry points exits 2 naming them (exit {r.returncode})")
 
 env = {k: v for k, v in os.environ.items() if not k.startswith("CNI_")}
-r = subprocess.run([binaries["rdma"], "--help"], capture_output=True, text=True, env=env,
+r = subprocess.run([binaries["kube-rdma"], "--help"], capture_output=True, text=True, env=env,
                    stdin=subprocess.DEVNULL)
 check(r.returncode == 0 and "CNI_COMMAND" in r.stdout and "docs/cni.md" in r.stdout,
       "rdma --help prints a usage text")
 
 # A person at a terminal with no CNI_COMMAND: usage on stderr, exit 2, nothing on stdout.
 master, slave = pty.openpty()
-r = subprocess.run([binaries["rdma"]], capture_output=True, text=True, env=env, stdin=slave)
+r = subprocess.run([binaries["kube-rdma"]], capture_output=True, text=True, env=env, stdin=slave)
 os.close(slave)
 os.close(master)
 check(r.returncode == 2 and "CNI_COMMAND" in r.stderr and r.stdout == "",
       f"rdma on a terminal without CNI_COMMAND prints its usage (exit {r.returncode})")
 
 # A runtime's call without CNI_COMMAND (stdin not a terminal) still gets the error document.
-r = subprocess.run([binaries["rdma"]], capture_output=True, text=True, env=env,
+r = subprocess.run([binaries["kube-rdma"]], capture_output=True, text=True, env=env,
                    stdin=subprocess.DEVNULL)
 doc = json.loads(r.stdout) if r.stdout.strip() else {}
 check(r.returncode == 1 and doc.get("code") == 4, "rdma from a runtime without CNI_COMMAND is error 4")
@@ -87,24 +87,79 @@ except (ValueError, KeyError):
     topo, hcas = None, 0
 check(topo is not None and hcas > 0, f"rdma-doctor --sysfs-root {fixture} topo reads the fixture")
 
-# The shipped init containers pass --require-nccl: where NCCL cannot run (no GPU here), the run
-# fails instead of passing on the inventory alone; without the flag it is inventory-only.
-checks = len(binaries) + 4
+# One version: the chart's version and appVersion, the newest CHANGELOG entry, and what every
+# binary prints (a release is the tag v<version> of all of them).
+chart = open(f"{source}/deploy/helm/kube-rdma/Chart.yaml").read()
+chart_version = re.search(r'^version: (\S+)$', chart, re.M).group(1)
+app_version = re.search(r'^appVersion: "(\S+)"$', chart, re.M).group(1)
+changelog = re.search(r'^## (\S+) ', open(f"{source}/CHANGELOG.md").read(), re.M)
+binary = subprocess.run([binaries["kube-rdma"], "--version"], capture_output=True, text=True).stdout.split()[1]
+check(chart_version == app_version == (changelog.group(1) if changelog else None) == binary,
+      f"one version: chart {chart_version}, appVersion {app_version}, CHANGELOG "
+      f"{changelog.group(1) if changelog else None}, binaries {binary}")
+
+# A run that proves no traffic fails: where NCCL cannot run (no GPU here), a run by hand exits 1
+# naming what is missing; only --inventory-only passes on the inventory alone.
+checks = len(binaries) + 5
 venv = {"PATH": os.environ["PATH"], "KUBERDMA_SYSFS_ROOT": fixture}
+inv = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--inventory-only", "--json", "-"],
+                     capture_output=True, text=True, timeout=60, env=venv)
+checks += 1
+check(inv.returncode == 0 and json.loads(inv.stdout).get("verdict") == "inventory-only",
+      f"rdma-validate --inventory-only passes on the inventory (exit {inv.returncode})")
 plain = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--json", "-"],
                        capture_output=True, text=True, timeout=60, env=venv)
 report = json.loads(plain.stdout) if plain.stdout.strip().startswith("{") else {}
-if report.get("verdict") == "inventory-only":  # NCCL cannot run on this machine
+if any("cannot run here" in p for p in report.get("problems", [])):  # no GPU or NCCL here
     checks += 2
-    check(plain.returncode == 0, "rdma-validate without --require-nccl passes on the inventory")
+    check(plain.returncode == 1 and report.get("verdict") == "fail",
+          f"rdma-validate by hand where NCCL cannot run fails, not inventory-only (exit {plain.returncode})")
     req = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--require-nccl",
                           "--json", "-"], capture_output=True, text=True, timeout=60, env=venv)
-    rep = json.loads(req.stdout)
-    check(req.returncode == 1 and rep["verdict"] == "fail" and
-          any("--require-nccl" in p for p in rep.get("problems", [])),
-          f"rdma-validate --require-nccl fails where NCCL cannot run (exit {req.returncode})")
+    check(req.returncode == 1, f"--require-nccl is still accepted, and the default (exit {req.returncode})")
 else:
-    print(f"skip --require-nccl: NCCL can run here (verdict {report.get('verdict')!r})")
+    print(f"skip the run without NCCL: NCCL can run here (verdict {report.get('verdict')!r})")
+
+# Sizes are strict, in nccl-tests' binary units: 8GB is 8G, not 8 bytes; an unknown unit is exit 2.
+for size, want in [("8GB", 8 << 30), ("8GiB", 8 << 30), ("8g", 8 << 30), ("1.5M", 3 << 19),
+                   ("4096KB", 4 << 20), ("65536", 65536)]:
+    r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--inventory-only",
+                        "--size", size, "--json", "-"], capture_output=True, text=True, timeout=60, env=venv)
+    got = json.loads(r.stdout).get("collective", {}).get("sizeBytes") if r.stdout.startswith("{") else None
+    checks += 1
+    check(r.returncode == 0 and got == want, f"--size {size} is {want} bytes (got {got}, exit {r.returncode})")
+for size in ["8GBs", "8 G", "-1G", "G", "1e9", "8XB", ""]:
+    r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--inventory-only", "--size", size],
+                       capture_output=True, text=True, timeout=60, env=venv)
+    checks += 1
+    check(r.returncode == 2 and "is not a size" in r.stderr,
+          f"--size {size!r}: exit 2 naming the units (exit {r.returncode}: {r.stderr.strip()[:80]})")
+r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--inventory-only", "-e", "8GB", "-b", "1GB"],
+                   capture_output=True, text=True, timeout=60, env=venv)
+checks += 1
+check(r.returncode == 0, f"-b 1GB -e 8GB is a sweep, not 1 to 8 bytes (exit {r.returncode}: {r.stderr.strip()[:80]})")
+# nccl-tests' -g, -n and -w mean what they mean there; its options with no equivalent say so.
+r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--inventory-only", "-g", "8", "-n", "5",
+                    "-w", "1", "--json", "-"], capture_output=True, text=True, timeout=60, env=venv)
+checks += 1
+check(r.returncode == 0, f"rdma-validate -g 8 -n 5 -w 1 (all_reduce_perf's) parses (exit {r.returncode}: {r.stderr[:120]})")
+for flag in ["-t", "-a", "-G"]:
+    r = subprocess.run([binaries["rdma-validate"], "--expect", "mlx5_0", "--inventory-only", flag, "1"],
+                       capture_output=True, text=True, timeout=60, env=venv)
+    checks += 1
+    check(r.returncode == 2 and f"nccl-tests' {flag} has no equivalent" in r.stderr,
+          f"nccl-tests' {flag}: exit 2 saying why (exit {r.returncode})")
+
+# rdma-doctor: --json and -o json after the view's name; a bad --pkey is a usage error (2).
+for args in (["topo", "--json"], ["topo", "-o", "json"], ["--json", "topo"]):
+    r = subprocess.run([binaries["rdma-doctor"], "--sysfs-root", fixture] + args,
+                       capture_output=True, text=True, timeout=30, env={"PATH": os.environ["PATH"]})
+    checks += 1
+    check(r.returncode == 0 and r.stdout.startswith("{"), f"rdma-doctor {' '.join(args)}: JSON (exit {r.returncode})")
+r = subprocess.run([binaries["rdma-doctor"], "--sysfs-root", fixture, "partitions", "--pkey", "zz"],
+                   capture_output=True, text=True, timeout=30, env={"PATH": os.environ["PATH"]})
+checks += 1
+check(r.returncode == 2 and "not a 16-bit number" in r.stderr, f"rdma-doctor partitions --pkey zz: exit 2 (exit {r.returncode})")
 
 # nccl-tests' options parse (the chart's acceptance arguments among them); bad ones are exit 2
 # with the reason, before anything runs.

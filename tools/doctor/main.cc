@@ -34,6 +34,7 @@ using kuberdma::doctor::Inputs;
 struct Cli {
   Inputs in{.root = kuberdma::sysfs::SysfsRoot::FromEnv()};
   bool json = false;
+  std::string output = "text";  // -o: text or json
   CLI::App* node = nullptr;
   CLI::App* pod = nullptr;
   CLI::App* partitions = nullptr;
@@ -72,7 +73,9 @@ void AddHostPaths(CLI::App& app, Cli& c) {
 
 void AddOptions(CLI::App& app, Cli& c) {
   Inputs& in = c.in;
-  app.add_flag("--json", c.json, "print the view as JSON");
+  app.add_flag("--json", c.json, "print the view as JSON (before or after the view's name)");
+  app.add_option("-o,--output", c.output, "text (default) or json, as kubectl's -o")
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_option_function<std::string>(
       "--sysfs-root",
       [&in](const std::string& root) { in.root = kuberdma::sysfs::SysfsRoot(root); },
@@ -98,6 +101,9 @@ void AddOptions(CLI::App& app, Cli& c) {
   c.cabling = app.add_subcommand(
       "cabling", "the fleet's rail cabling from each node's `rdma-doctor node --json --lldp-wait`");
   c.cabling->add_option("documents", c.cabling_files, "one file per node")->required();
+  // The top-level options (--json, -o, --sysfs-root, --host-root, the host paths) are taken
+  // after a view's name too: `rdma-doctor node --json` as `rdma-doctor --json node`.
+  for (auto* sub : {c.node, c.pod, topo, c.partitions, c.cabling}) sub->fallthrough();
   c.cabling->add_flag("--labels", c.cabling_labels,
                       "print the kubectl label commands for each node's topology labels instead");
   c.node
@@ -127,7 +133,8 @@ int Partitions(const Cli& c) {
   auto conf = kuberdma::doctor::PartitionsConf(c.in, c.pkeys, NodeName(c));
   if (!conf) {
     std::fprintf(stderr, "rdma-doctor partitions: %s\n", conf.error().message().c_str());
-    return 1;
+    // A --pkey that is not one is a usage error (2), as in every view; the node's state is 1.
+    return conf.error().code() == kuberdma::ErrorCode::kInvalidArgument ? 2 : 1;
   }
   std::fputs(conf->c_str(), stdout);
   return 0;
@@ -167,6 +174,7 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (c.output == "json") c.json = true;
   // Paths given explicitly are taken as they are; the defaults are the host's.
   for (auto [opt, path] : c.host_paths) {
     if (opt->count() == 0) *path = kuberdma::doctor::HostPath(c.in, *path);

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <optional>
 
 #include "kuberdma/base/files.h"
@@ -37,15 +38,12 @@ namespace {
 
 using namespace kuberdma::validator;  // NOLINT(google-build-using-namespace): a main() file
 
-size_t ParseSize(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string unit(end);
-  double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024;
-  if (unit == "M" || unit == "m" || unit == "MiB") mult = 1024.0 * 1024;
-  if (unit == "G" || unit == "g" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  return static_cast<size_t>(v * mult);
+// A size option's value, or (after saying which option and why) nullopt: exit 2.
+std::optional<size_t> SizeOption(const char* option, const std::string& text) {
+  auto v = ParseByteSize(text);
+  if (v) return *v;
+  std::fprintf(stderr, "rdma-validate: %s: %s\n", option, v.error().message().c_str());
+  return std::nullopt;
 }
 
 struct Cli {
@@ -57,6 +55,7 @@ struct Cli {
               op = "sum", csv_path, html_path, html_report;
   double step_factor = 0;
   int check = 1;
+  std::map<std::string, std::string> nccl_tests_only;  // -t, -a, ...: refused, naming why
   bool nccl_env = false;
   bool own_gids = false;
   // --env: the communication libraries to tell, and how the pod runs them.
@@ -68,10 +67,12 @@ struct Cli {
 // Whether NCCL runs at all: only the inventory, or NCCL required.
 void AddNcclRequirement(CLI::App& app, Options& o) {
   auto* inventory =
-      app.add_flag("--inventory-only", o.inventory_only, "check what the pod has; run no NCCL");
+      app.add_flag("--inventory-only", o.inventory_only,
+                   "check what the pod has and run no NCCL: the only way a run that proves no "
+                   "traffic passes");
   app.add_flag("--require-nccl", o.require_nccl,
-               "fail (exit 1) when NCCL cannot run here (no CUDA device, no libnccl) instead of "
-               "passing on the inventory; the shipped init containers and Job set it")
+               "fail (exit 1) when NCCL cannot run here (no CUDA device, no libnccl): the "
+               "default; kept for scripts that pass it")
       ->excludes(inventory);
 }
 
@@ -92,10 +93,35 @@ void AddCollectiveOptions(CLI::App& app, Cli& c) {
                  "count wrong result elements after each size (1, default; 0: off)")
       ->check(CLI::Range(0, 1));
   app.add_option("--csv", c.csv_path, "also write the per-size table as CSV to this file");
+  // nccl-tests' options with no meaning here: taken, so that the refusal can say why.
+  for (const char* flag : {"-t", "-a", "-p", "-z", "-G", "-m", "-C", "-N", "-T"}) {
+    app.add_option(flag, c.nccl_tests_only[flag])->group("");
+  }
   app.add_option("--repeats", c.o.repeats,
                  "timed phases of --iters each, the figure their median (acceptance: 3 when not "
                  "given)")
       ->check(CLI::Range(0, 100));
+}
+
+// nccl-tests' options that have no equivalent: exit 2 naming what to use instead.
+bool RefuseNcclTestsOnly(const Cli& c) {
+  static const std::map<std::string, std::string> kWhy = {
+      {"-t", "threads per process: rdma-validate runs one rank per GPU in its own process (-g)"},
+      {"-a", "averaging across ranks: the report shows every rank's and the slowest"},
+      {"-p", "parallel init: each rank initialises in its own process already"},
+      {"-z", "blocking collectives: rdma-validate times each phase on the stream"},
+      {"-G", "CUDA graphs: not used; --repeats times several phases instead"},
+      {"-m", "aggregated iterations: not supported"},
+      {"-C", "the report's time column: the report has both times already"},
+      {"-N", "run cycles: use --repeats"},
+      {"-T", "a timeout in nccl-tests' form: use --timeout SECONDS"}};
+  for (const auto& [flag, value] : c.nccl_tests_only) {
+    if (value.empty()) continue;
+    std::fprintf(stderr, "rdma-validate: nccl-tests' %s has no equivalent here (%s)\n",
+                 flag.c_str(), kWhy.at(flag).c_str());
+    return false;
+  }
+  return true;
 }
 
 bool Refuse(const kuberdma::Error& e) {
@@ -124,10 +150,11 @@ bool ParseCollectiveOptions(Cli& c) {
   o.spec.op = *op;
   o.check = c.check == 1;
   if (c.min_bytes.empty() && c.max_bytes.empty()) return true;
-  size_t lo = ParseSize(c.min_bytes.empty() ? c.max_bytes : c.min_bytes);
-  size_t hi = ParseSize(c.max_bytes.empty() ? c.min_bytes : c.max_bytes);
-  size_t step = c.step_bytes.empty() ? 0 : ParseSize(c.step_bytes);
-  auto sizes = SweepSizes(lo, hi, c.step_factor > 0 ? c.step_factor : (step > 0 ? 0 : 2), step);
+  auto lo = SizeOption("-b", c.min_bytes.empty() ? c.max_bytes : c.min_bytes);
+  auto hi = SizeOption("-e", c.max_bytes.empty() ? c.min_bytes : c.max_bytes);
+  auto step = c.step_bytes.empty() ? std::optional<size_t>(0) : SizeOption("-i", c.step_bytes);
+  if (!lo || !hi || !step) return false;
+  auto sizes = SweepSizes(*lo, *hi, c.step_factor > 0 ? c.step_factor : (*step > 0 ? 0 : 2), *step);
   if (!sizes) return Refuse(sizes.error());
   o.sizes = *sizes;
   o.bytes = o.sizes.back();
@@ -194,14 +221,17 @@ void AddRunOptions(CLI::App& app, Cli& c) {
       "tell NCCL to use these instead of the expected set (reproduce a misconfiguration)");
   AddGidOptions(app, c);
   app.add_option("--size", c.size, "the collective's size without a sweep (e.g. 256M)");
-  app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
-  app.add_option("--warmup", o.warmup, "warm-up iterations")->check(CLI::Range(0, 1000));
+  app.add_option("-n,--iters", o.iters, "timed iterations (nccl-tests' -n)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("-w,--warmup", o.warmup, "warm-up iterations (nccl-tests' -w)")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--timeout", o.timeout_s,
                  "seconds for communicator init and each collective phase")
       ->check(CLI::Range(1, 3600));
   AddThresholdOptions(app, o);
-  app.add_option("--gpus", o.gpus,
-                 "local ranks (default: every GPU; more than the GPUs share them)");
+  app.add_option("-g,--gpus", o.gpus,
+                 "local ranks, one GPU each (nccl-tests' -g with one thread; default: every GPU; "
+                 "more than the GPUs share them)");
   app.add_option("--rank", o.rank, "multi-pod/acceptance: this pod's rank (default: from the env)");
   app.add_option("--world-size", o.world_size, "multi-pod/acceptance: number of pods");
   app.add_option("--comm-id", o.comm_id,
@@ -478,7 +508,8 @@ void Resolve(Cli& c) {
   }
   c.o.one_process = c.one_process;
   c.o.control_interface = c.control_interface;
-  c.o.bytes = ParseSize(c.size);
+  // A run by hand that proves nothing fails: only --inventory-only passes on the inventory.
+  c.o.require_nccl = !c.o.inventory_only;
 }
 
 int Run(int argc, char** argv) {
@@ -497,6 +528,10 @@ int Run(int argc, char** argv) {
   if (c.nccl_env) return PrintNcclEnv();
   if (!c.env_libs.empty()) return PrintCommEnv(c);
   if (!c.html_report.empty()) return RenderHtml(c);
+  if (!RefuseNcclTestsOnly(c)) return 2;
+  auto size = SizeOption("--size", c.size);
+  if (!size) return 2;
+  c.o.bytes = *size;
   if (!ParseCollectiveOptions(c)) return 2;
   if (c.o.bytes < 4096 && c.o.sizes.empty()) {
     std::fprintf(stderr,

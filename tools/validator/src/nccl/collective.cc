@@ -5,12 +5,32 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
 
 namespace kuberdma::validator {
 
 namespace {
+
+// The units ParseByteSize takes (lower case), each a power of 1024.
+constexpr std::array<std::pair<std::string_view, int>, 14> kSizeUnits = {{{"", 0},
+                                                                          {"b", 0},
+                                                                          {"k", 1},
+                                                                          {"kb", 1},
+                                                                          {"kib", 1},
+                                                                          {"m", 2},
+                                                                          {"mb", 2},
+                                                                          {"mib", 2},
+                                                                          {"g", 3},
+                                                                          {"gb", 3},
+                                                                          {"gib", 3},
+                                                                          {"t", 4},
+                                                                          {"tb", 4},
+                                                                          {"tib", 4}}};
 
 constexpr std::array<std::pair<Collective, std::string_view>, 7> kCollectives = {{
     {Collective::kAllReduce, "all_reduce"},
@@ -210,6 +230,36 @@ Shape ShapeOf(const CollectiveSpec& s, size_t bytes, int nranks) {
   }
   sh.bytes = sh.count * ts;
   return sh;
+}
+
+Result<size_t> ParseByteSize(std::string_view text) {
+  auto bad = [&] {
+    return Fail(ErrorCode::kInvalidArgument,
+                "\"" + std::string(text) +
+                    "\" is not a size: a number and a unit, B, K, KB, KiB, M, MB, MiB, G, GB, GiB, "
+                    "T, TB or TiB (each binary, as nccl-tests' K, M and G: 8G = 8GB = 8GiB = "
+                    "8589934592 bytes)");
+  };
+  size_t digits = 0;
+  bool dot = false;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) ||
+                                  (text[digits] == '.' && !dot))) {
+    dot = dot || text[digits] == '.';
+    ++digits;
+  }
+  if (digits == 0 || text.substr(0, digits) == ".") return bad();
+  std::string unit(text.substr(digits));
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  int power = -1;
+  for (const auto& [name, p] : kSizeUnits) {
+    if (unit == name) power = p;
+  }
+  if (power < 0) return bad();
+  double v = std::strtod(std::string(text.substr(0, digits)).c_str(), nullptr);
+  double bytes = std::ldexp(v, 10 * power);
+  if (!(bytes < 0x1p62)) return bad();
+  return static_cast<size_t>(bytes);
 }
 
 Result<std::vector<size_t>> SweepSizes(size_t min, size_t max, double factor, size_t step) {

@@ -22,6 +22,8 @@
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/json.h"
+#include "kuberdma/validator/checks.h"
+#include "kuberdma/validator/collective.h"
 #include "kuberdma/validator/runner.h"
 
 namespace kuberdma::validator {
@@ -367,9 +369,31 @@ nlohmann::json PlaceJson(const PlaceResult& r) {
   return {{"seconds", r.seconds}, {"wrong", r.wrong}, {"checked", r.checked}};
 }
 
+// Rank 0's row for a size as it completes, on stderr as nccl-tests prints it (stdout is the
+// report's): a run of up to half an hour says what it is doing in `kubectl logs`.
+void ProgressHeader(const CollectiveParams& p) {
+  std::fprintf(stderr,
+               "rdma-validate: %s, %s, %s, %d ranks (out of place | in place; times in us, "
+               "bandwidths in GB/s)\n%12s %12s %10s %8s %8s %8s | %10s %8s %8s %8s\n",
+               std::string(Name(p.spec.kind)).c_str(), std::string(Name(p.spec.type)).c_str(),
+               std::string(Name(p.spec.op)).c_str(), p.nranks, "size", "count", "time", "algbw",
+               "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+}
+
+void ProgressRow(const CollectiveParams& p, const Shape& sh, const PlaceResult& oop,
+                 const PlaceResult& ip) {
+  Bandwidth o = CollectiveBandwidth(p.spec.kind, sh.bytes, oop.seconds, p.nranks);
+  Bandwidth i = CollectiveBandwidth(p.spec.kind, sh.bytes, ip.seconds, p.nranks);
+  std::fprintf(stderr, "%12zu %12zu %10.1f %8.2f %8.2f %8llu | %10.1f %8.2f %8.2f %8llu\n",
+               sh.bytes, sh.count, oop.seconds * 1e6, o.algbw_gbps, o.busbw_gbps,
+               static_cast<unsigned long long>(oop.wrong), ip.seconds * 1e6, i.algbw_gbps,
+               i.busbw_gbps, static_cast<unsigned long long>(ip.wrong));
+}
+
 // Every size, out of place then in place; "" or the error (the communicator then aborted).
 std::string RunSizes(const CollectiveParams& p, int rank, Buffers& b, ncclComm_t comm,
                      nlohmann::json* sizes, uint64_t* wrong, double* seconds, bool* timed_out) {
+  if (rank == 0) ProgressHeader(p);
   for (size_t bytes : Sizes(p)) {
     Shape sh = ShapeOf(p.spec, bytes, p.nranks);
     PlaceResult oop;
@@ -382,6 +406,7 @@ std::string RunSizes(const CollectiveParams& p, int rank, Buffers& b, ncclComm_t
       if (auto e = RunPlace(p, sh, rank, b, true, comm, &ip, timed_out); !e.empty()) return e;
       j["ip"] = PlaceJson(ip);
       *wrong += ip.wrong;
+      if (rank == 0) ProgressRow(p, sh, oop, ip);
     }
     sizes->push_back(j);
   }

@@ -92,6 +92,12 @@ Shape ShapeOf(const CollectiveSpec& s, size_t bytes, int nranks);
 // max. kInvalidArgument for an empty or endless sweep.
 Result<std::vector<size_t>> SweepSizes(size_t min, size_t max, double factor, size_t step);
 
+// A size as nccl-tests and the docs write it: a number (a fraction allowed) and a unit, each unit
+// binary as nccl-tests' K, M and G are: "" or B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (any
+// case). "8G", "8GB" and "8GiB" are all 8 * 2^30. Anything else (a unit it does not know, a
+// space, a sign, nothing) is kInvalidArgument naming what it takes, never a silent 8.
+Result<size_t> ParseByteSize(std::string_view text);
+
 // Element `i` of rank `rank`'s send buffer (small integers, exact in every type), and element `i`
 // of `rank`'s receive buffer after the collective, for the correctness check; nullopt where the
 // collective leaves it undefined (reduce's non-root ranks). The expected value is computed in
