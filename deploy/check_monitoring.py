@@ -67,6 +67,15 @@ def main(argv):
         if re.search(r'\bup\{job="kube-rdma/kube-rdma-node"\}', r["expr"]):
             used.add("up")  # Prometheus's own series for the PodMonitor's targets
         check(used and used <= known | {"up"}, f"{r['alert']}: {sorted(used)} exported by our binaries (or the scrape's up)")
+    # Every alert links to its runbook, and the runbook has that section (GitHub's anchor: the
+    # heading lower-cased).
+    runbooks = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "runbooks.md")).read()
+    anchors = {h.strip().lower().replace(" ", "-") for h in re.findall(r"^## (.+)$", runbooks, re.M)}
+    base = "https://github.com/kube-rdma/kube-rdma/blob/main/docs/runbooks.md#"
+    for r in alerts:
+        url = r.get("annotations", {}).get("runbook_url", "")
+        check(url == base + r["alert"].lower() and r["alert"].lower() in anchors,
+              f"{r['alert']}: runbook_url {url!r} names its section of docs/runbooks.md")
     tests = yaml.safe_load(open(TESTS))
     tested = {t["alertname"] for group in tests["tests"] for t in group.get("alert_rule_test", [])}
     check(tested >= {r["alert"] for r in alerts},
