@@ -26,7 +26,7 @@ for b in $BINS; do
 done
 # What a binary loads rather than links (rdma-device-plugin's libcurl for the API server, the DRA
 # demo's path), with what it links in turn.
-LOADED=$(ldconfig -p | awk '$1 == "libcurl.so.4" {print $NF; exit}')
+LOADED=$(ldconfig -p | awk '$1 == "libcurl.so.4" && !seen++ {print $NF}')  # no early exit: ldconfig's SIGPIPE would fail the pipe
 for path in $LOADED; do
   objcopy --strip-debug "$path" "$OUT/lib/$(basename "$path")"
   ldd "$path" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name dep; do

@@ -34,7 +34,7 @@ if [ "$GPUS" -lt 1 ]; then
   echo "SKIP: no GPU here (no /dev/nvidia<N>)"; exit 77
 fi
 mkdir -p "$OUT"
-DEMO=(--rdma "$B/rdma" --device-plugin "$B/rdma-device-plugin" --validate "$B/rdma-validate"
+DEMO=(--rdma "$B/kube-rdma" --device-plugin "$B/rdma-device-plugin" --validate "$B/rdma-validate"
       --doctor "$B/rdma-doctor" --fixture "$PWD/tests/fixtures/sysfs/roce8" --cni-plugins "$BUNDLE/cni"
       --manifests "$BUNDLE/rendered/demo-values.yaml")
 failed=()
@@ -51,7 +51,7 @@ step() {  # step NAME COMMAND...: runs it, its output to OUT/NAME.txt and here, 
 for s in $STEPS; do
   case $s in
     live) step live "$B/rdma_live_tests" --doctor "$B/rdma-doctor" -s ;;
-    e2e) step e2e "$B/gpu_e2e" --rdma "$B/rdma" --validate "$B/rdma-validate" --bare "$B/nccl_bare" \
+    e2e) step e2e "$B/gpu_e2e" --rdma "$B/kube-rdma" --validate "$B/rdma-validate" --bare "$B/nccl_bare" \
                   --out "$OUT/e2e" --gpus $(( GPUS > 2 ? 2 : GPUS )) --repeats "$E2E_REPEATS" ;;
     demo) step demo "$B/kuberdma-demo" "${DEMO[@]}" --nccl on ;;
     fleet) step fleet "$B/kuberdma-demo" "${DEMO[@]}" --fleet 4 --rails 2 --degrade 3:2 --miscable 2:1 --keep ;;
