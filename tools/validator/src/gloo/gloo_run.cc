@@ -62,10 +62,19 @@ json RunPython(const std::vector<std::string>& args, int timeout_s) {
   auto last = out.rfind("{\"ok\"");
   json j = last == std::string::npos ? json() : json::parse(out.substr(last), nullptr, false);
   if (j.is_object()) return j;
-  std::string tail = out.size() > 600 ? out.substr(out.size() - 600) : out;
-  return {{"error", python + " with torch's Gloo exited " +
-                        std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ": " +
-                        tail}};
+  // Its last words (an exception's line), on one line of the report.
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' '))
+    out.pop_back();
+  std::string tail =
+      out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
+  if (tail.size() > 300) tail = tail.substr(tail.size() - 300);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 124) {
+    return {{"error", python + " with torch's Gloo did not finish in " + std::to_string(timeout_s) +
+                          " s (a peer that never joined, or an interface that carries nothing)"}};
+  }
+  return {{"error", python + " with torch's Gloo exited " + std::to_string(code) +
+                        (tail.empty() ? std::string(" saying nothing") : ": " + tail)}};
 }
 
 }  // namespace

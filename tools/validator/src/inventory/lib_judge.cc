@@ -142,13 +142,17 @@ void JudgeLibRuns(Report& r, const std::vector<LibRun>& runs) {
       d.bytes_sent += sent;
       d.bytes_received += it->second - std::min(sent, it->second);
       d.carried_traffic = d.carried_traffic || it->second > 0;
-      d.chosen_by_nccl = d.chosen_by_nccl || std::any_of(run.lanes.begin(), run.lanes.end(),
-                                                         [&](const std::string& lane) {
-                                                           return LaneDevice(lane) == d.name;
-                                                         });
+      // Chosen: a lane the library's own log names on it; a library that names none (Gloo) chose
+      // the interfaces it moved bytes over.
+      bool named =
+          run.lanes.empty()
+              ? it->second > 0
+              : std::any_of(run.lanes.begin(), run.lanes.end(),
+                            [&](const std::string& lane) { return LaneDevice(lane) == d.name; });
+      d.chosen_by_nccl = d.chosen_by_nccl || named;
       if (run.rail.empty() || run.rail.rfind(d.name + ":", 0) == 0) {
         d.notes.push_back(Who(run) + ": " + Gb(gbytes) + ", " + std::to_string(it->second) +
-                          " bytes through this HCA");
+                          " bytes through this NIC");
       }
     }
   }
