@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-PRODUCTION = ["rdma", "rdma-device-plugin", "rdma-validate", "rdma-doctor"]
+PRODUCTION = ["kube-rdma", "rdma-device-plugin", "rdma-validate", "rdma-doctor"]
 TEST_SUPPORT = ["kuberdma_nl_testing", "kuberdma_sim", "kuberdma_fakes",
                 "kuberdma_standins", "kuberdma_test_main", "Catch2::Catch2"]
 NODE_LIBRARY = ["kuberdma_base", "kuberdma_netns", "kuberdma_sysfs", "kuberdma_topology", "kuberdma_dcb",
