@@ -35,8 +35,8 @@ boundaries: configure
 test: build boundaries format helm promtool
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory asan
-	@BUILD=$(BUILD) bash deploy/images/build.sh; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 77 ]; \
-	  [ $$rc -eq 77 ] || bash tests/images/registry_test.sh
+	@BUILD=$(BUILD) bash deploy/images/build.sh; rc=$$?; \
+	  if [ $$rc -eq 0 ]; then bash tests/images/registry_test.sh; elif [ $$rc -ne 77 ]; then exit $$rc; fi
 	@$(MAKE) --no-print-directory vmtest
 
 # The sanitizer tier (run by `make test`): the unit, namespace and fuzz-replay tests built with
