@@ -4,7 +4,7 @@
 # built): Debian's docker-registry (distribution 2.8) on loopback; deploy/images/push.sh pushes the
 # image deploy/images/build.sh made; skopeo reads it back by tag, with the same layers; the chart
 # rendered with the values push.sh wrote pulls exactly that image by digest, and passes
-# `helm lint --strict`. Also: push.sh without a registry is a usage error (2), and a registry that
+# `helm lint --strict`; the README's install command with it renders valid objects. Also: push.sh without a registry is a usage error (2), and a registry that
 # does not answer is an error (1) saying so. Everything it starts is stopped and removed on exit.
 #
 # Usage: tests/images/registry_test.sh [HELM]   (root; after deploy/images/build.sh)
@@ -84,6 +84,15 @@ check "every kube-rdma image the chart renders is $ref@$digest: $(echo "$ours" |
   test "$ours" = "$ref@$digest"
 lint() { "$helm" lint --strict deploy/helm/kube-rdma -f "$OUT/image-values.yaml" -n kube-rdma >"$tmp/lint.out" 2>&1; }
 check "helm lint --strict with image-values.yaml" lint
+
+# The README's install command as a newcomer runs it: the pushed image's values and a fabric's
+# example, its objects held to the Kubernetes API models and the device plugin's own parser.
+mkdir -p "$tmp/readme"
+"$helm" template kube-rdma deploy/helm/kube-rdma -n kube-rdma -f "$OUT/image-values.yaml" \
+  -f examples/roce/values.yaml >"$tmp/readme/objects.yaml"
+readme() { /usr/bin/python3 deploy/check_manifests.py "$tmp/readme" \
+  --device-plugin "${BUILD:-build/ci}/deviceplugin/rdma-device-plugin" >"$tmp/readme.out" 2>&1; }
+check "the README's install command renders valid objects with the pushed image (examples/roce)" readme
 
 [ "$fails" = 0 ] && echo "registry_test: all passed" || echo "registry_test: $fails failed"
 exit "$fails"
