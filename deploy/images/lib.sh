@@ -78,7 +78,7 @@ for b in /usr/local/bin/*; do
 done
 printf "%s" "$KUBERDMA_CONFIG" > /tmp/device-plugin.json
 /usr/local/bin/rdma-device-plugin --check-config --config /tmp/device-plugin.json
-/usr/local/bin/rdma-doctor --help >/dev/null
+/usr/local/bin/rdma-doctor --help >/tmp/doctor-help   # not /dev/null: read-only in some builders
 sh -c "$KUBERDMA_INSTALL_STEP" && cmp /usr/local/bin/kube-rdma /host/opt/cni/bin/kube-rdma
 echo "#!/bin/sh another plugin" > /host/opt/cni/bin/rdma
 ! /usr/local/bin/kube-rdma --install /host/opt/cni/bin/rdma 2>/tmp/refused && grep -q "another plugin" /host/opt/cni/bin/rdma
