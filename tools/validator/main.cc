@@ -12,12 +12,15 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "kuberdma/base/files.h"
 #include "kuberdma/base/version.h"
@@ -76,6 +79,19 @@ void AddNcclRequirement(CLI::App& app, Options& o) {
       ->excludes(inventory);
 }
 
+// nccl-tests' options with no equivalent here, and why (or what to use instead): taken by the
+// parser so that the refusal can say so.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kNcclTestsOnly = {
+    {{"-t", "threads per process: rdma-validate runs one rank per GPU in its own process (-g)"},
+     {"-a", "averaging across ranks: the report shows every rank's and the slowest"},
+     {"-p", "parallel init: each rank initialises in its own process already"},
+     {"-z", "blocking collectives: rdma-validate times each phase on the stream"},
+     {"-G", "CUDA graphs: not used; --repeats times several phases instead"},
+     {"-m", "aggregated iterations: not supported"},
+     {"-C", "the report's time column: the report has both times already"},
+     {"-N", "run cycles: use --repeats"},
+     {"-T", "a timeout in nccl-tests' form: use --timeout SECONDS"}}};
+
 // nccl-tests' options, under its short names too.
 void AddCollectiveOptions(CLI::App& app, Cli& c) {
   app.add_option("--collective", c.collective,
@@ -93,9 +109,8 @@ void AddCollectiveOptions(CLI::App& app, Cli& c) {
                  "count wrong result elements after each size (1, default; 0: off)")
       ->check(CLI::Range(0, 1));
   app.add_option("--csv", c.csv_path, "also write the per-size table as CSV to this file");
-  // nccl-tests' options with no meaning here: taken, so that the refusal can say why.
-  for (const char* flag : {"-t", "-a", "-p", "-z", "-G", "-m", "-C", "-N", "-T"}) {
-    app.add_option(flag, c.nccl_tests_only[flag])->group("");
+  for (const auto& [flag, why] : kNcclTestsOnly) {
+    app.add_option(std::string(flag), c.nccl_tests_only[std::string(flag)])->group("");
   }
   app.add_option("--repeats", c.o.repeats,
                  "timed phases of --iters each, the figure their median (acceptance: 3 when not "
@@ -105,20 +120,11 @@ void AddCollectiveOptions(CLI::App& app, Cli& c) {
 
 // nccl-tests' options that have no equivalent: exit 2 naming what to use instead.
 bool RefuseNcclTestsOnly(const Cli& c) {
-  static const std::map<std::string, std::string> kWhy = {
-      {"-t", "threads per process: rdma-validate runs one rank per GPU in its own process (-g)"},
-      {"-a", "averaging across ranks: the report shows every rank's and the slowest"},
-      {"-p", "parallel init: each rank initialises in its own process already"},
-      {"-z", "blocking collectives: rdma-validate times each phase on the stream"},
-      {"-G", "CUDA graphs: not used; --repeats times several phases instead"},
-      {"-m", "aggregated iterations: not supported"},
-      {"-C", "the report's time column: the report has both times already"},
-      {"-N", "run cycles: use --repeats"},
-      {"-T", "a timeout in nccl-tests' form: use --timeout SECONDS"}};
-  for (const auto& [flag, value] : c.nccl_tests_only) {
-    if (value.empty()) continue;
-    std::fprintf(stderr, "rdma-validate: nccl-tests' %s has no equivalent here (%s)\n",
-                 flag.c_str(), kWhy.at(flag).c_str());
+  for (const auto& [flag, why] : kNcclTestsOnly) {
+    if (c.nccl_tests_only.at(std::string(flag)).empty()) continue;
+    std::fprintf(stderr, "rdma-validate: nccl-tests' %.*s has no equivalent here (%.*s)\n",
+                 static_cast<int>(flag.size()), flag.data(), static_cast<int>(why.size()),
+                 why.data());
     return false;
   }
   return true;
