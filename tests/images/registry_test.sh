@@ -23,8 +23,13 @@ command -v docker-registry >/dev/null || { echo "registry_test: docker-registry 
 
 tmp=$(mktemp -d)
 registry_pid=""
+# The registry ends by SIGTERM, so its wait status is 143: under set -e that would become the
+# script's exit status, so the cleanup never fails.
 cleanup() {
-  [ -n "$registry_pid" ] && kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null
+  if [ -n "$registry_pid" ]; then
+    kill "$registry_pid" 2>/dev/null || true
+    wait "$registry_pid" 2>/dev/null || true
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
