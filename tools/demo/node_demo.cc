@@ -68,12 +68,23 @@ struct Pod {
 class NodeDemo {
  public:
   explicit NodeDemo(const Options& o) : o_(o), root_(o.fixture) {}
+  // A demo that ends early leaves no device plugin behind.
+  ~NodeDemo() {
+    if (plugin_ > 0) {
+      ::kill(plugin_, SIGTERM);
+      (void)Wait(plugin_);
+    }
+  }
+  NodeDemo(const NodeDemo&) = delete;
+  NodeDemo& operator=(const NodeDemo&) = delete;
   int Run();
 
  private:
   bool ShowNode();
   bool LoadObjects();
-  void StartDevicePlugin();
+  // False when the device plugin (or, with --dra, its driver) is not up: the pods then cannot be
+  // given HCAs, so the demo stops there.
+  bool StartDevicePlugin();
   [[noreturn]] void ExecDevicePlugin(const std::string& dpdir);
   void ShowRegistrations();
   bool PickWorkload();
@@ -263,11 +274,14 @@ void NodeDemo::ExecDevicePlugin(const std::string& dpdir) {
   ::_exit(127);
 }
 
-void NodeDemo::StartDevicePlugin() {
+bool NodeDemo::StartDevicePlugin() {
   Heading(3, "rdma-device-plugin, with the rendered ConfigMap, registers with a kubelet stand-in");
   std::string dpdir = Dir("kubelet");
   auto config = rendered_.ConfigMapData("device-plugin.json");
-  if (!config) return fail_(config.error().message());
+  if (!config) {
+    fail_(config.error().message());
+    return false;
+  }
   (void)MakeDirs(dpdir + "/plugins");
   (void)WriteFileAtomic(dpdir + "/device-plugin.json", *config);
   kubelet_ = std::make_unique<standins::KubeletStandIn>(dpdir + "/plugins");
@@ -289,8 +303,9 @@ void NodeDemo::StartDevicePlugin() {
                             },
                             std::chrono::milliseconds(10000));
   if (!up) {
-    return fail_("the device plugin did not register " + resource_ + " (log: " + dpdir +
-                 "/device-plugin.log)");
+    fail_("the device plugin did not register " + resource_ + " (log: " + dpdir +
+          "/device-plugin.log)");
+    return false;
   }
   WaitForEveryResource(*config);
   ShowRegistrations();
@@ -303,9 +318,10 @@ void NodeDemo::StartDevicePlugin() {
         "  %s: not registered with the kubelet; its DRA driver, rdma.kube-rdma.io, "
         "offers those HCAs instead:\n",
         resource_.c_str());
-    if (!dra_->Register(fail_) || !dra_->WaitForSlices(fail_)) return;
+    if (!dra_->Register(fail_) || !dra_->WaitForSlices(fail_)) return false;
   }
   DoctorNode(dpdir, false);
+  return true;
 }
 
 void NodeDemo::AllocateDra(Pod& pod) {
@@ -855,33 +871,39 @@ void NodeDemo::DetachAll() {
   if (held != 0) fail_("host-local still holds " + std::to_string(held) + " address(es)");
 }
 
+// Stops the device plugin this demo started, if it did: never kill(-1), which would signal every
+// process the demo may signal.
 void NodeDemo::StopDevicePlugin() {
+  if (plugin_ <= 0) return;
   ::kill(plugin_, SIGTERM);
   int rc = Wait(plugin_);
+  plugin_ = -1;
   bool clean = rc == 0 && !fs::exists(Dir("kubelet/plugins/kuberdma-rdma-hca.sock"));
   std::printf("  rdma-device-plugin: SIGTERM -> %s\n",
               clean ? "exit 0, sockets removed" : "DID NOT STOP CLEANLY");
   if (!clean) fail_("device plugin did not stop cleanly");
-  kubelet_->Stop();
+  if (kubelet_) kubelet_->Stop();
 }
 
 int NodeDemo::Run() {
   std::printf("kube-rdma node-in-a-box demo\n");
   if (!ShowNode() || !LoadObjects()) return 2;
-  StartDevicePlugin();
-  AllocatePods();
-  AttachRails();
-  ShowPods();
-  Validate();
-  Doctor();
-  if (dra_) {
-    Heading(9, "A NIC goes down: its device tainted, the pod told, new claims allocated around it");
-    if (dra_->ShowNicDown(fail_)) DoctorTaints();
-    dra_->ShowNicUp(fail_);
+  if (StartDevicePlugin()) {
+    AllocatePods();
+    AttachRails();
+    ShowPods();
+    Validate();
+    Doctor();
+    if (dra_) {
+      Heading(9,
+              "A NIC goes down: its device tainted, the pod told, new claims allocated around it");
+      if (dra_->ShowNicDown(fail_)) DoctorTaints();
+      dra_->ShowNicUp(fail_);
+    }
+    CheckAll();
+    DetachAll();
+    if (dra_) dra_->UnprepareAll(fail_);
   }
-  CheckAll();
-  DetachAll();
-  if (dra_) dra_->UnprepareAll(fail_);
   StopDevicePlugin();
   size_t attached = 0;
   for (const auto& p : pods_) attached += p.attachments.size();
