@@ -30,6 +30,7 @@ test_packages=(
   qemu-system-x86 kmod cpio            # the VM tier: Debian's kernel under QEMU, its initramfs
   strace                               # the VM tier's crash sweep: SIGKILL at each write or send
   ucx-utils openmpi-bin                # the VM tier's communication libraries: UCX 1.13, Open MPI 4.1
+  python3-torch                        # rdma-validate --transport gloo between two pods (PyTorch's Gloo)
 )
 # npm (Helm and the Kubernetes API schemas come from its registry) is whatever Node.js the machine
 # has; .ci/install-helm.sh installs Debian's where there is none.
