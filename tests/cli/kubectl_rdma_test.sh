@@ -24,7 +24,7 @@ cat >"$tmp/bin/kubectl" <<'KUBECTL'
 echo "$*" >>"$KUBECTL_LOG"
 case "$*" in
   "get daemonset -n kube-rdma -l app.kubernetes.io/name=kube-rdma-node -o jsonpath="*)
-    echo -n "reg.example/kube-rdma/kube-rdma:0.1.0@sha256:abc" ;;
+    [ -n "${NO_DAEMONSET:-}" ] || echo -n "reg.example/kube-rdma/kube-rdma:0.1.0@sha256:abc" ;;
   "get pods -n kube-rdma -o name")
     [ -f "$KUBECTL_STATE/debugged" ] && echo "pod/node-debugger-gpu-1-x7k2p"
     echo "pod/kube-rdma-node-abcde" ;;
@@ -68,6 +68,15 @@ check "cabling with no NODE: every node of the DaemonSet, each with --lldp-wait 
   sh -c "[ $rc = 0 ] && grep -q -- '--json node --lldp-wait 35 --node gpu-1$' $tmp/log && grep -q -- '--json node --lldp-wait 35 --node gpu-2$' $tmp/log"
 check "cabling: both reports handed to rdma-doctor cabling" \
   sh -c "tar -tf $tmp/cabling.tar | grep -q gpu-1.json && tar -tf $tmp/cabling.tar | grep -q gpu-2.json && echo '$out' | grep -q 'cabling: ok'"
+
+check "cabling: the DaemonSet's image looked up once for both nodes" \
+  test "$(grep -c '^get daemonset' "$tmp/log")" = 1
+
+: >"$tmp/log"
+out=$(NO_DAEMONSET=1 "$plugin" cabling 2>&1)
+rc=$?
+check "cabling without the DaemonSet: exit 1, said once, no debug pod ($rc: $out)" \
+  sh -c "[ $rc = 1 ] && [ \"\$(echo '$out' | grep -c 'no kube-rdma DaemonSet in namespace kube-rdma')\" = 1 ] && ! grep -q '^debug ' $tmp/log"
 
 for bad in "" "frobnicate" "doctor" "doctor a b" "doctor gpu-1 -o yaml" "validate" "--bogus status"; do
   # shellcheck disable=SC2086
