@@ -33,6 +33,39 @@ TEST_CASE("UCX's ep_cfg lines name the lanes it chose, each once") {
   CHECK(UcxLanes("").empty());
 }
 
+TEST_CASE("A probe's answer: its fields where they have their types, else a failed phase") {
+  LibRun good = LibRunFrom(
+      "gloo", "allreduce",
+      nlohmann::json::parse(R"({"ok": true, "error": "", "seconds": 0.25, "bytes": 83886080})"));
+  CHECK(good.library == "gloo");
+  CHECK(good.phase == "allreduce");
+  CHECK(good.ok);
+  CHECK(good.error.empty());
+  CHECK(good.seconds == 0.25);
+  CHECK(good.bytes == 83886080);
+
+  // The job's library wrote it: a field of another type is absent, never an exception.
+  LibRun odd = LibRunFrom(
+      "mpi", "alltoall",
+      nlohmann::json::parse(R"({"ok": "yes", "error": 7, "seconds": "1", "bytes": -5})"));
+  CHECK_FALSE(odd.ok);
+  CHECK(odd.error == "the probe did not say it passed");
+  CHECK(odd.seconds == 0);
+  CHECK(odd.bytes == 0);
+  CHECK(AnswerField(nlohmann::json::parse(R"({"rank": "1"})"), "rank", 0) == 0);
+  CHECK(AnswerField(nlohmann::json::parse(R"({"rank": 1})"), "rank", 0) == 1);
+  CHECK(AnswerField(nlohmann::json::parse(R"({"version": "1.13.1"})"), "version", std::string()) ==
+        "1.13.1");
+
+  LibRun none = LibRunFrom("ucx", "tag", nlohmann::json::parse("[1, 2]"));
+  CHECK_FALSE(none.ok);
+  CHECK(none.error == "the probe gave no answer");
+
+  LibRun said = LibRunFrom("ucx", "rma", nlohmann::json{{"error", "UCX: no such device"}});
+  CHECK_FALSE(said.ok);
+  CHECK(said.error == "UCX: no such device");
+}
+
 TEST_CASE("Each rail proven on its own: its counters moved the phase's bytes, over RDMA") {
   Report r = TwoHcas();
   std::vector<LibRun> runs = {{.library = "ucx",

@@ -103,14 +103,9 @@ Report Validator::RunGloo(Report r) {
                  std::to_string(opts_.bytes), std::to_string(opts_.iters)},
                 opts_.timeout_s);
   Snapshot after = ReadCounters(r);
-  LibRun run{.library = "gloo",
-             .phase = "allreduce",
-             .ok = a.value("ok", false),
-             .error = a.value("error", std::string()),
-             .seconds = a.value("seconds", 0.0),
-             .bytes = a.value("bytes", uint64_t{0})};
+  LibRun run = LibRunFrom("gloo", "allreduce", a);
   NoteMoved(run, r, before, after);
-  r.library_version = a.value("version", std::string());
+  r.library_version = AnswerField(a, "version", std::string());
   JudgeLibRuns(r, {run});
   return r;
 }

@@ -40,6 +40,20 @@ Result<std::vector<contract::CommHca>> ApplyLibraryPlan(const sysfs::SysfsRoot& 
   return contract::CommHcasOf(hcas);
 }
 
+LibRun LibRunFrom(std::string library, std::string phase, const nlohmann::json& answer) {
+  LibRun run{.library = std::move(library), .phase = std::move(phase)};
+  if (!answer.is_object()) {
+    run.error = "the probe gave no answer";
+    return run;
+  }
+  run.ok = AnswerField(answer, "ok", false);
+  run.error = AnswerField(answer, "error", std::string());
+  run.seconds = AnswerField(answer, "seconds", 0.0);
+  run.bytes = AnswerField(answer, "bytes", uint64_t{0});
+  if (!run.ok && run.error.empty()) run.error = "the probe did not say it passed";
+  return run;
+}
+
 void NoteMoved(LibRun& run, const Report& r, const Snapshot& before, const Snapshot& after) {
   for (const auto& d : r.devices) {
     run.moved[d.name] = BytesMoved(before, after, d.name);

@@ -46,19 +46,14 @@ Report Validator::RunMpi(Report r) {
                    {"bytes", std::min<size_t>(opts_.bytes, size_t{64} << 20)},
                    {"iters", opts_.iters}});
     Snapshot after = ReadCounters(r);
-    LibRun run{.library = "mpi",
-               .phase = phase,
-               .ok = a.value("ok", false),
-               .error = a.value("error", std::string()),
-               .seconds = a.value("seconds", 0.0),
-               .bytes = a.value("bytes", uint64_t{0})};
+    LibRun run = LibRunFrom("mpi", phase, a);
     run.lanes = UcxLanes(ReadFile(log).value_or("").substr(log_at));
     NoteMoved(run, r, before, after);
     if (a.contains("rank")) {
-      r.rank = a.value("rank", 0);
-      r.world_size = a.value("size", 1);
+      r.rank = AnswerField(a, "rank", 0);
+      r.world_size = AnswerField(a, "size", 1);
     }
-    if (a.contains("version")) r.library_version = a.value("version", std::string());
+    if (a.contains("version")) r.library_version = AnswerField(a, "version", std::string());
     runs.push_back(std::move(run));
     if (!runs.back().ok) break;  // MPI with a failed collective cannot go on
   }

@@ -82,16 +82,11 @@ Report Validator::RunUcx(Report r) {
       Snapshot after = ReadCounters(r);
       json answer =
           out ? json::parse(*out, nullptr, false) : json{{"error", out.error().message()}};
-      LibRun run{.library = "ucx",
-                 .rail = opts_.one_process ? "" : rail,
-                 .phase = phase,
-                 .ok = answer.is_object() && answer.value("ok", false),
-                 .error = answer.is_object() ? answer.value("error", std::string()) : "no answer",
-                 .seconds = answer.is_object() ? answer.value("seconds", 0.0) : 0,
-                 .bytes = answer.is_object() ? answer.value("bytes", uint64_t{0}) : 0};
+      LibRun run = LibRunFrom("ucx", phase, answer);
+      run.rail = opts_.one_process ? "" : rail;
       run.lanes = UcxLanes(ReadFile(log).value_or(""));
-      if (answer.is_object() && answer.contains("version")) {
-        r.library_version = "UCX " + answer.value("version", std::string());
+      if (auto v = AnswerField(answer, "version", std::string()); !v.empty()) {
+        r.library_version = "UCX " + v;
       }
       NoteMoved(run, r, before, after);
       runs.push_back(std::move(run));

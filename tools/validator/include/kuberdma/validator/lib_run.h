@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "kuberdma/contract/comm_env.h"
@@ -58,6 +59,29 @@ void JudgeLibRuns(Report& r, const std::vector<LibRun>& runs);
 Result<std::vector<contract::CommHca>> ApplyLibraryPlan(const sysfs::SysfsRoot& root, Report& r,
                                                         const Options& o, contract::Library lib,
                                                         contract::ProcessLayout layout);
+
+// `answer[key]` where it is a T (bool, a number type, std::string), else `fallback`: a probe's
+// answer comes from the job's library, and a field of another type counts as absent.
+template <typename T>
+T AnswerField(const nlohmann::json& answer, const char* key, T fallback) {
+  if (!answer.is_object()) return fallback;
+  auto it = answer.find(key);
+  if (it == answer.end()) return fallback;
+  if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->get<bool>() : fallback;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return it->is_string() ? it->get<std::string>() : fallback;
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return it->is_number_unsigned() ? it->get<T>() : fallback;
+  } else {
+    return it->is_number() ? it->get<T>() : fallback;
+  }
+}
+
+// A phase's outcome from its probe's one JSON answer (`ok`, `error`, `seconds`, `bytes`; the probe
+// is the job's library, so a field of another type counts as absent): an answer that is not an
+// object, or that does not say ok, is a failed phase.
+LibRun LibRunFrom(std::string library, std::string phase, const nlohmann::json& answer);
 
 // What each of r's devices moved (and sent) between the snapshots, into run.moved / run.sent.
 void NoteMoved(LibRun& run, const Report& r, const Snapshot& before, const Snapshot& after);
