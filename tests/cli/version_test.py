@@ -150,6 +150,16 @@ for flag in ["-t", "-a", "-G"]:
     check(r.returncode == 2 and f"nccl-tests' {flag} has no equivalent" in r.stderr,
           f"nccl-tests' {flag}: exit 2 saying why (exit {r.returncode})")
 
+# A library's transport is proven pod by pod, not by the fleet acceptance: exit 2 saying how,
+# rather than NCCL's acceptance run in its place.
+for transport, how in [("ucx", "--mode multi-pod"), ("gloo", "--mode multi-pod"), ("mpi", "mpirun")]:
+    r = subprocess.run([binaries["rdma-validate"], "--mode", "acceptance", "--transport", transport,
+                        "--expect", "mlx5_0", "--rank", "0", "--world-size", "1", "--comm-id", "127.0.0.1:29511"],
+                       capture_output=True, text=True, timeout=60, env=venv)
+    checks += 1
+    check(r.returncode == 2 and "--mode acceptance runs NCCL" in r.stderr and how in r.stderr,
+          f"--mode acceptance --transport {transport}: exit 2 pointing to {how} (exit {r.returncode}: {r.stderr.strip()[:100]})")
+
 # rdma-doctor: --json and -o json after the view's name; a bad --pkey is a usage error (2).
 for args in (["topo", "--json"], ["topo", "-o", "json"], ["--json", "topo"]):
     r = subprocess.run([binaries["rdma-doctor"], "--sysfs-root", fixture] + args,

@@ -130,6 +130,25 @@ bool RefuseNcclTestsOnly(const Cli& c) {
   return true;
 }
 
+// The fleet acceptance's ring and pair rounds run NCCL (ib, socket) or the verbs probe; a library's
+// own transport is proven between the pods of one job. Exit 2 rather than an NCCL run not asked
+// for.
+bool RefuseLibraryAcceptance(const Cli& c) {
+  Transport t = c.o.transport;
+  if (c.o.mode != Mode::kAcceptance ||
+      (t != Transport::kUcx && t != Transport::kMpi && t != Transport::kGloo)) {
+    return true;
+  }
+  std::fprintf(stderr,
+               "rdma-validate: --mode acceptance runs NCCL (--transport ib or socket) or the verbs "
+               "probe (--transport verbs) across the fleet; --transport %s is proven between the "
+               "pods of one job: %s\n",
+               c.transport.c_str(),
+               t == Transport::kMpi ? "run it under the job's mpirun, one rank per pod"
+                                    : "--mode multi-pod with --rank, --world-size and --comm-id");
+  return false;
+}
+
 bool Refuse(const kuberdma::Error& e) {
   std::fprintf(stderr, "rdma-validate: %s\n", e.message().c_str());
   return false;
@@ -534,7 +553,7 @@ int Run(int argc, char** argv) {
   if (c.nccl_env) return PrintNcclEnv();
   if (!c.env_libs.empty()) return PrintCommEnv(c);
   if (!c.html_report.empty()) return RenderHtml(c);
-  if (!RefuseNcclTestsOnly(c)) return 2;
+  if (!RefuseNcclTestsOnly(c) || !RefuseLibraryAcceptance(c)) return 2;
   auto size = SizeOption("--size", c.size);
   if (!size) return 2;
   c.o.bytes = *size;
