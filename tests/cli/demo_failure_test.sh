@@ -55,7 +55,7 @@ for name in plain dra; do
   alive=""
   for p in $pids; do kill -0 "$p" 2>/dev/null && alive+="$p "; done
   check "$name: and is stopped when the demo ends (still running: ${alive:-none})" test -z "$alive"
-  for p in $alive; do kill "$p"; done
+  for p in $alive; do kill "$p" 2>/dev/null || true; done
   rm -f "$tmp"/pid.*
 done
 [ "$fails" = 0 ] && echo "demo_failure_test: all passed" || echo "demo_failure_test: $fails failed"
