@@ -69,12 +69,7 @@ class NodeDemo {
  public:
   explicit NodeDemo(const Options& o) : o_(o), root_(o.fixture) {}
   // A demo that ends early leaves no device plugin behind.
-  ~NodeDemo() {
-    if (plugin_ > 0) {
-      ::kill(plugin_, SIGTERM);
-      (void)Wait(plugin_);
-    }
-  }
+  ~NodeDemo() { (void)TermPlugin(); }
   NodeDemo(const NodeDemo&) = delete;
   NodeDemo& operator=(const NodeDemo&) = delete;
   int Run();
@@ -116,6 +111,9 @@ class NodeDemo {
   void CheckAll();
   void DetachAll();
   void StopDevicePlugin();
+  // SIGTERM to the device plugin this demo started, if it is still running, and its exit status
+  // (-1: none running). Never kill(-1), which would signal every process the demo may signal.
+  int TermPlugin();
   std::string Dir(const std::string& name) const { return node_->state_dir() + "/" + name; }
   // A RoCE node (the roce8 fixture), not an InfiniBand one (ib8).
   bool Roce() const {
@@ -871,13 +869,18 @@ void NodeDemo::DetachAll() {
   if (held != 0) fail_("host-local still holds " + std::to_string(held) + " address(es)");
 }
 
-// Stops the device plugin this demo started, if it did: never kill(-1), which would signal every
-// process the demo may signal.
-void NodeDemo::StopDevicePlugin() {
-  if (plugin_ <= 0) return;
+int NodeDemo::TermPlugin() {
+  if (plugin_ <= 0) return -1;
   ::kill(plugin_, SIGTERM);
   int rc = Wait(plugin_);
   plugin_ = -1;
+  return rc;
+}
+
+// Stops the device plugin this demo started, if it did, and says whether it stopped cleanly.
+void NodeDemo::StopDevicePlugin() {
+  if (plugin_ <= 0) return;
+  int rc = TermPlugin();
   bool clean = rc == 0 && !fs::exists(Dir("kubelet/plugins/kuberdma-rdma-hca.sock"));
   std::printf("  rdma-device-plugin: SIGTERM -> %s\n",
               clean ? "exit 0, sockets removed" : "DID NOT STOP CLEANLY");
