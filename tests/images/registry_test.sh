@@ -4,8 +4,9 @@
 # built): Debian's docker-registry (distribution 2.8) on loopback; deploy/images/push.sh pushes the
 # image deploy/images/build.sh made; skopeo reads it back by tag, with the same layers; the chart
 # rendered with the values push.sh wrote pulls exactly that image by digest, and passes
-# `helm lint --strict`; the README's install command with it renders valid objects. Also: push.sh without a registry is a usage error (2), and a registry that
-# does not answer is an error (1) saying so. Everything it starts is stopped and removed on exit.
+# `helm lint --strict`; the README's install command with it renders valid objects. Also: push.sh
+# without a registry is a usage error (2), and a registry that does not answer is an error (1)
+# saying so. Everything it starts is stopped and removed on exit.
 #
 # Usage: tests/images/registry_test.sh [HELM]   (root; after deploy/images/build.sh)
 set -euo pipefail
